@@ -1,0 +1,352 @@
+//! Error types: one small `Copy` enum per operation family.
+//!
+//! Every error crosses rank boundaries as a [`Failure`] encoded in a
+//! fixed-width record, so that every rank of a collective reports the same
+//! verdict, naming the rank that failed and why.
+
+use core::fmt;
+
+/// Why a fence or barrier wait ended without its condition being met.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceError {
+    /// The wait's deadline passed while this rank waited on `peer`.
+    Timeout {
+        /// The rank that did not arrive.
+        peer: u32,
+    },
+    /// The process of `rank` is gone.
+    PeerDead {
+        /// The dead rank.
+        rank: u32,
+    },
+    /// `rank` gave up on this window after a failed wait; the window can only be freed.
+    Aborted {
+        /// The rank that gave up.
+        rank: u32,
+    },
+    /// A rank outside `0..nranks` was named.
+    InvalidRank {
+        /// The rank asked for.
+        rank: u32,
+        /// The window's rank count.
+        nranks: u32,
+    },
+}
+
+impl fmt::Display for FenceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Timeout { peer } => write!(f, "timed out waiting for rank {peer}"),
+            Self::PeerDead { rank } => write!(f, "rank {rank} died"),
+            Self::Aborted { rank } => write!(f, "rank {rank} abandoned the window after a failed wait"),
+            Self::InvalidRank { rank, nranks } => {
+                write!(f, "rank {rank} is out of range (the window has {nranks} ranks)")
+            }
+        }
+    }
+}
+
+impl core::error::Error for FenceError {}
+
+/// The window layout cannot be built from the ranks' requests.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// The rank count is 0 or above [`crate::MAX_RANKS`].
+    RankCount {
+        /// The rank count asked for.
+        nranks: u32,
+    },
+    /// An alignment is zero or not a power of two.
+    Alignment {
+        /// The alignment asked for.
+        align: u64,
+    },
+    /// The page size is not a power of two of at least 128 bytes.
+    PageSize {
+        /// The page size given.
+        page: u64,
+    },
+    /// The window's total size overflows 64 bits (or the address space).
+    Overflow,
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::RankCount { nranks } => write!(f, "rank count {nranks} is outside 1..={}", crate::MAX_RANKS),
+            Self::Alignment { align } => write!(f, "alignment {align} is not a power of two"),
+            Self::PageSize { page } => write!(f, "page size {page} is not a power of two >= 128"),
+            Self::Overflow => f.write_str("the window's total size overflows"),
+        }
+    }
+}
+
+impl core::error::Error for LayoutError {}
+
+/// The operating-system call a [`PlatformError`] comes from.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlatformOp {
+    /// Creating the named segment.
+    Create,
+    /// Opening an existing named segment.
+    Open,
+    /// Setting the segment's size.
+    Resize,
+    /// Reserving backing memory for a range (e.g. `fallocate`).
+    Reserve,
+    /// Mapping the segment into the address space.
+    Map,
+    /// Removing the segment's name.
+    Unlink,
+    /// Reading the segment's owner and size.
+    Stat,
+    /// Getting random bytes.
+    Random,
+    /// The segment belongs to another user.
+    Owner,
+    /// The segment has another size than the window needs.
+    Size,
+}
+
+impl fmt::Display for PlatformOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Create => "create the shared segment",
+            Self::Open => "open the shared segment",
+            Self::Resize => "size the shared segment",
+            Self::Reserve => "reserve memory for the window (is the segment directory full?)",
+            Self::Map => "map the shared segment",
+            Self::Unlink => "unlink the shared segment",
+            Self::Stat => "inspect the shared segment",
+            Self::Random => "get random bytes for the segment name",
+            Self::Owner => "accept the segment: it belongs to another user",
+            Self::Size => "accept the segment: its size is not the window's",
+        })
+    }
+}
+
+/// A failed platform call: which one, and the OS error code (errno on POSIX).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlatformError {
+    /// What was attempted.
+    pub op: PlatformOp,
+    /// The OS error code, or the offending value for [`PlatformOp::Owner`] and [`PlatformOp::Size`].
+    pub code: i64,
+}
+
+impl fmt::Display for PlatformError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.op {
+            PlatformOp::Owner => write!(f, "cannot {} (uid {})", self.op, self.code),
+            PlatformOp::Size => write!(f, "cannot {} ({} bytes)", self.op, self.code),
+            _ => write!(f, "cannot {}: os error {}", self.op, self.code),
+        }
+    }
+}
+
+impl core::error::Error for PlatformError {}
+
+/// The out-of-band collective failed (a non-zero return from a callback).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OobError {
+    /// What the callback returned.
+    pub code: i32,
+}
+
+impl fmt::Display for OobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the out-of-band collective failed (returned {})", self.code)
+    }
+}
+
+impl core::error::Error for OobError {}
+
+/// A request that is wrong on its own, before any other rank is consulted.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgError {
+    /// `rank` is not in `0..nranks`.
+    Rank {
+        /// The rank given.
+        rank: u32,
+        /// The rank count given.
+        nranks: u32,
+    },
+    /// The layout options are invalid.
+    Layout(LayoutError),
+    /// The requested size does not fit this process's address space.
+    Size {
+        /// The size asked for.
+        size: u64,
+    },
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Rank { rank, nranks } => write!(f, "rank {rank} is not in 0..{nranks}"),
+            Self::Layout(e) => e.fmt(f),
+            Self::Size { size } => write!(f, "size {size} cannot be mapped"),
+        }
+    }
+}
+
+impl core::error::Error for ArgError {}
+
+/// A window's shared header does not match what this rank computed.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachError {
+    /// The magic number is wrong: this is not a kpccl window.
+    Magic,
+    /// The window was made by an incompatible library version.
+    Version {
+        /// The version found in the header.
+        found: u32,
+    },
+    /// The layout digest differs: the ranks' inputs differ.
+    Digest,
+    /// A header field other than the digest differs.
+    Header,
+    /// The rank table entry of `rank` differs.
+    RankTable {
+        /// The mismatching entry.
+        rank: u32,
+    },
+}
+
+impl fmt::Display for AttachError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Magic => f.write_str("the segment is not a kpccl window (bad magic)"),
+            Self::Version { found } => {
+                write!(f, "the window has layout version {found}, this library {}", crate::layout::VERSION)
+            }
+            Self::Digest => f.write_str("the window's layout digest differs from this rank's"),
+            Self::Header => f.write_str("the window header differs from this rank's view"),
+            Self::RankTable { rank } => write!(f, "the window's entry for rank {rank} differs from this rank's view"),
+        }
+    }
+}
+
+impl core::error::Error for AttachError {}
+
+/// What went wrong on one rank, in a form every rank can be told.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The rank's own arguments were invalid.
+    Argument(ArgError),
+    /// The rank's out-of-band callback failed.
+    Oob(OobError),
+    /// A platform call failed on the rank.
+    Platform(PlatformError),
+    /// The rank refused the shared header.
+    Attach(AttachError),
+    /// The rank's wait in the window's first barrier failed.
+    Fence(FenceError),
+    /// A failure this library version cannot decode (from another version).
+    Unknown {
+        /// The undecoded failure kind.
+        kind: u32,
+    },
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Argument(e) => write!(f, "invalid argument: {e}"),
+            Self::Oob(e) => e.fmt(f),
+            Self::Platform(e) => e.fmt(f),
+            Self::Attach(e) => e.fmt(f),
+            Self::Fence(e) => e.fmt(f),
+            Self::Unknown { kind } => write!(f, "unknown failure (kind {kind})"),
+        }
+    }
+}
+
+/// Which field two ranks disagree on.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The library or protocol version.
+    Version,
+    /// The rank count.
+    RankCount,
+    /// The rank number (two ranks claim one number, or a rank sits at another's place).
+    Rank,
+    /// The layout mode.
+    Mode,
+    /// The segment alignment.
+    Alignment,
+    /// The page size.
+    PageSize,
+    /// The user id (segments are private to one user).
+    User,
+    /// The memory kind (host or device).
+    MemoryKind,
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Version => "library version",
+            Self::RankCount => "rank count",
+            Self::Rank => "rank number",
+            Self::Mode => "layout mode",
+            Self::Alignment => "alignment",
+            Self::PageSize => "page size",
+            Self::User => "user id",
+            Self::MemoryKind => "memory kind",
+        })
+    }
+}
+
+/// Why a collective (communicator or window creation) failed. Every rank of
+/// the collective returns an error; the rank that caused it is named.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectiveError {
+    /// This rank failed.
+    Local(Failure),
+    /// Another rank failed; this rank is fine but cannot go on alone.
+    Peer {
+        /// The failing rank (the lowest, if several failed).
+        rank: u32,
+        /// What happened there.
+        failure: Failure,
+    },
+    /// `rank`'s request disagrees with rank 0's on `field`.
+    Mismatch {
+        /// The first disagreeing rank.
+        rank: u32,
+        /// What it disagrees on.
+        field: Field,
+    },
+    /// The layout of the requested window cannot be built (e.g. sizes overflow).
+    Layout(LayoutError),
+}
+
+impl fmt::Display for CollectiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Local(e) => e.fmt(f),
+            Self::Peer { rank, failure } => write!(f, "rank {rank} failed: {failure}"),
+            Self::Mismatch { rank, field } => {
+                write!(f, "rank {rank} disagrees with rank 0 on the {field}")
+            }
+            Self::Layout(e) => write!(f, "the window cannot be laid out: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for CollectiveError {}
+
+impl From<FenceError> for CollectiveError {
+    fn from(e: FenceError) -> Self {
+        Self::Local(Failure::Fence(e))
+    }
+}

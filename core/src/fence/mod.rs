@@ -1,0 +1,58 @@
+//! The fence algorithms, written against two small traits so that the same
+//! code runs on a mapped window, on a heap window in tests, and under loom.
+//!
+//! Every slot is a 64-bit epoch counter written by one rank only and read by
+//! one rank only. A fence stores `previous + 1` with Release and waits, with
+//! Acquire, until the partner's slot reaches the same epoch (a wrap-safe
+//! compare). No read-modify-write, no reset, no sense reversal.
+
+mod peer;
+mod poison;
+mod wait;
+mod window;
+
+pub use peer::peer_fence;
+pub use poison::{Poison, PoisonKind, poison, poison_state};
+pub use wait::WaitPolicy;
+pub use window::window_fence;
+
+use crate::platform::WaitOutcome;
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// Where a window's synchronisation words live.
+pub trait SyncArea {
+    /// Ranks in the window.
+    fn nranks(&self) -> u32;
+    /// The peer-fence slot written by `writer` and read by `reader`.
+    fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64;
+    /// The window-fence slot of `round` read by `reader` (written by `(reader - 2^round) mod n`).
+    fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64;
+    /// The futex word `rank` sleeps on.
+    fn doorbell(&self, rank: u32) -> &AtomicU32;
+    /// Non-zero while `rank` may sleep on its doorbell.
+    fn sleeping(&self, rank: u32) -> &AtomicU32;
+    /// The window's poison word (see [`poison`]).
+    fn poison_word(&self) -> &AtomicU32;
+}
+
+/// The services a wait needs: a clock, sleeping and waking, and liveness.
+pub trait WaitEnv {
+    /// A monotonic clock in nanoseconds.
+    fn now_ns(&self) -> u64;
+    /// Gives the CPU away.
+    fn yield_now(&self);
+    /// Sleeps while `*word == expected`, at most until `deadline_ns`.
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome;
+    /// Wakes the sleepers on `word`.
+    fn wake(&self, word: &AtomicU32);
+    /// Whether `rank`'s process still runs.
+    fn is_alive(&self, rank: u32) -> bool;
+}
+
+/// `current` has reached `target` on a wrapping 64-bit epoch counter.
+#[inline]
+#[must_use]
+pub fn reached(current: u64, target: u64) -> bool {
+    // Epochs never run more than 2^63 apart, so the sign of the difference decides.
+    current.wrapping_sub(target) < (1 << 63)
+}

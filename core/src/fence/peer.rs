@@ -1,0 +1,37 @@
+//! The pairwise fence: one Release store, one Acquire wait.
+
+use super::wait::{notify, wait_for};
+use super::{SyncArea, WaitEnv, WaitPolicy, poison_state, reached};
+use crate::error::FenceError;
+use crate::sync::Ordering::{Acquire, Relaxed, Release};
+
+/// Fences rank `me` with rank `peer`: every access `me` made before the call
+/// happens-before every access `peer` makes after its matching call, and vice
+/// versa. Fences between a pair match one to one, in order.
+pub fn peer_fence<A, E>(area: &A, env: &E, me: u32, peer: u32, policy: &WaitPolicy) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    let nranks = area.nranks();
+    if peer >= nranks {
+        return Err(FenceError::InvalidRank { rank: peer, nranks });
+    }
+    if let Some(p) = poison_state(area) {
+        return Err(p.error());
+    }
+    if peer == me {
+        return Ok(());
+    }
+    let out = area.peer_slot(me, peer);
+    // Relaxed: only this rank writes `out`, so program order gives us our own last store.
+    let epoch = out.load(Relaxed).wrapping_add(1);
+    // Release: publishes everything this rank did before the fence to the
+    // peer's Acquire load of this slot.
+    out.store(epoch, Release);
+    notify(area, env, peer);
+    let inbound = area.peer_slot(peer, me);
+    // Acquire: pairs with the peer's Release store of the same epoch, so what it
+    // did before its fence happens-before what we do after ours.
+    wait_for(area, env, me, peer, policy, || reached(inbound.load(Acquire), epoch))
+}

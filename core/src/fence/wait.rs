@@ -1,0 +1,174 @@
+//! Waiting for a slot: spin, then yield, then sleep on the rank's doorbell
+//! with a deadline, checking the window's poison and the awaited peer's
+//! liveness while sleeping. The signaller wakes only a rank that announced it
+//! sleeps, so the fast path makes no system call.
+
+use super::{Poison, PoisonKind, SyncArea, WaitEnv, poison, poison_state};
+use crate::error::FenceError;
+use crate::sync::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use crate::sync::{fence, spin_loop};
+
+/// How long and how a rank waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Polls with a spin hint before yielding.
+    pub spins: u32,
+    /// Polls with a yield before sleeping.
+    pub yields: u32,
+    /// Give up after this long (from the end of spinning); 0 waits forever
+    /// (still ending on a dead peer).
+    pub timeout_ns: u64,
+    /// How often a sleeping waiter checks its peer's liveness.
+    pub liveness_ns: u64,
+}
+
+impl WaitPolicy {
+    /// The default: about 20 µs of spinning, a few yields, no timeout,
+    /// liveness checked every 50 ms.
+    pub const DEFAULT: Self = Self { spins: 20_000, yields: 16, timeout_ns: 0, liveness_ns: 50_000_000 };
+
+    /// The default tuned for `nranks` ranks on `cpus` CPUs: when ranks
+    /// outnumber CPUs, spinning only delays the partner's turn, so go to the
+    /// scheduler almost at once.
+    #[must_use]
+    pub fn for_load(nranks: u32, cpus: u32) -> Self {
+        if nranks > cpus.max(1) { Self { spins: 64, ..Self::DEFAULT } } else { Self::DEFAULT }
+    }
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Wakes `target` if it announced that it may sleep. Call after the Release
+/// store that `target` waits for.
+#[inline]
+pub(super) fn notify<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E, target: u32) {
+    // SeqCst fence: Dekker pairing with the waiter's fence in `sleep_until`: either
+    // we see its `sleeping` flag here, or it sees our slot store before sleeping.
+    fence(SeqCst);
+    // Acquire: pairs with the waiter's Release store of `sleeping`, so its doorbell
+    // read happened before our bump below, which therefore cannot be missed.
+    if area.sleeping(target).load(Acquire) != 0 {
+        // Release: see `poison`; the bump itself carries no data.
+        area.doorbell(target).fetch_add(1, Release);
+        env.wake(area.doorbell(target));
+    }
+}
+
+/// Waits until `ready()`, as rank `me` waiting on rank `peer`.
+#[inline]
+pub(super) fn wait_for<A, E>(
+    area: &A,
+    env: &E,
+    me: u32,
+    peer: u32,
+    policy: &WaitPolicy,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    for _ in 0..policy.spins {
+        if ready() {
+            return Ok(());
+        }
+        spin_loop();
+    }
+    slow_wait(area, env, me, peer, policy, &mut ready)
+}
+
+#[cold]
+fn slow_wait<A, E>(
+    area: &A,
+    env: &E,
+    me: u32,
+    peer: u32,
+    policy: &WaitPolicy,
+    ready: &mut dyn FnMut() -> bool,
+) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    let start = env.now_ns();
+    let deadline = match policy.timeout_ns {
+        0 => u64::MAX,
+        t => start.saturating_add(t),
+    };
+    for _ in 0..policy.yields {
+        if ready() {
+            return Ok(());
+        }
+        env.yield_now();
+    }
+    let result = sleep_until(area, env, me, peer, policy, deadline, ready);
+    // Relaxed: a stale 1 only costs a signaller one spurious wake-up.
+    area.sleeping(me).store(0, Relaxed);
+    result
+}
+
+fn sleep_until<A, E>(
+    area: &A,
+    env: &E,
+    me: u32,
+    peer: u32,
+    policy: &WaitPolicy,
+    deadline: u64,
+    ready: &mut dyn FnMut() -> bool,
+) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    let doorbell = area.doorbell(me);
+    let mut checks: u32 = 0;
+    let mut next_check = env.now_ns().saturating_add(policy.liveness_ns);
+    loop {
+        // Acquire: pairs with the Release bumps, so a bump seen here brings the poison with it.
+        let seq = doorbell.load(Acquire);
+        // Release: pairs with `notify`'s Acquire load (see there).
+        area.sleeping(me).store(1, Release);
+        // SeqCst fence: the waiter's half of the Dekker pairing with `notify`.
+        fence(SeqCst);
+        if ready() {
+            return Ok(());
+        }
+        if let Some(p) = poison_state(area) {
+            return Err(p.error());
+        }
+        let now = env.now_ns();
+        if now >= deadline {
+            poison(area, env, Poison { kind: PoisonKind::Aborted, rank: me });
+            return Err(FenceError::Timeout { peer });
+        }
+        if now >= next_check {
+            checks = checks.wrapping_add(1);
+            if let Some(dead) = find_dead(area, env, me, peer, checks) {
+                let p = poison(area, env, Poison { kind: PoisonKind::Dead, rank: dead });
+                return Err(p.error());
+            }
+            next_check = now.saturating_add(policy.liveness_ns);
+        }
+        env.wait(doorbell, seq, deadline.min(next_check));
+    }
+}
+
+/// The awaited peer at every check; every eighth check, every rank (the
+/// awaited peer may itself be stuck behind a dead rank nobody else waits on).
+fn find_dead<A, E>(area: &A, env: &E, me: u32, peer: u32, checks: u32) -> Option<u32>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    if peer != me && !env.is_alive(peer) {
+        return Some(peer);
+    }
+    if checks.is_multiple_of(8) {
+        return (0..area.nranks()).find(|&r| r != me && !env.is_alive(r));
+    }
+    None
+}

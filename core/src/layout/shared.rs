@@ -1,0 +1,90 @@
+//! The `#[repr(C)]` structures that live in shared memory, with their layout
+//! pinned at compile time. Only fixed-width fields: x86_64 and aarch64
+//! processes (and differently built libraries) must agree on every offset.
+
+use core::mem::{offset_of, size_of};
+
+/// The cache-line size of the shared layout: 128 bytes on every architecture
+/// (adjacent-line prefetch on x86_64, 128-byte lines on some aarch64 cores),
+/// a constant of the format rather than of the CPU.
+pub const LINE: u64 = 128;
+
+/// `"KPCCLWIN"`, little-endian.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"KPCCLWIN");
+
+/// The window header, at offset 0 of the segment.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// [`MAGIC`].
+    pub magic: u64,
+    /// [`super::VERSION`].
+    pub version: u32,
+    /// `size_of::<Header>()`.
+    pub header_size: u32,
+    /// Ranks in the window.
+    pub nranks: u32,
+    /// The layout mode's code.
+    pub mode: u32,
+    /// The page size the layout was computed with.
+    pub page_size: u64,
+    /// The segment's total length.
+    pub total_len: u64,
+    /// [`super::Layout::digest`] of the inputs.
+    pub digest: u64,
+    /// Offset of the rank table.
+    pub rank_table: u64,
+    /// Offset of rank 0's sync block.
+    pub sync_base: u64,
+    /// Distance between two ranks' sync blocks.
+    pub sync_stride: u64,
+    /// Offset of the data area.
+    pub data_base: u64,
+    /// Zero.
+    pub reserved: [u64; 6],
+    /// Non-zero once a rank abandoned the window (an atomic word; see `crate::fence::poison`).
+    /// It sits on its own line: it is only touched on failure paths.
+    pub poison: u32,
+    /// Zero.
+    pub padding: [u32; 31],
+}
+
+/// One rank's entry in the rank table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RankEntry {
+    /// Offset of the rank's data segment.
+    pub offset: u64,
+    /// Length of the rank's data segment (may be 0).
+    pub size: u64,
+    /// The rank's process id.
+    pub pid: u64,
+    /// The rank's process start time.
+    pub start_time: u64,
+    /// The rank's user id.
+    pub uid: u32,
+    /// Zero.
+    pub padding: u32,
+    /// Zero.
+    pub reserved: [u64; 3],
+}
+
+/// The first line of every rank's sync block: how peers wake it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitRecord {
+    /// The futex word the rank sleeps on; signallers bump it before waking.
+    pub doorbell: u32,
+    /// Non-zero while the rank may be asleep on `doorbell`.
+    pub sleeping: u32,
+    /// Zero.
+    pub reserved: [u32; 30],
+}
+
+const _: () = {
+    assert!(size_of::<Header>() == 256);
+    assert!(offset_of!(Header, poison) as u64 == LINE);
+    assert!(size_of::<RankEntry>() == 64);
+    assert!(size_of::<WaitRecord>() as u64 == LINE);
+    assert!(offset_of!(WaitRecord, sleeping) == 4);
+};

@@ -1,0 +1,43 @@
+//! # kpccl-core
+//!
+//! The operating-system-free heart of kpccl: the window layout, the lock-free
+//! peer and window fences, the wait strategy, and the collective protocol
+//! that creates windows — all generic over a [`Platform`] (shared segments,
+//! futex-like waits, clocks, liveness) and an [`Oob`] (the user's
+//! out-of-band allgather and barrier).
+//!
+//! `#![no_std]`, no allocator, no libc: a custom runtime embeds it by
+//! implementing [`Platform`]; `kpccl-posix` is the Linux implementation.
+//!
+//! Memory ordering is the crate's central obligation. Every atomic goes
+//! through [`sync`], which swaps in loom's types under `cfg(loom)` so that the
+//! fence algorithms are model-checked as compiled.
+#![no_std]
+#![deny(unsafe_code)]
+
+#[cfg(any(test, feature = "std"))]
+extern crate std;
+
+pub mod error;
+pub mod fence;
+pub mod layout;
+pub mod oob;
+pub mod platform;
+pub mod sync;
+
+#[cfg(not(loom))]
+pub mod protocol;
+#[cfg(not(loom))]
+mod raw;
+#[cfg(not(loom))]
+pub mod window;
+
+pub use error::{CollectiveError, Failure, FenceError, LayoutError, OobError, PlatformError};
+pub use fence::WaitPolicy;
+pub use layout::{Layout, LayoutMode, MAX_RANKS};
+pub use oob::Oob;
+pub use platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
+#[cfg(not(loom))]
+pub use protocol::{Record, WindowRequest, create_comm, create_window};
+#[cfg(not(loom))]
+pub use window::{DataSegment, Window};

@@ -1,0 +1,83 @@
+//! What the core needs from the operating system, as one trait.
+//!
+//! The Linux implementation lives in `kpccl-posix`; a custom runtime (or a
+//! test harness whose ranks are threads) brings its own.
+
+use core::ptr::NonNull;
+
+use crate::error::PlatformError;
+use crate::sync::AtomicU32;
+
+/// Who a rank's process is: enough to tell a live peer from a dead one whose
+/// pid was reused, and to keep segments private to one user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessIdentity {
+    /// The process id.
+    pub pid: u64,
+    /// When the process started (any unit, as long as one platform is consistent).
+    pub start_time: u64,
+    /// The owning user.
+    pub uid: u32,
+}
+
+/// How a wait on a futex word ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// Woken, the word changed, or the wait was interrupted: check the condition again.
+    Woken,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// A mapped shared segment. Dropping it unmaps it (and releases any handle);
+/// it never removes the segment's name.
+pub trait Segment {
+    /// The first byte of the mapping (aligned to the platform's page size).
+    fn base(&self) -> NonNull<u8>;
+    /// The mapping's length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the mapping is empty (never, for a window).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Backs `offset..offset + len` with memory now, so that running out of
+    /// memory is an error here rather than a fault on first touch.
+    fn reserve(&self, offset: u64, len: u64) -> Result<(), PlatformError>;
+}
+
+/// The operating-system services of one process.
+pub trait Platform {
+    /// The platform's mapped segment.
+    type Segment: Segment;
+
+    /// Creates the segment `name` exclusively (it must not exist), private to
+    /// this user, `len` bytes long, and maps it read-write.
+    fn create(&self, name: &str, len: u64) -> Result<Self::Segment, PlatformError>;
+    /// Opens and maps the existing segment `name`, refusing it unless it belongs
+    /// to this user and is exactly `len` bytes long.
+    fn open(&self, name: &str, len: u64) -> Result<Self::Segment, PlatformError>;
+    /// Removes the name of segment `name` (mappings stay valid).
+    fn unlink(&self, name: &str) -> Result<(), PlatformError>;
+
+    /// The page size, a power of two.
+    fn page_size(&self) -> u64;
+    /// How many CPUs this process may run on (to spin less when oversubscribed).
+    fn cpu_count(&self) -> u32;
+    /// A monotonic clock, in nanoseconds.
+    fn now_ns(&self) -> u64;
+    /// Fills `buf` with unpredictable bytes.
+    fn random(&self, buf: &mut [u8]) -> Result<(), PlatformError>;
+    /// This process's identity.
+    fn identity(&self) -> ProcessIdentity;
+    /// Whether the process `who` still runs (the same process, not a reused pid).
+    fn is_alive(&self, who: &ProcessIdentity) -> bool;
+
+    /// Gives the CPU to another runnable thread.
+    fn yield_now(&self);
+    /// Sleeps while `*word == expected`, until woken or until the monotonic
+    /// clock reaches `deadline_ns`. `word` may be in memory shared between
+    /// processes. Spurious returns are allowed.
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome;
+    /// Wakes every waiter on `word`, in any process.
+    fn wake(&self, word: &AtomicU32);
+}

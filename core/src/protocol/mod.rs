@@ -1,0 +1,351 @@
+//! The collective protocol of communicator and window creation (DESIGN.md,
+//! "The window protocol"), generic over [`Platform`] and [`Oob`].
+//!
+//! 1. Every rank checks its own request and allgathers it, failed or not.
+//! 2. Every rank judges the gathered table the same way, so all ranks reach
+//!    the same verdict: one bad request fails every rank, and none is left
+//!    waiting in a collective.
+//! 3. Rank 0 creates the segment (exclusive, private, header and rank table
+//!    written) and allgathers its name.
+//! 4. Every rank attaches, checks the header against its own view, reserves
+//!    and touches its own pages, and allgathers the result.
+//! 5. Rank 0 unlinks the name: from here on nothing can leak.
+//! 6. A window fence in shared memory confirms that every rank is in.
+//!
+//! When a rank's out-of-band call fails, it makes exactly one more "flush"
+//! allgather with its failure: that call either completes the collective the
+//! others are still in (the callback failed before taking part) or is their
+//! next one (it failed after), so every rank learns of the failure and the
+//! counts of collective calls still match. After the last allgather, the
+//! failing rank asks for the flush through the window's poison word instead.
+
+mod record;
+
+use record::Stage;
+pub use record::{NAME_LEN, Record};
+
+use crate::error::{ArgError, AttachError, CollectiveError, Failure, Field, LayoutError, PlatformError};
+use crate::fence::{Poison, PoisonKind, WaitPolicy};
+use crate::layout::shared::{Header, RankEntry};
+use crate::layout::{Digest, Layout, LayoutMode, LayoutParams, MAX_RANKS};
+use crate::oob::Oob;
+use crate::platform::{Platform, Segment};
+use crate::raw::{bytes_of, bytes_of_mut};
+use crate::window::Window;
+
+/// What one rank asks for when a window is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowRequest {
+    /// This rank's segment size in bytes (0 is legal).
+    pub size: u64,
+    /// How segments are placed (the same on every rank).
+    pub mode: LayoutMode,
+    /// The alignment of every segment (the same on every rank; a power of two).
+    pub align: u64,
+    /// How this rank waits in the window's fences.
+    pub policy: WaitPolicy,
+}
+
+impl Default for WindowRequest {
+    fn default() -> Self {
+        Self { size: 0, mode: LayoutMode::Contiguous, align: 64, policy: WaitPolicy::DEFAULT }
+    }
+}
+
+/// Checks that `nranks` can be a communicator size, before any collective.
+pub fn check_nranks(nranks: u32) -> Result<(), CollectiveError> {
+    if nranks == 0 || nranks > MAX_RANKS {
+        return Err(CollectiveError::Local(Failure::Argument(ArgError::Layout(LayoutError::RankCount { nranks }))));
+    }
+    Ok(())
+}
+
+/// Allgathers `mine` into `table`; on failure, flushes (see the module docs).
+fn exchange<O: Oob + ?Sized>(oob: &O, mine: &Record, table: &mut [Record]) -> Result<(), CollectiveError> {
+    oob.allgather(bytes_of(core::slice::from_ref(mine)), bytes_of_mut(table)).map_err(|e| {
+        flush(oob, mine, Failure::Oob(e), table);
+        CollectiveError::Local(Failure::Oob(e))
+    })
+}
+
+/// The one extra allgather that tells every rank about `failure`.
+fn flush<O: Oob + ?Sized>(oob: &O, mine: &Record, failure: Failure, table: &mut [Record]) {
+    let mut failed = *mine;
+    failed.fail(failure);
+    // Its own failure is what this rank reports; the flush is a courtesy to the others.
+    let _ = oob.allgather(bytes_of(core::slice::from_ref(&failed)), bytes_of_mut(table));
+}
+
+/// The identical verdict every rank reaches on a gathered table: the lowest
+/// failing rank's failure, else the first disagreement with rank 0.
+fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveError> {
+    for (r, rec) in (0u32..).zip(table) {
+        if let Some(failure) = rec.failure() {
+            return Err(if r == me {
+                CollectiveError::Local(failure)
+            } else {
+                CollectiveError::Peer { rank: r, failure }
+            });
+        }
+    }
+    let first = &table[0];
+    for (r, rec) in (0u32..).zip(table) {
+        let field = if !rec.is(stage) {
+            Field::Version
+        } else if rec.nranks != first.nranks || rec.nranks as usize != table.len() {
+            Field::RankCount
+        } else if rec.rank != r {
+            Field::Rank
+        } else if rec.uid != first.uid {
+            Field::User
+        } else if rec.mode != first.mode {
+            Field::Mode
+        } else if rec.align != first.align {
+            Field::Alignment
+        } else if rec.page != first.page {
+            Field::PageSize
+        } else if rec.memory_kind != first.memory_kind {
+            Field::MemoryKind
+        } else {
+            continue;
+        };
+        return Err(CollectiveError::Mismatch { rank: r, field });
+    }
+    Ok(())
+}
+
+/// Communicator creation: ranks exchange identities and agree on the rank
+/// count and numbering. `table.len()` must be `nranks`.
+pub fn create_comm<P, O>(
+    platform: &P,
+    oob: &O,
+    rank: u32,
+    nranks: u32,
+    table: &mut [Record],
+) -> Result<(), CollectiveError>
+where
+    P: Platform + ?Sized,
+    O: Oob + ?Sized,
+{
+    check_nranks(nranks)?;
+    assert_eq!(table.len(), nranks as usize, "one record per rank");
+    let mut mine = Record::new(Stage::Comm, rank, nranks, &platform.identity());
+    if rank >= nranks {
+        mine.fail(Failure::Argument(ArgError::Rank { rank, nranks }));
+    }
+    exchange(oob, &mine, table)?;
+    verdict(table, rank, Stage::Comm)
+}
+
+/// The digest of the layout and of the identities in the rank table: what
+/// every rank must find in the header.
+fn window_digest(layout: &Layout, entries: impl Iterator<Item = RankEntry>) -> u64 {
+    entries
+        .fold(Digest::default().u64(layout.digest()), |d, e| {
+            d.u64(e.offset).u64(e.size).u64(e.pid).u64(e.start_time).u64(u64::from(e.uid))
+        })
+        .finish()
+}
+
+/// Window creation (collective). `table.len()` must be `nranks`; it is
+/// scratch space for the allgathers.
+pub fn create_window<P, O>(
+    platform: &P,
+    oob: &O,
+    rank: u32,
+    nranks: u32,
+    request: &WindowRequest,
+    table: &mut [Record],
+) -> Result<Window<P>, CollectiveError>
+where
+    P: Platform + Clone,
+    O: Oob + ?Sized,
+{
+    check_nranks(nranks)?;
+    assert_eq!(table.len(), nranks as usize, "one record per rank");
+    let who = platform.identity();
+    let page = platform.page_size();
+
+    // 1-2. Requests, checked locally, then together.
+    let mut mine = Record::new(Stage::Request, rank, nranks, &who);
+    mine.size = request.size;
+    mine.mode = request.mode.code();
+    mine.align = request.align;
+    mine.page = page;
+    if let Err(e) = check_request(rank, nranks, request, page) {
+        mine.fail(Failure::Argument(e));
+    }
+    exchange(oob, &mine, table)?;
+    verdict(table, rank, Stage::Request)?;
+    let params = LayoutParams { nranks, mode: request.mode, align: request.align, page };
+    let layout = Layout::new(params, |r| table[r as usize].size).map_err(CollectiveError::Layout)?;
+    let digest = window_digest(&layout, entries(&layout, table));
+
+    // 3. Rank 0 creates.
+    let mut mine = Record::new(Stage::Create, rank, nranks, &who);
+    let mut name = heapless::String::<NAME_LEN>::new();
+    let mut created = None;
+    if rank == 0 {
+        match create_segment(platform, &layout, digest, table, &mut name) {
+            Ok(s) => {
+                mine.set_name(&name);
+                created = Some(s);
+            }
+            Err(e) => mine.fail(Failure::Platform(e)),
+        }
+    }
+    let unlink = |name: &str| {
+        if rank == 0 && !name.is_empty() {
+            let _ = platform.unlink(name);
+        }
+    };
+    if let Err(e) = exchange(oob, &mine, table).and_then(|()| verdict(table, rank, Stage::Create)) {
+        unlink(&name);
+        return Err(e);
+    }
+    let Some(shared_name) = table[0].name() else {
+        unlink(&name);
+        return Err(CollectiveError::Mismatch { rank: 0, field: Field::Version });
+    };
+    let mut shared: heapless::String<NAME_LEN> = heapless::String::new();
+    let _ = shared.push_str(shared_name);
+
+    // 4. Everyone attaches.
+    let mut mine = Record::new(Stage::Attach, rank, nranks, &who);
+    let attached = match created {
+        Some(s) => Ok(s),
+        None => platform.open(&shared, layout.total()).map_err(Failure::Platform),
+    }
+    .and_then(|s| {
+        let w = Window::new(platform.clone(), s, layout, rank, request.policy);
+        verify(&w, &layout, digest)?;
+        claim(&w, &layout, rank).map_err(Failure::Platform)?;
+        Ok(w)
+    });
+    let window = match attached {
+        Ok(w) => Some(w),
+        Err(f) => {
+            mine.fail(f);
+            None
+        }
+    };
+    let gathered = oob.allgather(bytes_of(core::slice::from_ref(&mine)), bytes_of_mut(table));
+
+    // 5. The name goes, whatever happened.
+    unlink(&shared);
+    if let Err(e) = gathered {
+        // The others may have finished this allgather and be waiting in the
+        // window fence below: ask them, through the poison word, to flush too.
+        if let Some(w) = &window {
+            w.poison(Poison { kind: PoisonKind::Flush, rank });
+        }
+        flush(oob, &mine, Failure::Oob(e), table);
+        return Err(CollectiveError::Local(Failure::Oob(e)));
+    }
+    verdict(table, rank, Stage::Attach)?;
+    let window = window.expect("a rank without a window reported a failure");
+
+    // 6. Everyone is in.
+    match window.fence() {
+        Ok(()) => Ok(window),
+        Err(e) => match window.poisoned() {
+            Some(Poison { kind: PoisonKind::Flush, rank: failed }) => {
+                flush(oob, &mine, Failure::Fence(e), table);
+                Err(CollectiveError::Peer { rank: failed, failure: Failure::Oob(crate::error::OobError { code: -1 }) })
+            }
+            _ => Err(CollectiveError::Local(Failure::Fence(e))),
+        },
+    }
+}
+
+/// The local checks of a window request.
+fn check_request(rank: u32, nranks: u32, request: &WindowRequest, page: u64) -> Result<(), ArgError> {
+    if rank >= nranks {
+        return Err(ArgError::Rank { rank, nranks });
+    }
+    LayoutParams { nranks, mode: request.mode, align: request.align, page }.validate().map_err(ArgError::Layout)?;
+    if isize::try_from(request.size).is_err() {
+        return Err(ArgError::Size { size: request.size });
+    }
+    Ok(())
+}
+
+/// The rank-table entries a layout implies, from the request table.
+fn entries<'a>(layout: &Layout, table: &'a [Record]) -> impl Iterator<Item = RankEntry> + 'a {
+    layout.segments(|r| table[r as usize].size).zip(table).map(|(seg, rec)| RankEntry {
+        offset: seg.offset,
+        size: seg.len,
+        pid: rec.pid,
+        start_time: rec.start_time,
+        uid: rec.uid,
+        ..RankEntry::default()
+    })
+}
+
+/// Rank 0's part: an exclusive segment with the creator's share reserved and
+/// the header and rank table written. Unlinks what it made if it fails.
+fn create_segment<P: Platform>(
+    platform: &P,
+    layout: &Layout,
+    digest: u64,
+    table: &[Record],
+    name: &mut heapless::String<NAME_LEN>,
+) -> Result<P::Segment, PlatformError> {
+    let mut random = [0u8; 8];
+    platform.random(&mut random)?;
+    let who = platform.identity();
+    name.clear();
+    // Cannot overflow NAME_LEN: at most 6 + 10 + 1 + 20 + 1 + 16 bytes.
+    let _ = core::fmt::write(name, format_args!("kpccl-{}-{}-{:016x}", who.uid, who.pid, u64::from_le_bytes(random)));
+    let segment = platform.create(name, layout.total()).inspect_err(|_| name.clear())?;
+    let prefix = layout.shared_prefix();
+    if let Err(e) = segment.reserve(prefix.offset, prefix.len) {
+        drop(segment);
+        let _ = platform.unlink(name);
+        name.clear();
+        return Err(e);
+    }
+    let mem = Window::<P>::view(&segment);
+    mem.write(0, Header { digest, ..layout.header() });
+    for (r, e) in (0u32..).zip(entries(layout, table)) {
+        mem.write(layout.rank_entry(r), e);
+    }
+    Ok(segment)
+}
+
+/// Checks the shared header and rank table against this rank's own view.
+fn verify<P: Platform>(w: &Window<P>, layout: &Layout, digest: u64) -> Result<(), Failure> {
+    let found = w.header();
+    if found.magic != crate::layout::shared::MAGIC {
+        return Err(Failure::Attach(AttachError::Magic));
+    }
+    if found.version != crate::layout::VERSION {
+        return Err(Failure::Attach(AttachError::Version { found: found.version }));
+    }
+    if found.digest != digest {
+        return Err(Failure::Attach(AttachError::Digest));
+    }
+    if (Header { poison: 0, ..found }) != (Header { digest, ..layout.header() }) {
+        return Err(Failure::Attach(AttachError::Header));
+    }
+    let shared = (0..layout.nranks()).map(|r| w.rank_entry(r).expect("rank in range"));
+    if window_digest(layout, shared) != digest {
+        return Err(Failure::Attach(AttachError::Digest));
+    }
+    Ok(())
+}
+
+/// Reserves and first-touches what this rank owns: its sync block and its
+/// data segment.
+fn claim<P: Platform>(w: &Window<P>, layout: &Layout, rank: u32) -> Result<(), PlatformError> {
+    let page = layout.params().page;
+    let sync = layout.sync_region(rank);
+    let data = w.rank_entry(rank).expect("rank in range");
+    for (offset, len) in [(sync.offset, sync.len), (data.offset, data.size)] {
+        if len > 0 {
+            w.segment_handle().reserve(offset, len)?;
+            w.mapped().touch(offset, len, page);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! The fixed-width record every rank contributes to each out-of-band
+//! allgather, and the encoding of a [`Failure`] inside it.
+//!
+//! Every stage of every collective uses this one record size: when a rank's
+//! callback fails, the one extra "flush" allgather it makes lines up with
+//! whatever allgather the others are in (see `exchange`).
+
+use crate::error::{ArgError, AttachError, Failure, FenceError, LayoutError, OobError, PlatformError, PlatformOp};
+use crate::platform::ProcessIdentity;
+
+/// `"KPCR"`: marks a record of this protocol.
+const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"KPCR");
+
+/// The longest segment name, in bytes.
+pub const NAME_LEN: usize = 64;
+
+/// Which collective step a record belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Stage {
+    /// Communicator creation: identities.
+    Comm = 1,
+    /// Window creation: every rank's request.
+    Request = 2,
+    /// Window creation: the creator's segment name.
+    Create = 3,
+    /// Window creation: every rank's attach result.
+    Attach = 4,
+}
+
+/// One rank's contribution to an allgather. Plain old data, 152 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    magic: u32,
+    version: u32,
+    stage: u32,
+    pub(crate) rank: u32,
+    pub(crate) nranks: u32,
+    failure_kind: u32,
+    failure_sub: u32,
+    pub(crate) mode: u32,
+    failure_value: u64,
+    pub(crate) align: u64,
+    pub(crate) size: u64,
+    pub(crate) page: u64,
+    pub(crate) pid: u64,
+    pub(crate) start_time: u64,
+    pub(crate) uid: u32,
+    pub(crate) memory_kind: u32,
+    pub(crate) name: [u8; NAME_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<Record>() == 152);
+
+impl Default for Record {
+    fn default() -> Self {
+        Self {
+            magic: 0,
+            version: 0,
+            stage: 0,
+            rank: 0,
+            nranks: 0,
+            failure_kind: 0,
+            failure_sub: 0,
+            mode: 0,
+            failure_value: 0,
+            align: 0,
+            size: 0,
+            page: 0,
+            pid: 0,
+            start_time: 0,
+            uid: 0,
+            memory_kind: 0,
+            name: [0; NAME_LEN],
+        }
+    }
+}
+
+impl Record {
+    /// A record of `stage` from `rank` of `nranks`, identified as `who`.
+    pub(crate) fn new(stage: Stage, rank: u32, nranks: u32, who: &ProcessIdentity) -> Self {
+        Self {
+            magic: RECORD_MAGIC,
+            version: crate::layout::VERSION,
+            stage: stage as u32,
+            rank,
+            nranks,
+            pid: who.pid,
+            start_time: who.start_time,
+            uid: who.uid,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the record belongs to this protocol version and `stage`.
+    pub(crate) fn is(&self, stage: Stage) -> bool {
+        self.magic == RECORD_MAGIC && self.version == crate::layout::VERSION && self.stage == stage as u32
+    }
+
+    /// Marks the record as failed (the first failure sticks).
+    pub(crate) fn fail(&mut self, f: Failure) {
+        if self.failure_kind == 0 {
+            (self.failure_kind, self.failure_sub, self.failure_value) = encode(f);
+        }
+    }
+
+    /// The failure carried, if any.
+    pub(crate) fn failure(&self) -> Option<Failure> {
+        decode(self.failure_kind, self.failure_sub, self.failure_value)
+    }
+
+    /// The segment name carried (Create stage), if it is valid UTF-8.
+    pub(crate) fn name(&self) -> Option<&str> {
+        let len = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
+        core::str::from_utf8(&self.name[..len]).ok().filter(|s| !s.is_empty())
+    }
+
+    pub(crate) fn set_name(&mut self, name: &str) {
+        let len = name.len().min(NAME_LEN - 1);
+        self.name = [0; NAME_LEN];
+        self.name[..len].copy_from_slice(&name.as_bytes()[..len]);
+    }
+}
+
+fn pair(a: u32, b: u32) -> u64 {
+    u64::from(a) << 32 | u64::from(b)
+}
+
+#[allow(clippy::cast_possible_truncation)] // the halves of `pair`
+fn unpair(v: u64) -> (u32, u32) {
+    ((v >> 32) as u32, v as u32)
+}
+
+fn encode_layout(e: LayoutError) -> (u32, u64) {
+    match e {
+        LayoutError::RankCount { nranks } => (1, u64::from(nranks)),
+        LayoutError::Alignment { align } => (2, align),
+        LayoutError::PageSize { page } => (3, page),
+        LayoutError::Overflow => (4, 0),
+    }
+}
+
+#[allow(clippy::cast_possible_truncation)] // values were encoded from u32s
+fn decode_layout(sub: u32, v: u64) -> Option<LayoutError> {
+    Some(match sub {
+        1 => LayoutError::RankCount { nranks: v as u32 },
+        2 => LayoutError::Alignment { align: v },
+        3 => LayoutError::PageSize { page: v },
+        4 => LayoutError::Overflow,
+        _ => return None,
+    })
+}
+
+const PLATFORM_OPS: [PlatformOp; 10] = [
+    PlatformOp::Create,
+    PlatformOp::Open,
+    PlatformOp::Resize,
+    PlatformOp::Reserve,
+    PlatformOp::Map,
+    PlatformOp::Unlink,
+    PlatformOp::Stat,
+    PlatformOp::Random,
+    PlatformOp::Owner,
+    PlatformOp::Size,
+];
+
+#[allow(clippy::cast_possible_truncation)] // PLATFORM_OPS has 10 entries
+fn encode(f: Failure) -> (u32, u32, u64) {
+    match f {
+        Failure::Argument(ArgError::Rank { rank, nranks }) => (1, 0, pair(rank, nranks)),
+        Failure::Argument(ArgError::Size { size }) => (1, 1, size),
+        Failure::Argument(ArgError::Layout(e)) => {
+            let (sub, v) = encode_layout(e);
+            (1, 100 + sub, v)
+        }
+        Failure::Oob(OobError { code }) => (2, 0, code as u32 as u64),
+        Failure::Platform(PlatformError { op, code }) => {
+            let sub = PLATFORM_OPS.iter().position(|&o| o == op).unwrap_or(0) as u32;
+            (3, sub, code as u64)
+        }
+        Failure::Attach(e) => match e {
+            AttachError::Magic => (4, 0, 0),
+            AttachError::Version { found } => (4, 1, u64::from(found)),
+            AttachError::Digest => (4, 2, 0),
+            AttachError::Header => (4, 3, 0),
+            AttachError::RankTable { rank } => (4, 4, u64::from(rank)),
+        },
+        Failure::Fence(e) => match e {
+            FenceError::Timeout { peer } => (5, 0, u64::from(peer)),
+            FenceError::PeerDead { rank } => (5, 1, u64::from(rank)),
+            FenceError::Aborted { rank } => (5, 2, u64::from(rank)),
+            FenceError::InvalidRank { rank, nranks } => (5, 3, pair(rank, nranks)),
+        },
+        Failure::Unknown { kind } => (6, 0, u64::from(kind)),
+    }
+}
+
+#[allow(clippy::cast_possible_truncation)] // values were encoded from u32s and i32s
+fn decode(kind: u32, sub: u32, v: u64) -> Option<Failure> {
+    let decoded = match (kind, sub) {
+        (0, _) => return None,
+        (1, 0) => Some(Failure::Argument(ArgError::Rank { rank: unpair(v).0, nranks: unpair(v).1 })),
+        (1, 1) => Some(Failure::Argument(ArgError::Size { size: v })),
+        (1, s) if s > 100 => decode_layout(s - 100, v).map(|e| Failure::Argument(ArgError::Layout(e))),
+        (2, _) => Some(Failure::Oob(OobError { code: v as u32 as i32 })),
+        (3, s) => PLATFORM_OPS.get(s as usize).map(|&op| Failure::Platform(PlatformError { op, code: v as i64 })),
+        (4, 0) => Some(Failure::Attach(AttachError::Magic)),
+        (4, 1) => Some(Failure::Attach(AttachError::Version { found: v as u32 })),
+        (4, 2) => Some(Failure::Attach(AttachError::Digest)),
+        (4, 3) => Some(Failure::Attach(AttachError::Header)),
+        (4, 4) => Some(Failure::Attach(AttachError::RankTable { rank: v as u32 })),
+        (5, 0) => Some(Failure::Fence(FenceError::Timeout { peer: v as u32 })),
+        (5, 1) => Some(Failure::Fence(FenceError::PeerDead { rank: v as u32 })),
+        (5, 2) => Some(Failure::Fence(FenceError::Aborted { rank: v as u32 })),
+        (5, 3) => Some(Failure::Fence(FenceError::InvalidRank { rank: unpair(v).0, nranks: unpair(v).1 })),
+        _ => None,
+    };
+    Some(decoded.unwrap_or(Failure::Unknown { kind }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_survives_the_round_trip() {
+        let failures = [
+            Failure::Argument(ArgError::Rank { rank: 7, nranks: 3 }),
+            Failure::Argument(ArgError::Size { size: u64::MAX }),
+            Failure::Argument(ArgError::Layout(LayoutError::Alignment { align: 3 })),
+            Failure::Argument(ArgError::Layout(LayoutError::Overflow)),
+            Failure::Oob(OobError { code: -5 }),
+            Failure::Platform(PlatformError { op: PlatformOp::Reserve, code: 28 }),
+            Failure::Platform(PlatformError { op: PlatformOp::Size, code: 4096 }),
+            Failure::Attach(AttachError::RankTable { rank: 2 }),
+            Failure::Attach(AttachError::Version { found: 9 }),
+            Failure::Fence(FenceError::PeerDead { rank: 4 }),
+            Failure::Fence(FenceError::InvalidRank { rank: 1, nranks: 1 }),
+        ];
+        for f in failures {
+            let mut r = Record::default();
+            r.fail(f);
+            assert_eq!(r.failure(), Some(f));
+        }
+        assert_eq!(Record::default().failure(), None);
+    }
+
+    #[test]
+    fn names_round_trip_and_truncate() {
+        let mut r = Record::default();
+        r.set_name("kpccl-0-1-abc");
+        assert_eq!(r.name(), Some("kpccl-0-1-abc"));
+        r.set_name(&"x".repeat(200));
+        assert_eq!(r.name().map(str::len), Some(NAME_LEN - 1));
+    }
+}

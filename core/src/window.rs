@@ -1,0 +1,198 @@
+//! A window this process has mapped: its sync area, its data segments, its
+//! fences.
+
+use core::ptr::NonNull;
+
+use crate::error::FenceError;
+use crate::fence::{self, Poison, SyncArea, WaitEnv, WaitPolicy};
+use crate::layout::Layout;
+use crate::layout::shared::{Header, RankEntry, WaitRecord};
+use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
+use crate::raw::Mapped;
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// A rank's data segment inside the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataSegment {
+    /// Its first byte (dangling-but-aligned and never dereferenceable when `len == 0`).
+    pub ptr: NonNull<u8>,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+/// A mapped window, as seen by one rank.
+///
+/// Not `Sync`: a rank's fences must not run on two threads at once (each
+/// slot has a single writer). It may move between threads.
+#[derive(Debug)]
+pub struct Window<P: Platform> {
+    platform: P,
+    mem: Mapped,
+    layout: Layout,
+    rank: u32,
+    policy: WaitPolicy,
+    // Last: dropped (unmapped) after everything that points into it.
+    segment: P::Segment,
+}
+
+// SAFETY: `Mapped` only points into `segment`'s mapping, which moves with the
+// window; the window is not `Sync`, so one thread at a time uses it.
+#[allow(unsafe_code)]
+unsafe impl<P: Platform + Send> Send for Window<P> where P::Segment: Send {}
+
+impl<P: Platform> Window<P> {
+    /// Wraps a mapped, verified window.
+    pub(crate) fn new(platform: P, segment: P::Segment, layout: Layout, rank: u32, policy: WaitPolicy) -> Self {
+        // SAFETY: `segment` owns the mapping and is dropped only with `self`,
+        // after every borrow of `mem` (they borrow `self`).
+        #[allow(unsafe_code)]
+        let mem = unsafe { Mapped::new(segment.base(), segment.len()) };
+        Self { platform, mem, layout, rank, policy, segment }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the window.
+    pub fn nranks(&self) -> u32 {
+        self.layout.nranks()
+    }
+
+    /// The window's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// How this rank waits.
+    pub fn policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
+    /// Changes how this rank waits from now on.
+    pub fn set_policy(&mut self, policy: WaitPolicy) {
+        self.policy = policy;
+    }
+
+    /// The platform the window lives on.
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+
+    /// The pairwise fence with `peer` (see [`fence::peer_fence`]).
+    pub fn peer_fence(&self, peer: u32) -> Result<(), FenceError> {
+        fence::peer_fence(self, self, self.rank, peer, &self.policy)
+    }
+
+    /// The fence with every rank of the window (see [`fence::window_fence`]).
+    pub fn fence(&self) -> Result<(), FenceError> {
+        fence::window_fence(self, self, self.rank, &self.policy)
+    }
+
+    /// Why the window was abandoned, if it was.
+    pub fn poisoned(&self) -> Option<Poison> {
+        fence::poison_state(self)
+    }
+
+    /// Marks the window abandoned, so that every rank's waits fail fast.
+    pub fn poison(&self, p: Poison) -> Poison {
+        fence::poison(self, self, p)
+    }
+
+    /// Rank `rank`'s entry in the shared rank table.
+    pub fn rank_entry(&self, rank: u32) -> Result<RankEntry, FenceError> {
+        let nranks = self.nranks();
+        if rank >= nranks {
+            return Err(FenceError::InvalidRank { rank, nranks });
+        }
+        Ok(self.mem.read(self.layout.rank_entry(rank)).expect("rank table lies inside the window"))
+    }
+
+    /// Rank `rank`'s data segment.
+    pub fn segment(&self, rank: u32) -> Result<DataSegment, FenceError> {
+        let e = self.rank_entry(rank)?;
+        // The table was verified at attach; a later bad write by a peer is
+        // caught here rather than trusted.
+        let ptr = self.mem.range(e.offset, e.size).expect("rank table entry outside the window");
+        let len = usize::try_from(e.size).expect("segment fits the mapping");
+        Ok(DataSegment { ptr, len })
+    }
+
+    /// The header as it is now in shared memory.
+    pub fn header(&self) -> Header {
+        self.mem.read(0).expect("header lies inside the window")
+    }
+
+    /// The window fence of teardown, skipped when the window is poisoned (no
+    /// partner would come). The mapping goes when the window is dropped.
+    pub fn free(self) -> Result<(), FenceError> {
+        match self.poisoned() {
+            Some(p) => Err(p.error()),
+            None => self.fence(),
+        }
+    }
+
+    pub(crate) fn mapped(&self) -> &Mapped {
+        &self.mem
+    }
+
+    pub(crate) fn segment_handle(&self) -> &P::Segment {
+        &self.segment
+    }
+
+    /// A bounds-checked view of a segment that is not (yet) a window.
+    pub(crate) fn view(segment: &P::Segment) -> Mapped {
+        // SAFETY: the view is used only while `segment` (borrowed by the caller) is alive.
+        #[allow(unsafe_code)]
+        unsafe {
+            Mapped::new(segment.base(), segment.len())
+        }
+    }
+
+    fn wait_record(&self, rank: u32) -> u64 {
+        self.layout.wait_record(rank)
+    }
+}
+
+impl<P: Platform> SyncArea for Window<P> {
+    fn nranks(&self) -> u32 {
+        self.layout.nranks()
+    }
+    fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
+        self.mem.u64_at(self.layout.peer_slot(writer, reader))
+    }
+    fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
+        self.mem.u64_at(self.layout.round_slot(round, reader))
+    }
+    fn doorbell(&self, rank: u32) -> &AtomicU32 {
+        self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, doorbell) as u64)
+    }
+    fn sleeping(&self, rank: u32) -> &AtomicU32 {
+        self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, sleeping) as u64)
+    }
+    fn poison_word(&self) -> &AtomicU32 {
+        self.mem.u32_at(core::mem::offset_of!(Header, poison) as u64)
+    }
+}
+
+impl<P: Platform> WaitEnv for Window<P> {
+    fn now_ns(&self) -> u64 {
+        self.platform.now_ns()
+    }
+    fn yield_now(&self) {
+        self.platform.yield_now();
+    }
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
+        self.platform.wait(word, expected, deadline_ns)
+    }
+    fn wake(&self, word: &AtomicU32) {
+        self.platform.wake(word);
+    }
+    fn is_alive(&self, rank: u32) -> bool {
+        match self.rank_entry(rank) {
+            Ok(e) => self.platform.is_alive(&ProcessIdentity { pid: e.pid, start_time: e.start_time, uid: e.uid }),
+            Err(_) => false,
+        }
+    }
+}
