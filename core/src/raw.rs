@@ -27,13 +27,13 @@ unsafe impl Pod for crate::protocol::Record {}
 /// The bytes of `v`.
 pub(crate) fn bytes_of<T: Pod>(v: &[T]) -> &[u8] {
     // SAFETY: `T: Pod` has no padding, so all `size_of_val(v)` bytes are initialised.
-    unsafe { core::slice::from_raw_parts(v.as_ptr().cast::<u8>(), size_of::<T>() * v.len()) }
+    unsafe { core::slice::from_raw_parts(v.as_ptr().cast::<u8>(), core::mem::size_of_val(v)) }
 }
 
 /// The bytes of `v`, writable.
 pub(crate) fn bytes_of_mut<T: Pod>(v: &mut [T]) -> &mut [u8] {
     // SAFETY: as in `bytes_of`; any bytes written make a valid `T` (`Pod`).
-    unsafe { core::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), size_of::<T>() * v.len()) }
+    unsafe { core::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), core::mem::size_of_val(v)) }
 }
 
 /// A mapped segment seen as bytes. Other processes write it concurrently, so
@@ -56,7 +56,7 @@ impl Mapped {
     /// Pointer to `offset`, if `offset..offset + size` lies inside and `offset` is `align`-aligned.
     fn at(&self, offset: u64, size: usize, align: usize) -> Option<NonNull<u8>> {
         let offset = usize::try_from(offset).ok()?;
-        if offset.checked_add(size)? > self.len || (self.base.as_ptr() as usize + offset) % align != 0 {
+        if offset.checked_add(size)? > self.len || !(self.base.as_ptr() as usize + offset).is_multiple_of(align) {
             return None;
         }
         // SAFETY: `offset + size <= len`, so the result is inside the mapping.

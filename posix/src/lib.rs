@@ -1,0 +1,6 @@
+//! # kpccl-posix
+//!
+//! kpccl on Linux.
+#![deny(unsafe_code)]
+
+pub mod launch;
