@@ -1,6 +1,42 @@
 //! # kpccl-posix
 //!
-//! kpccl on Linux.
+//! kpccl on Linux: windows in POSIX shared memory, futex waits, liveness by
+//! pid and start time — and the idiomatic Rust API.
+//!
+//! ```no_run
+//! use kpccl_posix::{Comm, launch::RunOob};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Under `kpccl-run -n 4 -- ./program` (or bring any `kpccl_core::Oob`, e.g. over MPI).
+//! let oob = RunOob::from_env()?.expect("run me under kpccl-run");
+//! let (rank, n) = (oob.rank(), oob.nranks());
+//! let comm = Comm::new(oob, rank, n)?;
+//! let win = comm.window(4096).alloc()?;
+//! let right = (rank + 1) % n;
+//! win.write(right, rank as usize, &[u64::from(rank)])?; // into the right neighbour's segment
+//! win.fence()?;                                          // everyone's writes are now visible
+//! let mut got = [0u64];
+//! win.read(rank, ((rank + n - 1) % n) as usize, &mut got)?;
+//! win.free()?;
+//! # Ok(()) }
+//! ```
 #![deny(unsafe_code)]
+// A std crate: the `*_instead_of_core` lints guard the no_std core, not this.
+#![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
+mod comm;
+mod config;
+mod error;
 pub mod launch;
+mod liveness;
+pub mod log;
+mod platform;
+mod sys;
+mod window;
+
+pub use comm::{Comm, WindowBuilder};
+pub use config::Config;
+pub use error::Error;
+pub use kpccl_core::{DataSegment, LayoutMode, Oob, OobError};
+pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment};
+pub use window::{Plain, Window};

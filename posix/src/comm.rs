@@ -1,0 +1,146 @@
+//! Communicators: a group of ranks and the out-of-band collectives that
+//! connect them.
+
+use std::time::Duration;
+
+use kpccl_core::protocol::Record;
+use kpccl_core::{LayoutMode, Oob, WaitPolicy, WindowRequest};
+
+use crate::log::{self, Level};
+use crate::platform::PosixPlatform;
+use crate::{Config, Error, Window};
+
+/// A communicator: `nranks` processes on this node that create windows
+/// together through an [`Oob`].
+#[derive(Debug)]
+pub struct Comm<O: Oob> {
+    oob: O,
+    rank: u32,
+    nranks: u32,
+    config: Config,
+    platform: PosixPlatform,
+}
+
+impl<O: Oob> Comm<O> {
+    /// Creates a communicator (collective: every rank calls it) with the
+    /// configuration of the `KPCCL_*` environment variables.
+    pub fn new(oob: O, rank: u32, nranks: u32) -> Result<Self, Error> {
+        Self::with_config(oob, rank, nranks, Config::from_env()?)
+    }
+
+    /// Creates a communicator (collective) with an explicit configuration.
+    pub fn with_config(oob: O, rank: u32, nranks: u32, config: Config) -> Result<Self, Error> {
+        log::set_level(config.log);
+        let platform = PosixPlatform::new(config.shm_dir.clone());
+        kpccl_core::protocol::check_nranks(nranks)?;
+        let mut table = vec![Record::default(); nranks as usize];
+        kpccl_core::create_comm(&platform, &oob, rank, nranks, &mut table).inspect_err(|e| {
+            log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}"));
+        })?;
+        Ok(Self { oob, rank, nranks, config, platform })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the communicator.
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    /// The configuration windows start from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The out-of-band collectives.
+    pub fn oob(&self) -> &O {
+        &self.oob
+    }
+
+    /// The out-of-band barrier.
+    pub fn barrier(&self) -> Result<(), Error> {
+        self.oob
+            .barrier()
+            .map_err(|e| Error::Collective(kpccl_core::CollectiveError::Local(kpccl_core::Failure::Oob(e))))
+    }
+
+    /// Starts describing a window in which this rank owns `size` bytes; finish
+    /// with [`WindowBuilder::alloc`] (collective).
+    pub fn window(&self, size: usize) -> WindowBuilder<'_, O> {
+        WindowBuilder {
+            comm: self,
+            size: size as u64,
+            mode: self.config.layout,
+            align: kpccl_core::layout::MIN_SEGMENT_ALIGN,
+            timeout: self.config.timeout,
+            spins: self.config.spins,
+        }
+    }
+}
+
+/// Options of one window; every rank must give the same mode and alignment.
+#[derive(Debug)]
+#[must_use = "call .alloc() to create the window"]
+pub struct WindowBuilder<'c, O: Oob> {
+    comm: &'c Comm<O>,
+    size: u64,
+    mode: LayoutMode,
+    align: u64,
+    timeout: Option<Duration>,
+    spins: Option<u32>,
+}
+
+impl<O: Oob> WindowBuilder<'_, O> {
+    /// How segments are placed (default: `KPCCL_LAYOUT`, else contiguous).
+    pub fn layout(mut self, mode: LayoutMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The alignment of every segment, a power of two (default 64).
+    pub fn align(mut self, align: usize) -> Self {
+        self.align = align as u64;
+        self
+    }
+
+    /// Fence waits give up after `timeout` (default: `KPCCL_TIMEOUT_MS`, else never).
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Spin polls before yielding (default: `KPCCL_SPIN`, else by load).
+    pub fn spins(mut self, spins: u32) -> Self {
+        self.spins = Some(spins);
+        self
+    }
+
+    fn policy(&self) -> WaitPolicy {
+        use kpccl_core::Platform;
+        let c = self.comm;
+        let mut p = WaitPolicy::for_load(c.nranks, c.platform.cpu_count());
+        if let Some(s) = self.spins {
+            p.spins = s;
+        }
+        p.timeout_ns = self.timeout.map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX).max(1));
+        p.liveness_ns = u64::try_from(c.config.liveness.as_nanos()).unwrap_or(u64::MAX);
+        p
+    }
+
+    /// Creates the window (collective: every rank of the communicator calls it).
+    /// If any rank's request is invalid, or any rank fails, every rank gets an error.
+    pub fn alloc(self) -> Result<Window, Error> {
+        let c = self.comm;
+        let request = WindowRequest { size: self.size, mode: self.mode, align: self.align, policy: self.policy() };
+        let mut table = vec![Record::default(); c.nranks as usize];
+        let inner = kpccl_core::create_window(&c.platform, &c.oob, c.rank, c.nranks, &request, &mut table)
+            .inspect_err(|e| {
+                log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank));
+            })?;
+        log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
+        Ok(Window::new(inner))
+    }
+}

@@ -1,0 +1,92 @@
+//! Options of communicators and windows, and the `KPCCL_*` environment
+//! variables that set their defaults.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `KPCCL_SHM_DIR` | directory for window segments (a tmpfs) | `/dev/shm` |
+//! | `KPCCL_LAYOUT` | `contiguous` or `aligned` (page per rank) | `contiguous` |
+//! | `KPCCL_TIMEOUT_MS` | give up a fence wait after this long; `0` = never (a dead peer still ends it) | `0` |
+//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 20000, or 64 when ranks outnumber CPUs |
+//! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |
+//! | `KPCCL_LOG` | `off`, `error`, `warn`, `info` or `debug` | `warn` |
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kpccl_core::LayoutMode;
+
+use crate::Error;
+use crate::log::Level;
+use crate::platform::DEFAULT_SHM_DIR;
+
+/// Communicator-wide defaults, normally read from the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Directory for segments.
+    pub shm_dir: PathBuf,
+    /// Default layout mode of windows.
+    pub layout: LayoutMode,
+    /// Fence wait timeout; `None` waits until the peer arrives or dies.
+    pub timeout: Option<Duration>,
+    /// Spin count before yielding (`None`: chosen from ranks and CPUs).
+    pub spins: Option<u32>,
+    /// Liveness check interval of a sleeping waiter.
+    pub liveness: Duration,
+    /// Log level.
+    pub log: Level,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            shm_dir: PathBuf::from(DEFAULT_SHM_DIR),
+            layout: LayoutMode::Contiguous,
+            timeout: None,
+            spins: None,
+            liveness: Duration::from_millis(50),
+            log: Level::Warn,
+        }
+    }
+}
+
+fn var(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn invalid(var: &'static str, value: String, expected: &'static str) -> Error {
+    Error::Config { var, value, expected }
+}
+
+fn millis(name: &'static str) -> Result<Option<u64>, Error> {
+    var(name).map(|v| v.trim().parse().map_err(|_| invalid(name, v, "milliseconds (an integer)"))).transpose()
+}
+
+impl Config {
+    /// The defaults, overridden by the `KPCCL_*` variables that are set.
+    pub fn from_env() -> Result<Self, Error> {
+        let mut c = Self::default();
+        if let Some(dir) = var("KPCCL_SHM_DIR") {
+            c.shm_dir = PathBuf::from(dir);
+        }
+        if let Some(v) = var("KPCCL_LAYOUT") {
+            c.layout = match v.as_str() {
+                "contiguous" => LayoutMode::Contiguous,
+                "aligned" => LayoutMode::Aligned,
+                _ => return Err(invalid("KPCCL_LAYOUT", v, "contiguous or aligned")),
+            };
+        }
+        if let Some(ms) = millis("KPCCL_TIMEOUT_MS")? {
+            c.timeout = (ms > 0).then(|| Duration::from_millis(ms));
+        }
+        if let Some(v) = var("KPCCL_SPIN") {
+            c.spins = Some(v.trim().parse().map_err(|_| invalid("KPCCL_SPIN", v, "a spin count (an integer)"))?);
+        }
+        if let Some(ms) = millis("KPCCL_LIVENESS_MS")? {
+            c.liveness = Duration::from_millis(ms.max(1));
+        }
+        if let Some(v) = var("KPCCL_LOG") {
+            c.log = v.parse().map_err(|()| invalid("KPCCL_LOG", v, "off, error, warn, info or debug"))?;
+        }
+        Ok(c)
+    }
+}

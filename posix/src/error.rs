@@ -1,0 +1,72 @@
+//! The error type of the Rust API.
+
+use std::fmt;
+
+use kpccl_core::{CollectiveError, FenceError};
+
+/// Everything that can go wrong in the Rust API.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A collective (communicator or window creation) failed on every rank.
+    Collective(CollectiveError),
+    /// A fence failed (timeout, dead peer, bad rank).
+    Fence(FenceError),
+    /// An access fell outside a rank's segment.
+    OutOfBounds {
+        /// The rank whose segment was accessed.
+        rank: u32,
+        /// The first byte accessed.
+        offset: usize,
+        /// Bytes accessed.
+        len: usize,
+        /// The segment's length.
+        size: usize,
+    },
+    /// A `KPCCL_*` environment variable (or an option) has an invalid value.
+    Config {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Collective(e) => e.fmt(f),
+            Self::Fence(e) => e.fmt(f),
+            Self::OutOfBounds { rank, offset, len, size } => write!(
+                f,
+                "bytes {offset}..{} are outside rank {rank}'s segment of {size} bytes",
+                offset.saturating_add(*len)
+            ),
+            Self::Config { var, value, expected } => write!(f, "{var}={value:?} is invalid: expected {expected}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Collective(e) => Some(e),
+            Self::Fence(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<CollectiveError> for Error {
+    fn from(e: CollectiveError) -> Self {
+        Self::Collective(e)
+    }
+}
+
+impl From<FenceError> for Error {
+    fn from(e: FenceError) -> Self {
+        Self::Fence(e)
+    }
+}

@@ -1,0 +1,146 @@
+//! The Linux [`Platform`]: segments as files in a tmpfs directory, futex
+//! waits, a monotonic clock, `getrandom`, `/proc` liveness.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use kpccl_core::error::PlatformOp;
+use kpccl_core::sync::AtomicU32;
+use kpccl_core::{PlatformError, ProcessIdentity, WaitOutcome};
+
+use crate::{liveness, sys};
+
+/// Where segments are created unless `KPCCL_SHM_DIR` says otherwise.
+pub const DEFAULT_SHM_DIR: &str = "/dev/shm";
+
+/// The Linux platform. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PosixPlatform {
+    dir: Arc<PathBuf>,
+    identity: ProcessIdentity,
+}
+
+fn err(op: PlatformOp, e: &std::io::Error) -> PlatformError {
+    PlatformError { op, code: i64::from(e.raw_os_error().unwrap_or(-1)) }
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl PosixPlatform {
+    /// A platform whose segments live in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: Arc::new(dir.into()), identity: liveness::current() }
+    }
+
+    /// The segment directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// A mapped segment (the file stays open for `reserve`).
+#[derive(Debug)]
+pub struct PosixSegment {
+    fd: sys::Fd,
+    map: sys::Mapping,
+}
+
+impl kpccl_core::Segment for PosixSegment {
+    fn base(&self) -> std::ptr::NonNull<u8> {
+        self.map.base()
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+    fn reserve(&self, offset: u64, len: u64) -> Result<(), PlatformError> {
+        self.fd.allocate(offset, len).map_err(|e| err(PlatformOp::Reserve, &e))
+    }
+}
+
+fn map(fd: sys::Fd, len: u64) -> Result<PosixSegment, PlatformError> {
+    let size =
+        usize::try_from(len).map_err(|_| PlatformError { op: PlatformOp::Map, code: i64::from(libc::ENOMEM) })?;
+    let map = sys::map_shared(&fd, size).map_err(|e| err(PlatformOp::Map, &e))?;
+    Ok(PosixSegment { fd, map })
+}
+
+impl kpccl_core::Platform for PosixPlatform {
+    type Segment = PosixSegment;
+
+    fn create(&self, name: &str, len: u64) -> Result<PosixSegment, PlatformError> {
+        let path = self.path(name);
+        let fd = sys::Fd::create(&path).map_err(|e| err(PlatformOp::Create, &e))?;
+        let made = fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len));
+        if made.is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+        made
+    }
+
+    fn open(&self, name: &str, len: u64) -> Result<PosixSegment, PlatformError> {
+        let fd = sys::Fd::open(&self.path(name)).map_err(|e| err(PlatformOp::Open, &e))?;
+        let (uid, size, regular) = fd.stat().map_err(|e| err(PlatformOp::Stat, &e))?;
+        if uid != self.identity.uid {
+            return Err(PlatformError { op: PlatformOp::Owner, code: i64::from(uid) });
+        }
+        if size != len || !regular {
+            return Err(PlatformError { op: PlatformOp::Size, code: i64::try_from(size).unwrap_or(-1) });
+        }
+        map(fd, len)
+    }
+
+    fn unlink(&self, name: &str) -> Result<(), PlatformError> {
+        std::fs::remove_file(self.path(name)).map_err(|e| err(PlatformOp::Unlink, &e))
+    }
+
+    fn page_size(&self) -> u64 {
+        sys::page_size()
+    }
+
+    fn cpu_count(&self) -> u32 {
+        std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn random(&self, buf: &mut [u8]) -> Result<(), PlatformError> {
+        sys::getrandom(buf).map_err(|e| err(PlatformOp::Random, &e))
+    }
+
+    fn identity(&self) -> ProcessIdentity {
+        self.identity
+    }
+
+    fn is_alive(&self, who: &ProcessIdentity) -> bool {
+        liveness::is_alive(who)
+    }
+
+    fn yield_now(&self) {
+        std::thread::yield_now();
+    }
+
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
+        let timeout = match deadline_ns {
+            u64::MAX => None,
+            d => match d.checked_sub(self.now_ns()) {
+                Some(left) if left > 0 => Some(Duration::from_nanos(left)),
+                _ => return WaitOutcome::TimedOut,
+            },
+        };
+        if sys::futex_wait(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
+    }
+
+    fn wake(&self, word: &AtomicU32) {
+        sys::futex_wake(word);
+    }
+}

@@ -1,0 +1,55 @@
+//! The crate's system calls: thin wrappers that turn return codes into
+//! `io::Result`. The only place (with `window/access.rs`) that needs `unsafe`.
+#![allow(unsafe_code)]
+
+mod futex;
+mod shm;
+
+pub(crate) use futex::{futex_wait, futex_wake};
+pub(crate) use shm::{Fd, Mapping, map_shared};
+
+use std::io;
+
+/// The system page size.
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(v).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096)
+}
+
+/// The effective user id.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Fills `buf` from the kernel's random source.
+pub(crate) fn getrandom(buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: `rest` is a valid writable buffer of `rest.len()` bytes.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        match usize::try_from(n) {
+            Ok(n) => filled += n,
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a process `pid` exists (it may be a zombie), by `kill(pid, 0)`.
+pub(crate) fn process_exists(pid: u64) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that `pid` exists and may be signalled.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

@@ -1,0 +1,117 @@
+//! Shared segments: files in a tmpfs directory (normally `/dev/shm`), opened
+//! by path so that the directory can be chosen, and mapped `MAP_SHARED`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::ptr::NonNull;
+
+fn cstr(path: &Path) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
+}
+
+/// An open segment file.
+#[derive(Debug)]
+pub(crate) struct Fd(OwnedFd);
+
+impl Fd {
+    /// Creates `path` exclusively, mode 0600, never following a link.
+    pub(crate) fn create(path: &Path) -> io::Result<Self> {
+        let p = cstr(path)?;
+        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: `p` is a valid C string; the returned fd is owned below.
+        let fd = check(unsafe { libc::open(p.as_ptr(), flags, 0o600 as libc::c_uint) })?;
+        // SAFETY: `fd` was just returned by open and is owned by nothing else.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Opens the existing `path` read-write, never following a link.
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
+        let p = cstr(path)?;
+        let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: as in `create`.
+        let fd = check(unsafe { libc::open(p.as_ptr(), flags) })?;
+        // SAFETY: as in `create`.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// The file's owner uid, size and whether it is a regular file.
+    pub(crate) fn stat(&self) -> io::Result<(u32, u64, bool)> {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `st` is a writable stat buffer; fstat fills it on success.
+        check(unsafe { libc::fstat(self.0.as_raw_fd(), st.as_mut_ptr()) })?;
+        // SAFETY: fstat succeeded, so `st` is initialised.
+        let st = unsafe { st.assume_init() };
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        Ok((st.st_uid, u64::try_from(st.st_size).unwrap_or(0), regular))
+    }
+
+    /// Sets the file's length (sparse).
+    pub(crate) fn set_len(&self, len: u64) -> io::Result<()> {
+        let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: plain syscall on an fd we own.
+        check(unsafe { libc::ftruncate(self.0.as_raw_fd(), len) }).map(drop)
+    }
+
+    /// Allocates backing memory for `offset..offset + len` now (ENOSPC here, not SIGBUS later).
+    pub(crate) fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        loop {
+            // SAFETY: plain syscall on an fd we own; it returns an errno value.
+            match unsafe { libc::posix_fallocate(self.0.as_raw_fd(), off, len) } {
+                0 => return Ok(()),
+                libc::EINTR => continue,
+                e => return Err(io::Error::from_raw_os_error(e)),
+            }
+        }
+    }
+}
+
+/// A `MAP_SHARED` mapping, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; moving it between
+// threads moves ownership of the address range.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    pub(crate) fn base(&self) -> NonNull<u8> {
+        self.base
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base..base+len` was mapped by `map_shared` and is unmapped once, here.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Maps all `len` bytes of `fd` read-write and shared.
+pub(crate) fn map_shared(fd: &Fd, len: usize) -> io::Result<Mapping> {
+    if len == 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.0.as_raw_fd(), 0) };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+    Ok(Mapping { base, len })
+}
