@@ -7,7 +7,9 @@ use crate::sys;
 
 /// `(state, starttime)` of `pid` from `/proc/<pid>/stat`.
 fn stat(pid: u64) -> Option<(u8, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "/proc/./": qemu-user intercepts "/proc/self/stat" and "/proc/<own pid>/stat"
+    // and fakes the start time, which would make peers see this rank as dead.
+    let text = std::fs::read_to_string(format!("/proc/./{pid}/stat")).ok()?;
     // The command name is in parentheses and may contain anything: parse after the last ')'.
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
