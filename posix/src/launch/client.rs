@@ -1,0 +1,169 @@
+//! The rank's end: [`RunOob`], the [`Oob`] of a process started by the launcher.
+
+use std::borrow::Cow;
+use std::io::{self, Read as _};
+use std::os::unix::net::UnixStream;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use kpccl_core::{Oob, OobError};
+
+use super::wire::{self, MAX_DATA, Msg, Reason, VERSION};
+use super::{NRANKS_ENV, RANK_ENV, SOCKET_ENV, TIMEOUT_ENV, addr, code};
+
+/// Default of `KPCCL_OOB_TIMEOUT_MS`: five minutes.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300_000);
+
+/// Out-of-band collectives through the hub of the launcher that started
+/// this process ([`Launch`](super::Launch), `kpccl-run`).
+///
+/// Every blocking read and write on the connection gives up after the
+/// timeout, so no rank waits forever; a failed collective returns an
+/// [`OobError`] whose code is one of [`code`](super::code).
+#[derive(Debug)]
+pub struct RunOob {
+    rank: u32,
+    nranks: u32,
+    timeout: Duration,
+    /// `None` once an error left the stream in an unknown state.
+    conn: Mutex<Option<UnixStream>>,
+}
+
+impl RunOob {
+    /// Connects to the launcher named by the environment it set:
+    /// `KPCCL_RANK`, `KPCCL_NRANKS` and `KPCCL_RUN_SOCKET`, with the timeout
+    /// `KPCCL_OOB_TIMEOUT_MS` (milliseconds, default 300000).
+    ///
+    /// `Ok(None)` when `KPCCL_RUN_SOCKET` is not set (not under the
+    /// launcher); an error when a variable is malformed or the launcher
+    /// cannot be reached or refuses this rank.
+    pub fn from_env() -> io::Result<Option<RunOob>> {
+        let Some(socket) = std::env::var_os(SOCKET_ENV) else { return Ok(None) };
+        let socket = socket.into_string().map_err(|_| bad_env(SOCKET_ENV, "is not UTF-8"))?;
+        let rank = env_u64(RANK_ENV)?.ok_or_else(|| bad_env(RANK_ENV, "is not set"))?;
+        let nranks = env_u64(NRANKS_ENV)?.ok_or_else(|| bad_env(NRANKS_ENV, "is not set"))?;
+        let rank = u32::try_from(rank).map_err(|_| bad_env(RANK_ENV, "is too large"))?;
+        let nranks = u32::try_from(nranks).map_err(|_| bad_env(NRANKS_ENV, "is too large"))?;
+        let timeout = env_u64(TIMEOUT_ENV)?.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        if timeout.is_zero() {
+            return Err(bad_env(TIMEOUT_ENV, "must be at least 1"));
+        }
+        Self::connect(&socket, rank, nranks, timeout).map(Some)
+    }
+
+    /// Connects to the hub at `socket` (`@name` for an abstract name, else a
+    /// path) as `rank` of `nranks`; `timeout` bounds every later read and
+    /// write.
+    pub fn connect(socket: &str, rank: u32, nranks: u32, timeout: Duration) -> io::Result<RunOob> {
+        if rank >= nranks {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("rank {rank} is not in 0..{nranks}")));
+        }
+        if timeout.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the timeout must not be zero"));
+        }
+        let context = |e: io::Error| io::Error::new(e.kind(), format!("launcher at {socket}: {e}"));
+        let stream = UnixStream::connect_addr(&addr::parse(socket)?).map_err(context)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        Msg::Hello { version: VERSION, rank, nranks }.write_to(&stream).map_err(context)?;
+        let refused = |why: &str| {
+            let kind = io::ErrorKind::ConnectionRefused;
+            io::Error::new(kind, format!("launcher at {socket} refused rank {rank} of {nranks}: {why}"))
+        };
+        match Msg::read_from(&stream).map_err(context)? {
+            Some(Msg::Welcome) => {}
+            Some(Msg::Fail { reason: Reason::BadRank }) => return Err(refused("not a rank of its job")),
+            Some(Msg::Fail { reason: Reason::Duplicate }) => return Err(refused("another process is that rank")),
+            Some(Msg::Fail { reason: Reason::BadVersion }) => return Err(refused("another protocol version")),
+            Some(Msg::Fail { reason: Reason::Foreign }) => return Err(refused("this process belongs to another user")),
+            Some(_) => return Err(refused("unexpected reply")),
+            None => return Err(refused("connection closed")),
+        }
+        Ok(RunOob { rank, nranks, timeout, conn: Mutex::new(Some(stream)) })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The number of ranks of the job.
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    /// How long one read or write on the connection may block.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends `op` and reads the reply: a `Done` of exactly `recv.len()` bytes
+    /// (written into `recv`) or a `Fail`.
+    fn exchange(&self, op: &Msg<'_>, recv: &mut [u8]) -> Result<(), i32> {
+        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let stream = conn.as_ref().ok_or(code::BROKEN)?;
+        let result = op.write_to(stream).map_err(io_code).and_then(|()| read_reply(stream, recv));
+        if let Err(c) = result
+            && matches!(c, code::IO | code::TIMEOUT | code::DISCONNECTED | code::PROTOCOL)
+        {
+            // The reply may still arrive: never read it as the next one's.
+            *conn = None;
+        }
+        result
+    }
+}
+
+fn read_reply(mut stream: &UnixStream, recv: &mut [u8]) -> Result<(), i32> {
+    let (tag, len) = wire::read_header(stream).map_err(io_code)?.ok_or(code::DISCONNECTED)?;
+    if wire::is_done(tag) && len == recv.len() {
+        return stream.read_exact(recv).map_err(io_code);
+    }
+    let body = wire::read_body(stream, len).map_err(io_code)?;
+    match wire::decode(tag, body).map_err(io_code)? {
+        Msg::Fail { reason: Reason::Mismatch } => Err(code::MISMATCH),
+        Msg::Fail { reason: Reason::RankLost } => Err(code::RANK_LOST),
+        _ => Err(code::PROTOCOL),
+    }
+}
+
+fn io_code(e: io::Error) -> i32 {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => code::TIMEOUT,
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => code::DISCONNECTED,
+        io::ErrorKind::InvalidData => code::PROTOCOL,
+        _ => code::IO,
+    }
+}
+
+impl Oob for RunOob {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        let local = match send.len().checked_mul(self.nranks as usize) {
+            Some(total) if total == recv.len() && total <= MAX_DATA => None,
+            Some(total) if total == recv.len() => Some(code::TOO_LARGE),
+            _ => Some(code::BUFFER),
+        };
+        if let Some(code) = local {
+            // Still take part, so that every other rank fails now instead of waiting.
+            let _ = self.exchange(&Msg::Invalid, &mut []);
+            return Err(OobError { code });
+        }
+        let recv_len = recv.len() as u64;
+        self.exchange(&Msg::Allgather { recv_len, data: Cow::Borrowed(send) }, recv).map_err(|code| OobError { code })
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        self.exchange(&Msg::Barrier, &mut []).map_err(|code| OobError { code })
+    }
+}
+
+fn env_u64(name: &str) -> io::Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| bad_env(name, "is not a non-negative integer")),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(bad_env(name, "is not UTF-8")),
+    }
+}
+
+fn bad_env(name: &str, why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{name} {why}"))
+}

@@ -1,0 +1,59 @@
+//! The codes a failed [`RunOob`](super::RunOob) collective returns, as the
+//! `code` of its [`OobError`](kpccl_core::OobError): one per cause, all negative.
+
+/// Reading from or writing to the launcher failed (an OS error).
+pub const IO: i32 = -1;
+/// No reply within the timeout (`KPCCL_OOB_TIMEOUT_MS`): a rank did not
+/// reach the same collective in time.
+pub const TIMEOUT: i32 = -2;
+/// The launcher closed the connection (it exited or was killed).
+pub const DISCONNECTED: i32 = -3;
+/// The launcher sent something this version does not understand, or
+/// reported that this rank broke the protocol.
+pub const PROTOCOL: i32 = -4;
+/// A rank left the job (its process exited or crashed) before every rank
+/// reached this collective; every later collective fails the same way.
+pub const RANK_LOST: i32 = -5;
+/// The ranks called different collectives, or an allgather with different
+/// lengths; every rank gets this code (the rank at fault gets
+/// [`BUFFER`] or [`TOO_LARGE`]).
+pub const MISMATCH: i32 = -6;
+/// This rank's `recv.len()` is not `send.len() * nranks`.
+pub const BUFFER: i32 = -7;
+/// The collective's result would exceed the 1 GiB frame limit.
+pub const TOO_LARGE: i32 = -8;
+/// An earlier I/O error, timeout or protocol error broke this connection;
+/// it has been closed (which the other ranks see as [`RANK_LOST`]).
+pub const BROKEN: i32 = -9;
+
+/// A short description of a code, for messages.
+pub fn describe(code: i32) -> &'static str {
+    match code {
+        IO => "I/O error on the connection to the launcher",
+        TIMEOUT => "timed out waiting for the other ranks (KPCCL_OOB_TIMEOUT_MS)",
+        DISCONNECTED => "the launcher closed the connection",
+        PROTOCOL => "protocol error between rank and launcher",
+        RANK_LOST => "a rank left the job before the collective completed",
+        MISMATCH => "the ranks called different collectives or passed different lengths",
+        BUFFER => "recv.len() is not send.len() * nranks",
+        TOO_LARGE => "the collective exceeds the 1 GiB limit",
+        BROKEN => "the connection to the launcher broke in an earlier collective",
+        _ => "not a kpccl-run out-of-band error code",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_distinct_negative_and_described() {
+        let all = [IO, TIMEOUT, DISCONNECTED, PROTOCOL, RANK_LOST, MISMATCH, BUFFER, TOO_LARGE, BROKEN];
+        for (i, a) in all.iter().enumerate() {
+            assert!(*a < 0);
+            assert!(!describe(*a).starts_with("not a"));
+            assert!(all[i + 1..].iter().all(|b| b != a));
+        }
+        assert!(describe(0).starts_with("not a"));
+    }
+}

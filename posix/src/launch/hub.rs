@@ -1,0 +1,443 @@
+//! The hub: the launcher's end of the out-of-band collectives.
+//!
+//! One thread accepts connections; each connection gets a thread that reads
+//! the rank's hello, then its collectives one by one. The `n`-th arrival of
+//! collective `k` evaluates it (same kind, same lengths, or every rank gets
+//! [`Reason::Mismatch`]) and wakes the others; every connection thread writes
+//! its own rank's reply. A rank that leaves (end of stream, or its process
+//! exited) fails the collective in progress and every later one with
+//! [`Reason::RankLost`], so no rank waits on a rank that is gone.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::io;
+use std::net::Shutdown;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use super::wire::{Msg, Reason, VERSION};
+use super::{addr, cred};
+
+/// How long a fresh connection may take to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// Stack of a connection thread (it only moves buffers that live on the heap).
+const THREAD_STACK: usize = 256 * 1024;
+
+/// The launcher's end of the out-of-band collectives of one job of
+/// `nranks` ranks, listening on a fresh abstract Unix socket.
+///
+/// Ranks reach it with [`RunOob`](super::RunOob). It stops by itself once
+/// every rank has disconnected; dropping it stops it at once (closing any
+/// connection still open) and joins its threads.
+#[derive(Debug)]
+pub struct Hub {
+    shared: Arc<Shared>,
+    socket: String,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    nranks: u32,
+    uid: u32,
+    addr: SocketAddr,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Debug)]
+struct State {
+    presence: Vec<Presence>,
+    gone: u32,
+    /// The current collective's operations, by rank.
+    pending: Vec<Option<Op>>,
+    arrived: u32,
+    /// Collectives completed so far: the index of the one being gathered.
+    seq: u64,
+    /// The outcome of collective `seq - 1`.
+    last: Option<Arc<Outcome>>,
+    /// The first rank that left the job.
+    lost: Option<u32>,
+    /// The first failure the hub reported to ranks, in words.
+    failure: Option<String>,
+    stopping: bool,
+    conns: Vec<UnixStream>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Presence {
+    NotYet,
+    Here,
+    Gone,
+}
+
+#[derive(Debug)]
+enum Op {
+    Allgather { recv_len: u64, data: Vec<u8> },
+    Barrier,
+    Invalid,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Done(Vec<u8>),
+    Fail(Reason),
+}
+
+impl Hub {
+    /// Starts a hub for `nranks` ranks (1 ..= [`kpccl_core::MAX_RANKS`]).
+    pub fn start(nranks: u32) -> io::Result<Hub> {
+        if nranks == 0 || nranks > kpccl_core::MAX_RANKS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("rank count {nranks} is not in 1..={}", kpccl_core::MAX_RANKS),
+            ));
+        }
+        let socket = addr::unique();
+        let addr = addr::parse(&socket)?;
+        let listener = UnixListener::bind_addr(&addr)?;
+        let n = nranks as usize;
+        let shared = Arc::new(Shared {
+            nranks,
+            uid: cred::my_uid(),
+            addr,
+            state: Mutex::new(State {
+                presence: vec![Presence::NotYet; n],
+                gone: 0,
+                pending: (0..n).map(|_| None).collect(),
+                arrived: 0,
+                seq: 0,
+                last: None,
+                lost: None,
+                failure: None,
+                stopping: false,
+                conns: Vec::new(),
+                threads: Vec::new(),
+            }),
+            changed: Condvar::new(),
+        });
+        let acceptor = {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new().name("kpccl-hub".into()).spawn(move || accept(&shared, &listener))?
+        };
+        Ok(Hub { shared, socket, acceptor: Some(acceptor) })
+    }
+
+    /// The value for `KPCCL_RUN_SOCKET`: `@` and the abstract name.
+    pub fn socket(&self) -> &str {
+        &self.socket
+    }
+
+    /// The number of ranks of the job.
+    pub fn nranks(&self) -> u32 {
+        self.shared.nranks
+    }
+
+    /// Tells the hub that rank `rank`'s process has exited, so that it counts
+    /// as gone even if it never connected (or a child of it holds its socket).
+    pub fn rank_exited(&self, rank: u32) {
+        if rank < self.shared.nranks {
+            self.shared.leave(rank);
+        }
+    }
+
+    /// The first failure the hub reported to the ranks (ranks that disagreed
+    /// on a collective, or a rank that left while others needed it), if any.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.lock().failure.clone()
+    }
+
+    /// Whether every rank has disconnected or exited.
+    pub fn finished(&self) -> bool {
+        self.shared.lock().gone == self.shared.nranks
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let (conns, threads) = {
+            let mut st = self.shared.lock();
+            st.stopping = true;
+            (std::mem::take(&mut st.conns), std::mem::take(&mut st.threads))
+        };
+        self.shared.changed.notify_all();
+        self.shared.wake_acceptor();
+        for c in &conns {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        // The acceptor registers threads under the lock and stops once it sees
+        // `stopping`, so `threads` holds every connection thread.
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
+    for conn in listener.incoming() {
+        let mut st = shared.lock();
+        if st.stopping || st.gone == shared.nranks {
+            return;
+        }
+        // A failed accept (EMFILE, ECONNABORTED) is the connecting rank's
+        // problem only; pause so that a lasting one does not spin.
+        let Ok(stream) = conn else {
+            drop(st);
+            thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        let Ok(clone) = stream.try_clone() else { continue };
+        let worker = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name("kpccl-hub-conn".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || serve(&worker, &stream));
+        if let Ok(t) = spawned {
+            st.conns.push(clone);
+            st.threads.push(t);
+        }
+    }
+}
+
+/// One connection, from hello to end of stream.
+fn serve(shared: &Shared, stream: &UnixStream) {
+    let Some(rank) = welcome(shared, stream) else { return };
+    loop {
+        let op = match Msg::read_from(stream) {
+            Ok(Some(Msg::Allgather { recv_len, data })) => Op::Allgather { recv_len, data: data.into_owned() },
+            Ok(Some(Msg::Barrier)) => Op::Barrier,
+            Ok(Some(Msg::Invalid)) => Op::Invalid,
+            Ok(Some(_)) => {
+                let _ = Msg::Fail { reason: Reason::Protocol }.write_to(stream);
+                break;
+            }
+            Ok(None) | Err(_) => break,
+        };
+        let Some(outcome) = shared.collective(rank, op) else { break };
+        let reply = match &*outcome {
+            Outcome::Done(data) => Msg::Done { data: Cow::Borrowed(data) },
+            Outcome::Fail(reason) => Msg::Fail { reason: *reason },
+        };
+        if reply.write_to(stream).is_err() {
+            break;
+        }
+    }
+    shared.leave(rank);
+}
+
+/// Reads and checks the hello; claims and returns the rank.
+fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
+    let refuse = |reason| {
+        let _ = Msg::Fail { reason }.write_to(stream);
+        None
+    };
+    if cred::peer_uid(stream).ok()? != shared.uid {
+        return refuse(Reason::Foreign);
+    }
+    stream.set_read_timeout(Some(HELLO_TIMEOUT)).ok()?;
+    let Ok(Some(Msg::Hello { version, rank, nranks })) = Msg::read_from(stream) else { return None };
+    if version != VERSION {
+        return refuse(Reason::BadVersion);
+    }
+    if nranks != shared.nranks || rank >= nranks {
+        return refuse(Reason::BadRank);
+    }
+    {
+        let mut st = shared.lock();
+        if st.stopping {
+            return None;
+        }
+        if st.presence[rank as usize] != Presence::NotYet {
+            drop(st);
+            return refuse(Reason::Duplicate);
+        }
+        st.presence[rank as usize] = Presence::Here;
+    }
+    // Between collectives a rank may compute for as long as it likes.
+    if stream.set_read_timeout(None).is_err() || Msg::Welcome.write_to(stream).is_err() {
+        shared.leave(rank);
+        return None;
+    }
+    Some(rank)
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `rank`'s operation to the collective being gathered and waits for
+    /// its outcome. `None` when the hub is stopping.
+    fn collective(&self, rank: u32, op: Op) -> Option<Arc<Outcome>> {
+        let mut st = self.lock();
+        if let Some(gone) = st.lost {
+            let seq = st.seq;
+            st.record(|| format!("rank {gone} left the job; rank {rank} called collective #{seq} after that"));
+            return Some(Arc::new(Outcome::Fail(Reason::RankLost)));
+        }
+        let mine = st.seq;
+        if st.pending[rank as usize].is_some() {
+            // Only a client that does not wait for its replies can get here.
+            return Some(Arc::new(Outcome::Fail(Reason::Protocol)));
+        }
+        st.pending[rank as usize] = Some(op);
+        st.arrived += 1;
+        if st.arrived == self.nranks {
+            let ops: Vec<Op> = st.pending.iter_mut().map(|p| p.take().unwrap_or(Op::Invalid)).collect();
+            let outcome = evaluate(&ops, self.nranks);
+            if let Outcome::Fail(_) = outcome {
+                st.record(|| format!("collective #{mine}: the ranks disagree: {}", describe(&ops)));
+            }
+            st.arrived = 0;
+            st.seq += 1;
+            st.last = Some(Arc::new(outcome));
+            self.changed.notify_all();
+        }
+        let st = self
+            .changed
+            .wait_while(st, |st| st.seq == mine && st.lost.is_none() && !st.stopping)
+            .unwrap_or_else(PoisonError::into_inner);
+        if st.seq > mine {
+            // Collective `mine + 1` cannot complete before this rank joins it,
+            // so `last` is still the outcome of `mine`.
+            st.last.clone()
+        } else if st.lost.is_some() {
+            Some(Arc::new(Outcome::Fail(Reason::RankLost)))
+        } else {
+            None
+        }
+    }
+
+    /// `rank` left the job (end of stream, or its process exited).
+    fn leave(&self, rank: u32) {
+        let all_gone = {
+            let mut st = self.lock();
+            let p = &mut st.presence[rank as usize];
+            if *p == Presence::Gone {
+                return;
+            }
+            *p = Presence::Gone;
+            st.gone += 1;
+            if st.lost.is_none() {
+                st.lost = Some(rank);
+            }
+            if st.arrived > 0 {
+                let seq = st.seq;
+                let waiting: Vec<usize> = (0..st.pending.len()).filter(|&r| st.pending[r].is_some()).collect();
+                st.record(|| format!("rank {rank} left the job while ranks {waiting:?} waited in collective #{seq}"));
+            }
+            st.gone == self.nranks
+        };
+        self.changed.notify_all();
+        if all_gone {
+            self.wake_acceptor();
+        }
+    }
+
+    /// Makes the acceptor look at the state (it sits in `accept`).
+    fn wake_acceptor(&self) {
+        let _ = UnixStream::connect_addr(&self.addr);
+    }
+}
+
+impl State {
+    fn record(&mut self, what: impl FnOnce() -> String) {
+        if self.failure.is_none() {
+            self.failure = Some(what());
+        }
+    }
+}
+
+/// The outcome of one collective from every rank's operation.
+fn evaluate(ops: &[Op], nranks: u32) -> Outcome {
+    match &ops[0] {
+        Op::Barrier if ops.iter().all(|o| matches!(o, Op::Barrier)) => Outcome::Done(Vec::new()),
+        Op::Allgather { data, .. } => {
+            let len = data.len();
+            let total = len.checked_mul(nranks as usize).and_then(|t| u64::try_from(t).ok());
+            let agree = ops.iter().all(|o| match o {
+                Op::Allgather { recv_len, data } => data.len() == len && Some(*recv_len) == total,
+                _ => false,
+            });
+            if !agree {
+                return Outcome::Fail(Reason::Mismatch);
+            }
+            let mut out = Vec::with_capacity(len * ops.len());
+            for o in ops {
+                if let Op::Allgather { data, .. } = o {
+                    out.extend_from_slice(data);
+                }
+            }
+            Outcome::Done(out)
+        }
+        _ => Outcome::Fail(Reason::Mismatch),
+    }
+}
+
+/// "rank 0 allgather 8 of 32 bytes, rank 1 barrier, …" (the first 8 ranks).
+fn describe(ops: &[Op]) -> String {
+    let mut s = String::new();
+    for (r, op) in ops.iter().enumerate().take(8) {
+        let sep = if r == 0 { "" } else { ", " };
+        let _ = match op {
+            Op::Allgather { recv_len, data } => write!(s, "{sep}rank {r} allgather {} of {recv_len} bytes", data.len()),
+            Op::Barrier => write!(s, "{sep}rank {r} barrier"),
+            Op::Invalid => write!(s, "{sep}rank {r} invalid arguments"),
+        };
+    }
+    if ops.len() > 8 {
+        s.push_str(", …");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ag(data: &[u8], recv_len: u64) -> Op {
+        Op::Allgather { recv_len, data: data.to_vec() }
+    }
+
+    #[test]
+    fn allgather_concatenates_in_rank_order() {
+        let ops = [ag(b"ab", 6), ag(b"cd", 6), ag(b"ef", 6)];
+        match evaluate(&ops, 3) {
+            Outcome::Done(d) => assert_eq!(d, b"abcdef"),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn disagreements_fail() {
+        let cases: [(Vec<Op>, &str); 4] = [
+            (vec![ag(b"ab", 4), ag(b"c", 4)], "lengths"),
+            (vec![ag(b"ab", 4), ag(b"cd", 6)], "receive lengths"),
+            (vec![Op::Barrier, ag(b"", 0)], "kinds"),
+            (vec![Op::Barrier, Op::Invalid], "invalid"),
+        ];
+        for (ops, what) in cases {
+            assert!(matches!(evaluate(&ops, 2), Outcome::Fail(Reason::Mismatch)), "{what}");
+        }
+        assert!(describe(&[Op::Barrier, ag(b"x", 2)]).contains("rank 1 allgather 1 of 2 bytes"));
+    }
+
+    #[test]
+    fn barriers_and_empty_allgathers_succeed() {
+        assert!(matches!(evaluate(&[Op::Barrier, Op::Barrier], 2), Outcome::Done(d) if d.is_empty()));
+        assert!(matches!(evaluate(&[ag(b"", 0), ag(b"", 0)], 2), Outcome::Done(d) if d.is_empty()));
+    }
+
+    #[test]
+    fn rank_counts_out_of_range_are_refused() {
+        assert_eq!(Hub::start(0).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let too_many = kpccl_core::MAX_RANKS + 1;
+        assert_eq!(Hub::start(too_many).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+}

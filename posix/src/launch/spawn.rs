@@ -1,0 +1,295 @@
+//! The launcher: starts the hub and `n` ranks of a program, waits for them
+//! (bounded by an optional timeout) and reports how each ended.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV, runner};
+
+/// Longest pause between two looks at the children.
+const MAX_POLL: Duration = Duration::from_millis(10);
+
+/// Starts `n` ranks of one program, each with `KPCCL_RANK`, `KPCCL_NRANKS`
+/// and `KPCCL_RUN_SOCKET` set so that [`RunOob::from_env`](super::RunOob::from_env)
+/// connects it to the job's [`Hub`].
+///
+/// Ranks inherit stdout and stderr; rank 0 inherits stdin, the others read
+/// `/dev/null`. A rank that fails does not stop the others (those in a
+/// collective with it get an error from the hub). Under qemu-user the
+/// program goes through the target runner (`KPCCL_RUNNER`, or on aarch64
+/// `CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER`, split on whitespace).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use kpccl_posix::launch::Launch;
+///
+/// let report = Launch::new(4).timeout(Duration::from_secs(60)).run("./my-rank-program", ["--size", "4096"])?;
+/// assert!(report.success(), "{report}");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Launch {
+    nranks: u32,
+    timeout: Option<Duration>,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl Launch {
+    /// A launch of `nranks` ranks, with no timeout and no extra environment.
+    pub fn new(nranks: u32) -> Launch {
+        Launch { nranks, timeout: None, env: Vec::new() }
+    }
+
+    /// Kills (`SIGKILL`) every rank still running `timeout` after the start.
+    pub fn timeout(mut self, timeout: Duration) -> Launch {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets an environment variable for every rank (the launcher's own
+    /// `KPCCL_RANK`, `KPCCL_NRANKS` and `KPCCL_RUN_SOCKET` win over these).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Launch {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Runs `program args…` as every rank and waits for all of them.
+    ///
+    /// An error means the job could not start (no hub, a rank that cannot
+    /// be spawned: the ranks already started are killed) or a child could
+    /// not be waited for; how the ranks ended is in the [`Report`].
+    pub fn run<I, S>(&self, program: impl AsRef<OsStr>, args: I) -> io::Result<Report>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let start = Instant::now();
+        let program = program.as_ref();
+        let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let hub = Hub::start(self.nranks)?;
+        let runner = runner::from_env();
+        let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
+        for rank in 0..self.nranks {
+            let mut cmd = match runner.split_first() {
+                Some((first, rest)) => {
+                    let mut c = Command::new(first);
+                    c.args(rest).arg(program);
+                    c
+                }
+                None => Command::new(program),
+            };
+            cmd.args(&args)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
+                .env(RANK_ENV, rank.to_string())
+                .env(NRANKS_ENV, self.nranks.to_string())
+                .env(SOCKET_ENV, hub.socket());
+            if rank != 0 {
+                cmd.stdin(Stdio::null());
+            }
+            let child = cmd.spawn().map_err(|e| {
+                let words: Vec<_> = runner.iter().map(|w| w.as_os_str()).chain([program]).collect();
+                let shown: Vec<_> = words.iter().map(|w| w.to_string_lossy()).collect();
+                io::Error::new(e.kind(), format!("cannot start rank {rank} ({}): {e}", shown.join(" ")))
+            })?;
+            ranks.0.push(Rank { child, status: None });
+        }
+        let deadline = self.timeout.and_then(|t| start.checked_add(t));
+        let timed_out = ranks.wait(&hub, deadline)?;
+        let killed = if timed_out { ranks.kill_rest(&hub)? } else { Vec::new() };
+        let oob_failure = hub.failure();
+        drop(hub);
+        let status = ranks.0.iter().map(|r| r.status.unwrap_or_else(|| ExitStatus::from_raw(-1))).collect();
+        Ok(Report { status, killed, timed_out, timeout: self.timeout, elapsed: start.elapsed(), oob_failure })
+    }
+}
+
+#[derive(Debug)]
+struct Rank {
+    child: Child,
+    status: Option<ExitStatus>,
+}
+
+/// The children; dropping it kills and reaps any still running, so no
+/// early return leaves a rank behind.
+#[derive(Debug)]
+struct Ranks(Vec<Rank>);
+
+impl Ranks {
+    /// Reaps ranks as they exit until all have or `deadline` passes (`true`).
+    fn wait(&mut self, hub: &Hub, deadline: Option<Instant>) -> io::Result<bool> {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let mut running = 0;
+            for (rank, r) in (0..).zip(self.0.iter_mut()) {
+                if r.status.is_some() {
+                    continue;
+                }
+                match r.child.try_wait()? {
+                    Some(s) => {
+                        r.status = Some(s);
+                        hub.rank_exited(rank);
+                        pause = Duration::from_millis(1);
+                    }
+                    None => running += 1,
+                }
+            }
+            if running == 0 {
+                return Ok(false);
+            }
+            let now = Instant::now();
+            let left = deadline.map_or(MAX_POLL, |d| d.saturating_duration_since(now));
+            if left.is_zero() {
+                return Ok(true);
+            }
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(MAX_POLL);
+        }
+    }
+
+    /// Kills (all at once) and reaps every rank still running; returns the
+    /// ranks that died of it (a rank may exit by itself meanwhile, e.g. on
+    /// hearing from the hub that a killed peer is gone).
+    fn kill_rest(&mut self, hub: &Hub) -> io::Result<Vec<u32>> {
+        for r in self.0.iter_mut().filter(|r| r.status.is_none()) {
+            // An error means it exited meanwhile: wait() below reaps it either way.
+            let _ = r.child.kill();
+        }
+        let mut killed = Vec::new();
+        for (rank, r) in (0..).zip(self.0.iter_mut()) {
+            if r.status.is_none() {
+                let status = r.child.wait()?;
+                r.status = Some(status);
+                hub.rank_exited(rank);
+                if status.signal() == Some(libc::SIGKILL) {
+                    killed.push(rank);
+                }
+            }
+        }
+        Ok(killed)
+    }
+}
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        for r in &mut self.0 {
+            if r.status.is_none() {
+                let _ = r.child.kill();
+                let _ = r.child.wait();
+            }
+        }
+    }
+}
+
+/// How a launch ended.
+#[non_exhaustive]
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Every rank's exit status, in rank order.
+    pub status: Vec<ExitStatus>,
+    /// The ranks the launcher killed (`SIGKILL`) because the timeout expired.
+    pub killed: Vec<u32>,
+    /// Whether the timeout expired before every rank had exited.
+    pub timed_out: bool,
+    /// The timeout the launch had.
+    pub timeout: Option<Duration>,
+    /// From the start of the hub to the last rank reaped.
+    pub elapsed: Duration,
+    /// The first failure the hub reported to the ranks (ranks that disagreed
+    /// on a collective, or a rank that left while others needed it).
+    pub oob_failure: Option<String>,
+}
+
+impl Report {
+    /// Whether every rank exited with code 0 (so none was killed).
+    pub fn success(&self) -> bool {
+        self.status.iter().all(ExitStatus::success)
+    }
+
+    /// The lowest rank that did not exit with code 0, and its status.
+    pub fn first_failure(&self) -> Option<(u32, ExitStatus)> {
+        (0..).zip(&self.status).find(|(_, s)| !s.success()).map(|(r, s)| (r, *s))
+    }
+
+    /// A shell-style exit code for the job: 0 on success, else the first
+    /// failing rank's exit code, or 128 + the signal that killed it.
+    pub fn exit_code(&self) -> i32 {
+        self.first_failure().map_or(0, |(_, s)| shell_code(s))
+    }
+}
+
+fn shell_code(s: ExitStatus) -> i32 {
+    s.code().or_else(|| s.signal().map(|sig| 128 + sig)).unwrap_or(255)
+}
+
+/// One line: the ranks that failed and how, the timeout, the hub's failure.
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.status.len();
+        let failed: Vec<(u32, ExitStatus)> =
+            (0..).zip(&self.status).filter(|(_, s)| !s.success()).map(|(r, s)| (r, *s)).collect();
+        if failed.is_empty() {
+            write!(f, "all {n} ranks exited 0")?;
+        } else {
+            write!(f, "{} of {n} ranks failed (", failed.len())?;
+            for (i, (rank, s)) in failed.iter().enumerate() {
+                let sep = if i == 0 { "" } else { ", " };
+                match (s.code(), s.signal()) {
+                    (Some(c), _) => write!(f, "{sep}rank {rank}: exit {c}")?,
+                    (None, Some(_)) if self.killed.contains(rank) => write!(f, "{sep}rank {rank}: killed at timeout")?,
+                    (None, Some(sig)) => write!(f, "{sep}rank {rank}: signal {sig}")?,
+                    (None, None) => write!(f, "{sep}rank {rank}: {s}")?,
+                }
+            }
+            write!(f, ")")?;
+        }
+        write!(f, " in {:.3}s", self.elapsed.as_secs_f64())?;
+        if let (true, Some(t)) = (self.timed_out, self.timeout) {
+            write!(f, "; timed out after {:.3}s", t.as_secs_f64())?;
+        }
+        if let Some(why) = &self.oob_failure {
+            write!(f, "; out-of-band: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(codes: &[i32], killed: &[u32]) -> Report {
+        // Wait statuses: exit code c is c << 8, death by signal s is s.
+        let status = codes.iter().map(|&c| ExitStatus::from_raw(if c < 0 { -c } else { c << 8 })).collect();
+        Report {
+            status,
+            killed: killed.to_vec(),
+            timed_out: !killed.is_empty(),
+            timeout: Some(Duration::from_secs(5)),
+            elapsed: Duration::from_millis(1500),
+            oob_failure: None,
+        }
+    }
+
+    #[test]
+    fn exit_code_is_the_first_failing_rank() {
+        assert_eq!(report(&[0, 0], &[]).exit_code(), 0);
+        assert!(report(&[0, 0], &[]).success());
+        assert_eq!(report(&[0, 3, 4], &[]).exit_code(), 3);
+        assert_eq!(report(&[0, -9, 4], &[1]).exit_code(), 137);
+        assert_eq!(report(&[0, 3, 4], &[]).first_failure().map(|(r, _)| r), Some(1));
+    }
+
+    #[test]
+    fn summary_is_one_line() {
+        let s = report(&[0, 3, -9], &[2]).to_string();
+        assert_eq!(
+            s,
+            "2 of 3 ranks failed (rank 1: exit 3, rank 2: killed at timeout) in 1.500s; timed out after 5.000s"
+        );
+        assert_eq!(report(&[0], &[]).to_string(), "all 1 ranks exited 0 in 1.500s");
+    }
+}

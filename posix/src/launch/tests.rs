@@ -1,0 +1,151 @@
+//! The hub and its clients in one process, ranks as threads.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use kpccl_core::{Oob, OobError};
+
+use super::{Hub, RunOob, code};
+
+/// Generous for a test, short enough that a bug fails instead of hanging.
+const T: Duration = Duration::from_secs(5);
+
+fn connect(hub: &Hub, rank: u32) -> RunOob {
+    RunOob::connect(hub.socket(), rank, hub.nranks(), T).unwrap()
+}
+
+/// Runs `f(rank, oob)` on one thread per rank and returns the results in rank order.
+fn ranks<R: Send + 'static>(hub: &Hub, f: impl Fn(u32, RunOob) -> R + Send + Sync + Copy + 'static) -> Vec<R> {
+    let threads: Vec<_> = (0..hub.nranks())
+        .map(|r| {
+            let oob = connect(hub, r);
+            thread::spawn(move || f(r, oob))
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn allgather_and_barrier_over_many_rounds() {
+    let hub = Hub::start(4).unwrap();
+    let results = ranks(&hub, |rank, oob| {
+        for round in 0u8..50 {
+            let mine = [u8::try_from(rank).unwrap(), round, 7];
+            let mut all = [0u8; 12];
+            oob.allgather(&mine, &mut all)?;
+            for r in 0..4u8 {
+                assert_eq!(all[usize::from(r) * 3..][..3], [r, round, 7]);
+            }
+            oob.barrier()?;
+            oob.allgather(&[], &mut [])?;
+        }
+        Ok::<_, OobError>(())
+    });
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(hub.failure(), None);
+}
+
+#[test]
+fn disagreeing_ranks_all_fail_and_the_job_goes_on() {
+    let hub = Hub::start(3).unwrap();
+    let results = ranks(&hub, |rank, oob| {
+        let send = vec![1u8; if rank == 1 { 3 } else { 2 }];
+        let mut recv = vec![0u8; send.len() * 3];
+        let first = oob.allgather(&send, &mut recv).map_err(|e| e.code);
+        let kind = if rank == 2 { oob.barrier() } else { oob.allgather(&[1], &mut [0; 3]) }.map_err(|e| e.code);
+        let wrong_buffer = if rank == 0 { &mut [0u8; 2][..] } else { &mut [0u8; 3][..] };
+        let buffer = oob.allgather(&[9], wrong_buffer).map_err(|e| e.code);
+        let after = oob.barrier().map_err(|e| e.code);
+        (first, kind, buffer, after)
+    });
+    for (rank, (first, kind, buffer, after)) in results.into_iter().enumerate() {
+        assert_eq!(first, Err(code::MISMATCH), "rank {rank}");
+        assert_eq!(kind, Err(code::MISMATCH), "rank {rank}");
+        assert_eq!(buffer, Err(if rank == 0 { code::BUFFER } else { code::MISMATCH }), "rank {rank}");
+        assert_eq!(after, Ok(()), "rank {rank}");
+    }
+    let failure = hub.failure().unwrap();
+    assert!(failure.contains("collective #0") && failure.contains("rank 1 allgather 3 of 9 bytes"), "{failure}");
+}
+
+#[test]
+fn a_rank_that_leaves_fails_every_waiting_and_later_collective() {
+    let hub = Hub::start(3).unwrap();
+    let leaver = connect(&hub, 2);
+    let start = Instant::now();
+    let waiting: Vec<_> = (0..2)
+        .map(|r| {
+            let oob = connect(&hub, r);
+            thread::spawn(move || {
+                let first = oob.barrier().map_err(|e| e.code);
+                let later = oob.allgather(&[1], &mut [0; 3]).map_err(|e| e.code);
+                (first, later)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(50));
+    drop(leaver);
+    for t in waiting {
+        assert_eq!(t.join().unwrap(), (Err(code::RANK_LOST), Err(code::RANK_LOST)));
+    }
+    assert!(start.elapsed() < T, "took {:?}", start.elapsed());
+    assert!(hub.failure().unwrap().contains("rank 2 left"), "{:?}", hub.failure());
+}
+
+#[test]
+fn a_rank_that_never_connects_but_exits_fails_the_others() {
+    let hub = Hub::start(2).unwrap();
+    let oob = connect(&hub, 0);
+    let t = thread::spawn(move || oob.barrier().map_err(|e| e.code));
+    thread::sleep(Duration::from_millis(20));
+    hub.rank_exited(1);
+    assert_eq!(t.join().unwrap(), Err(code::RANK_LOST));
+}
+
+#[test]
+fn hellos_are_checked() {
+    let hub = Hub::start(2).unwrap();
+    let _zero = connect(&hub, 0);
+    let refused = |rank, nranks| RunOob::connect(hub.socket(), rank, nranks, T).unwrap_err().to_string();
+    assert!(refused(0, 2).contains("another process is that rank"), "{}", refused(0, 2));
+    assert!(refused(1, 3).contains("not a rank of its job"));
+    assert!(RunOob::connect(hub.socket(), 2, 2, T).is_err(), "rank out of range, refused locally");
+    let _one = connect(&hub, 1);
+}
+
+#[test]
+fn a_silent_peer_times_out_and_breaks_the_connection() {
+    let hub = Hub::start(2).unwrap();
+    let _silent = connect(&hub, 1);
+    let oob = RunOob::connect(hub.socket(), 0, 2, Duration::from_millis(100)).unwrap();
+    let start = Instant::now();
+    assert_eq!(oob.barrier(), Err(OobError { code: code::TIMEOUT }));
+    assert!(start.elapsed() < T);
+    assert_eq!(oob.barrier(), Err(OobError { code: code::BROKEN }));
+}
+
+#[test]
+fn the_hub_going_away_is_an_error_not_a_hang() {
+    let hub = Hub::start(2).unwrap();
+    let oob = connect(&hub, 0);
+    let socket = hub.socket().to_owned();
+    let t = thread::spawn(move || oob.barrier().map_err(|e| e.code));
+    thread::sleep(Duration::from_millis(20));
+    drop(hub);
+    assert_eq!(t.join().unwrap(), Err(code::DISCONNECTED));
+    assert!(RunOob::connect(&socket, 1, 2, T).is_err(), "the name is released");
+}
+
+#[test]
+fn the_hub_stops_once_every_rank_is_gone() {
+    let hub = Hub::start(2).unwrap();
+    let results = ranks(&hub, |_, oob| oob.barrier());
+    assert!(results.iter().all(Result::is_ok));
+    let start = Instant::now();
+    while !hub.finished() {
+        assert!(start.elapsed() < T, "the hub did not see the ranks leave");
+        thread::sleep(Duration::from_millis(1));
+    }
+    // Rank 1 reached barrier #0's end before rank 0 left: nothing failed.
+    assert_eq!(hub.failure(), None);
+}

@@ -1,0 +1,295 @@
+//! Framing of the messages between the ranks and the hub.
+//!
+//! A frame is `len: u32 LE` (the body length, at most [`MAX_BODY`]), then the
+//! body: a one-byte tag and the tag's fields, little-endian.
+//!
+//! | tag | message     | direction    | fields                                  |
+//! |-----|-------------|--------------|-----------------------------------------|
+//! | 1   | `Hello`     | rank → hub   | magic `KPCR`, version u32, rank u32, nranks u32 |
+//! | 2   | `Welcome`   | hub → rank   | —                                       |
+//! | 3   | `Allgather` | rank → hub   | recv_len u64, the rank's bytes          |
+//! | 4   | `Barrier`   | rank → hub   | —                                       |
+//! | 5   | `Invalid`   | rank → hub   | — (the rank's own arguments are wrong)  |
+//! | 6   | `Done`      | hub → rank   | the concatenation in rank order         |
+//! | 7   | `Fail`      | hub → rank   | reason u32 ([`Reason`])                 |
+
+use std::borrow::Cow;
+use std::io::{self, Read, Write};
+
+/// Identifies a hello from this protocol.
+const MAGIC: [u8; 4] = *b"KPCR";
+/// Protocol version; the hub refuses any other.
+pub(crate) const VERSION: u32 = 1;
+/// Largest frame body: one tag byte plus 1 GiB.
+pub(crate) const MAX_BODY: usize = 1 + MAX_DATA;
+/// Largest payload of one collective (a rank's send, or the whole result).
+pub(crate) const MAX_DATA: usize = 1 << 30;
+
+const HELLO: u8 = 1;
+const WELCOME: u8 = 2;
+const ALLGATHER: u8 = 3;
+const BARRIER: u8 = 4;
+const INVALID: u8 = 5;
+const DONE: u8 = 6;
+const FAIL: u8 = 7;
+
+/// Why the hub refused a hello or failed a collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The ranks called different collectives or passed different lengths.
+    Mismatch,
+    /// A rank left the job (its process exited or crashed).
+    RankLost,
+    /// A peer broke the protocol.
+    Protocol,
+    /// Hello: the rank is out of range or the rank count is not the job's.
+    BadRank,
+    /// Hello: another connection already is this rank.
+    Duplicate,
+    /// Hello: another protocol version.
+    BadVersion,
+    /// Hello: the connecting process belongs to another user.
+    Foreign,
+    /// A code this version does not know.
+    Unknown(u32),
+}
+
+impl Reason {
+    fn to_u32(self) -> u32 {
+        match self {
+            Self::Mismatch => 1,
+            Self::RankLost => 2,
+            Self::Protocol => 3,
+            Self::BadRank => 4,
+            Self::Duplicate => 5,
+            Self::BadVersion => 6,
+            Self::Foreign => 7,
+            Self::Unknown(c) => c,
+        }
+    }
+
+    fn from_u32(c: u32) -> Self {
+        match c {
+            1 => Self::Mismatch,
+            2 => Self::RankLost,
+            3 => Self::Protocol,
+            4 => Self::BadRank,
+            5 => Self::Duplicate,
+            6 => Self::BadVersion,
+            7 => Self::Foreign,
+            c => Self::Unknown(c),
+        }
+    }
+}
+
+/// One message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Msg<'a> {
+    Hello { version: u32, rank: u32, nranks: u32 },
+    Welcome,
+    Allgather { recv_len: u64, data: Cow<'a, [u8]> },
+    Barrier,
+    Invalid,
+    Done { data: Cow<'a, [u8]> },
+    Fail { reason: Reason },
+}
+
+impl Msg<'_> {
+    /// Writes the message as one frame.
+    pub(crate) fn write_to(&self, mut w: impl Write) -> io::Result<()> {
+        let mut head = [0u8; 32];
+        let (tag, fields, data): (u8, usize, &[u8]) = match self {
+            Self::Hello { version, rank, nranks } => {
+                head[5..9].copy_from_slice(&MAGIC);
+                head[9..13].copy_from_slice(&version.to_le_bytes());
+                head[13..17].copy_from_slice(&rank.to_le_bytes());
+                head[17..21].copy_from_slice(&nranks.to_le_bytes());
+                (HELLO, 16, &[])
+            }
+            Self::Welcome => (WELCOME, 0, &[]),
+            Self::Allgather { recv_len, data } => {
+                head[5..13].copy_from_slice(&recv_len.to_le_bytes());
+                (ALLGATHER, 8, data)
+            }
+            Self::Barrier => (BARRIER, 0, &[]),
+            Self::Invalid => (INVALID, 0, &[]),
+            Self::Done { data } => (DONE, 0, data),
+            Self::Fail { reason } => {
+                head[5..9].copy_from_slice(&reason.to_u32().to_le_bytes());
+                (FAIL, 4, &[])
+            }
+        };
+        let body = 1 + fields + data.len();
+        if body > MAX_BODY {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "message larger than the frame limit"));
+        }
+        let len = u32::try_from(body).map_err(|_| io::ErrorKind::InvalidInput)?;
+        head[..4].copy_from_slice(&len.to_le_bytes());
+        head[4] = tag;
+        w.write_all(&head[..5 + fields])?;
+        if !data.is_empty() {
+            w.write_all(data)?;
+        }
+        w.flush()
+    }
+
+    /// Reads one frame: `Ok(None)` on a clean end of stream before a frame.
+    pub(crate) fn read_from(mut r: impl Read) -> io::Result<Option<Msg<'static>>> {
+        let Some((tag, len)) = read_header(&mut r)? else { return Ok(None) };
+        let body = read_body(&mut r, len)?;
+        decode(tag, body).map(Some)
+    }
+}
+
+/// Reads a frame header: the tag and the length of the rest of the body.
+/// `Ok(None)` on a clean end of stream.
+pub(crate) fn read_header(mut r: impl Read) -> io::Result<Option<(u8, usize)>> {
+    let mut head = [0u8; 5];
+    let mut got = 0;
+    while got < head.len() {
+        match r.read(&mut head[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let body = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    if body == 0 || body > MAX_BODY {
+        return Err(invalid("frame length out of range"));
+    }
+    Ok(Some((head[4], body - 1)))
+}
+
+/// Whether a header announces a `Done` frame.
+pub(crate) fn is_done(tag: u8) -> bool {
+    tag == DONE
+}
+
+/// Reads `len` body bytes; the buffer grows with the data actually received.
+pub(crate) fn read_body(r: impl Read, len: usize) -> io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    r.take(len as u64).read_to_end(&mut body)?;
+    if body.len() == len { Ok(body) } else { Err(io::ErrorKind::UnexpectedEof.into()) }
+}
+
+/// Decodes the rest of a body (after the tag).
+pub(crate) fn decode(tag: u8, body: Vec<u8>) -> io::Result<Msg<'static>> {
+    let fixed = |n: usize| if body.len() == n { Ok(()) } else { Err(invalid("bad message length")) };
+    let u32_at = |i: usize| u32::from_le_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
+    Ok(match tag {
+        HELLO => {
+            fixed(16)?;
+            if body[..4] != MAGIC {
+                return Err(invalid("not a kpccl-run hello"));
+            }
+            Msg::Hello { version: u32_at(4), rank: u32_at(8), nranks: u32_at(12) }
+        }
+        WELCOME => fixed(0).map(|()| Msg::Welcome)?,
+        ALLGATHER => {
+            if body.len() < 8 {
+                return Err(invalid("short allgather"));
+            }
+            let mut len = [0u8; 8];
+            len.copy_from_slice(&body[..8]);
+            Msg::Allgather { recv_len: u64::from_le_bytes(len), data: Cow::Owned(body[8..].to_vec()) }
+        }
+        BARRIER => fixed(0).map(|()| Msg::Barrier)?,
+        INVALID => fixed(0).map(|()| Msg::Invalid)?,
+        DONE => Msg::Done { data: Cow::Owned(body) },
+        FAIL => {
+            fixed(4)?;
+            Msg::Fail { reason: Reason::from_u32(u32_at(0)) }
+        }
+        _ => return Err(invalid("unknown message tag")),
+    })
+}
+
+fn invalid(what: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(m: &Msg<'_>) -> Msg<'static> {
+        let mut buf = Vec::new();
+        m.write_to(&mut buf).unwrap();
+        let mut r = &buf[..];
+        let got = Msg::read_from(&mut r).unwrap().unwrap();
+        assert!(r.is_empty(), "{m:?} left {} bytes", r.len());
+        got
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        let data: Vec<u8> = (0..=255).collect();
+        let msgs = [
+            Msg::Hello { version: VERSION, rank: 3, nranks: 1024 },
+            Msg::Welcome,
+            Msg::Allgather { recv_len: 2048, data: Cow::Borrowed(&data) },
+            Msg::Allgather { recv_len: 0, data: Cow::Borrowed(&[]) },
+            Msg::Barrier,
+            Msg::Invalid,
+            Msg::Done { data: Cow::Borrowed(&data) },
+            Msg::Done { data: Cow::Borrowed(&[]) },
+            Msg::Fail { reason: Reason::Mismatch },
+            Msg::Fail { reason: Reason::RankLost },
+            Msg::Fail { reason: Reason::Protocol },
+            Msg::Fail { reason: Reason::BadRank },
+            Msg::Fail { reason: Reason::Duplicate },
+            Msg::Fail { reason: Reason::BadVersion },
+            Msg::Fail { reason: Reason::Foreign },
+            Msg::Fail { reason: Reason::Unknown(99) },
+        ];
+        for m in &msgs {
+            assert_eq!(&round_trip(m), m);
+        }
+    }
+
+    #[test]
+    fn frames_follow_each_other() {
+        let mut buf = Vec::new();
+        Msg::Barrier.write_to(&mut buf).unwrap();
+        Msg::Done { data: Cow::Borrowed(b"abc") }.write_to(&mut buf).unwrap();
+        let mut r = &buf[..];
+        assert_eq!(Msg::read_from(&mut r).unwrap(), Some(Msg::Barrier));
+        assert_eq!(Msg::read_from(&mut r).unwrap(), Some(Msg::Done { data: Cow::Borrowed(b"abc") }));
+        assert_eq!(Msg::read_from(&mut r).unwrap(), None);
+    }
+
+    #[test]
+    fn layout_is_little_endian() {
+        let mut buf = Vec::new();
+        Msg::Allgather { recv_len: 0x0102, data: Cow::Borrowed(b"xy") }.write_to(&mut buf).unwrap();
+        assert_eq!(buf, [11, 0, 0, 0, ALLGATHER, 2, 1, 0, 0, 0, 0, 0, 0, b'x', b'y']);
+    }
+
+    #[test]
+    fn truncated_frames_are_errors() {
+        let mut buf = Vec::new();
+        Msg::Hello { version: VERSION, rank: 1, nranks: 2 }.write_to(&mut buf).unwrap();
+        for cut in 1..buf.len() {
+            let err = Msg::read_from(&buf[..cut]).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        // Zero length, oversized length, unknown tag, wrong fixed length, wrong magic.
+        let cases: [&[u8]; 5] = [
+            &[0, 0, 0, 0, 1],
+            &[0xff, 0xff, 0xff, 0xff, 1],
+            &[1, 0, 0, 0, 99],
+            &[2, 0, 0, 0, BARRIER, 0],
+            &[17, 0, 0, 0, HELLO, b'X', b'P', b'C', b'R', 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0],
+        ];
+        for c in cases {
+            let err = Msg::read_from(c).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{c:?}");
+        }
+    }
+}

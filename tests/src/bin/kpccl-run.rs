@@ -1,0 +1,145 @@
+//! `kpccl-run -n N [--timeout SECS] -- program [args...]`: runs `N` ranks of
+//! a program whose out-of-band collectives go through this launcher
+//! (`kpccl_posix::launch::RunOob::from_env` in the program), for users
+//! without MPI.
+//!
+//! The ranks inherit stdout and stderr (rank 0 also stdin). The exit code
+//! is 0 if every rank exited 0, else the first failing rank's exit code
+//! (128 + signal if a signal killed it), with a one-line summary on stderr;
+//! 127/126 if the program cannot be started, 2 for a usage error.
+#![allow(clippy::std_instead_of_core)]
+
+use std::ffi::OsString;
+use std::io;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kpccl_posix::launch::Launch;
+
+const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]";
+
+/// What the command line asks for.
+#[derive(Debug)]
+struct Args {
+    nranks: u32,
+    timeout: Option<Duration>,
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args_os().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!(
+                "{USAGE}\n\nRuns N ranks of a program connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_RUN_SOCKET."
+            );
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("kpccl-run: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut launch = Launch::new(args.nranks);
+    if let Some(t) = args.timeout {
+        launch = launch.timeout(t);
+    }
+    match launch.run(&args.program, &args.args) {
+        Ok(report) if report.success() => ExitCode::SUCCESS,
+        Ok(report) => {
+            eprintln!("kpccl-run: {report}");
+            ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(255))
+        }
+        Err(e) => {
+            eprintln!("kpccl-run: {e}");
+            ExitCode::from(match e.kind() {
+                io::ErrorKind::NotFound => 127,
+                io::ErrorKind::PermissionDenied => 126,
+                _ => 1,
+            })
+        }
+    }
+}
+
+/// Parses the arguments after the program name; `Ok(None)` for `--help`.
+fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, String> {
+    let mut argv = argv.into_iter();
+    let (mut nranks, mut timeout) = (None, None);
+    let program = loop {
+        let Some(arg) = argv.next() else { return Err("no program given".into()) };
+        let Some(s) = arg.to_str() else { break arg };
+        let (flag, inline) = match s.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ if s.starts_with("-n") && s.len() > 2 => ("-n", Some(s[2..].to_owned())),
+            _ => (s, None),
+        };
+        let mut value = |name: &str| match inline.clone() {
+            Some(v) => Ok(v),
+            None => argv.next().and_then(|v| v.into_string().ok()).ok_or(format!("{name} needs a value")),
+        };
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "-n" | "--nranks" => {
+                let v = value("-n")?;
+                let n: u32 = v.parse().map_err(|_| format!("-n {v}: not a rank count"))?;
+                if n == 0 {
+                    return Err("-n must be at least 1".into());
+                }
+                nranks = Some(n);
+            }
+            "--timeout" => {
+                let v = value("--timeout")?;
+                let secs: f64 = v.parse().map_err(|_| format!("--timeout {v}: not a number of seconds"))?;
+                let t = Duration::try_from_secs_f64(secs).ok().filter(|t| !t.is_zero());
+                timeout = Some(t.ok_or(format!("--timeout {v}: must be a positive number of seconds"))?);
+            }
+            "--" => match argv.next() {
+                Some(p) => break p,
+                None => return Err("no program given after --".into()),
+            },
+            f if f.starts_with('-') => return Err(format!("unknown option {f}")),
+            _ => break arg,
+        }
+    };
+    let nranks = nranks.ok_or("-n N is required")?;
+    Ok(Some(Args { nranks, timeout, program, args: argv.collect() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Option<Args>, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn accepted_forms() {
+        let a = p(&["-n", "4", "--timeout", "2.5", "--", "prog", "-n", "x"]).unwrap().unwrap();
+        assert_eq!((a.nranks, a.timeout), (4, Some(Duration::from_millis(2500))));
+        assert_eq!((a.program.to_str(), a.args.len()), (Some("prog"), 2));
+        let a = p(&["-n8", "--timeout=3", "prog"]).unwrap().unwrap();
+        assert_eq!((a.nranks, a.timeout, a.args.len()), (8, Some(Duration::from_secs(3)), 0));
+        let a = p(&["--nranks=2", "prog", "--", "y"]).unwrap().unwrap();
+        assert_eq!((a.nranks, a.args.len()), (2, 2));
+        assert!(p(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn usage_errors() {
+        for bad in [
+            &["prog"][..],
+            &["-n"],
+            &["-n", "0", "prog"],
+            &["-n", "x", "prog"],
+            &["-n", "2"],
+            &["-n", "2", "--"],
+            &["-n", "2", "--timeout", "-1", "prog"],
+            &["-n", "2", "--timeout", "0", "prog"],
+            &["-n", "2", "--bogus", "prog"],
+        ] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The launcher end to end: real rank processes of `kpccl-oob-probe` under
+//! `Launch` and under the `kpccl-run` binary, each with a bounded wait.
+#![allow(missing_docs, clippy::std_instead_of_core)]
+
+use std::ffi::OsString;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use kpccl_posix::launch::{Launch, Report};
+
+const PROBE: &str = env!("CARGO_BIN_EXE_kpccl-oob-probe");
+const RUN: &str = env!("CARGO_BIN_EXE_kpccl-run");
+/// No launch here may take longer (the launcher kills what is left).
+const BOUND: Duration = Duration::from_secs(20);
+
+/// A launch with a bounded wait, whose ranks also give up on the hub early.
+fn launch(n: u32) -> Launch {
+    Launch::new(n).timeout(BOUND).env("KPCCL_OOB_TIMEOUT_MS", "10000")
+}
+
+fn run(n: u32, mode: &str) -> Report {
+    let report = launch(n).run(PROBE, [mode]).expect("the launcher starts");
+    assert_eq!(report.status.len(), n as usize);
+    assert!(!report.timed_out, "{mode} on {n} ranks hit the timeout: {report}");
+    report
+}
+
+fn codes(report: &Report) -> Vec<Option<i32>> {
+    report.status.iter().map(|s| s.code()).collect()
+}
+
+#[test]
+fn allgather_and_barrier_on_1_2_4_8_ranks() {
+    for n in [1, 2, 4, 8] {
+        let report = run(n, "ok");
+        assert!(report.success(), "{n} ranks: {report}");
+        assert_eq!(report.oob_failure, None);
+    }
+}
+
+#[test]
+fn a_rank_that_exits_early_fails_the_others_promptly() {
+    for n in [2, 4, 8] {
+        let report = run(n, "die-early");
+        let want: Vec<_> = (0..n).map(|r| Some(if r == 1 { 0 } else { 3 })).collect();
+        assert_eq!(codes(&report), want, "{n} ranks: {report}");
+        assert_eq!(report.exit_code(), 3);
+        let why = report.oob_failure.as_deref().unwrap_or_default();
+        assert!(why.contains("rank 1 left"), "{why}");
+        // The survivors learn it from the hub, not from their 10 s timeout.
+        assert!(report.elapsed < Duration::from_secs(8), "{n} ranks took {:?}", report.elapsed);
+    }
+}
+
+#[test]
+fn ranks_that_disagree_on_the_length_all_fail() {
+    for n in [2, 4, 8] {
+        let report = run(n, "mismatch");
+        assert_eq!(codes(&report), vec![Some(3); n as usize], "{n} ranks: {report}");
+        let why = report.oob_failure.as_deref().unwrap_or_default();
+        assert!(why.contains("disagree") && why.contains("rank 1 allgather 2 of"), "{why}");
+    }
+}
+
+#[test]
+fn the_timeout_kills_a_hung_job() {
+    let start = Instant::now();
+    let report = launch(3).timeout(Duration::from_millis(500)).run(PROBE, ["hang"]).unwrap();
+    assert!(report.timed_out, "{report}");
+    // Rank 0 sleeps, so it is killed; the others may hear that from the hub and exit first.
+    assert_eq!(report.killed.first(), Some(&0), "{report}");
+    assert_eq!(report.exit_code(), 128 + 9);
+    assert!(report.to_string().contains("killed at timeout"), "{report}");
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+}
+
+#[test]
+fn a_program_that_cannot_start_is_an_error() {
+    match launch(2).run("/nonexistent/kpccl-no-such-program", [""; 0]) {
+        Err(e) => {
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+            assert!(e.to_string().contains("cannot start rank 0"), "{e}");
+        }
+        // Through a runner (qemu) the runner starts, then fails to load the program.
+        Ok(report) => assert!(!report.success(), "{report}"),
+    }
+}
+
+/// `kpccl-run` itself, through the target runner as `Launch` would.
+fn kpccl_run(args: &[&str]) -> Output {
+    let runner = std::env::var_os("KPCCL_RUNNER").or_else(|| {
+        if cfg!(target_arch = "aarch64") {
+            std::env::var_os("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER")
+        } else {
+            None
+        }
+    });
+    let mut words: Vec<OsString> =
+        runner.map(|r| r.to_string_lossy().split_whitespace().map(OsString::from).collect()).unwrap_or_default();
+    words.push(RUN.into());
+    let start = Instant::now();
+    let out =
+        Command::new(&words[0]).args(&words[1..]).args(args).env("KPCCL_OOB_TIMEOUT_MS", "10000").output().unwrap();
+    assert!(start.elapsed() < BOUND, "kpccl-run {args:?} took {:?}", start.elapsed());
+    out
+}
+
+#[test]
+fn kpccl_run_exits_like_its_first_failing_rank() {
+    let ok = kpccl_run(&["-n", "4", "--timeout", "20", "--", PROBE, "ok"]);
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    assert!(ok.stderr.is_empty(), "a summary only on failure: {ok:?}");
+
+    let died = kpccl_run(&["-n", "3", "--timeout", "20", "--", PROBE, "die-early"]);
+    assert_eq!(died.status.code(), Some(3), "{died:?}");
+    let err = String::from_utf8_lossy(&died.stderr);
+    assert!(err.starts_with("kpccl-run: 2 of 3 ranks failed (rank 0: exit 3, rank 2: exit 3)"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = String::from_utf8_lossy(&died.stdout);
+    assert!(out.contains("rank 1: exiting before the allgather"), "the ranks' stdout is passed through: {out}");
+
+    let hung = kpccl_run(&["-n", "2", "--timeout", "0.3", PROBE, "hang"]);
+    assert_eq!(hung.status.code(), Some(128 + 9), "{hung:?}");
+}
+
+#[test]
+fn kpccl_run_usage_errors_exit_2() {
+    for args in [&[][..], &["--", PROBE], &["-n", "0", "--", PROBE], &["-n", "2", "--frobnicate", PROBE]] {
+        let out = kpccl_run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("usage: kpccl-run"), "{args:?}");
+    }
+}
