@@ -1,0 +1,48 @@
+//! One rank of a multi-process scenario, run under `kpccl-run` by the
+//! integration tests: `kpccl-scenario <scenario> [key=value ...]`.
+//!
+//! Exit codes: 0 the scenario held, 1 a check failed (printed), 2 bad usage.
+// Test code: std throughout, and counts that fit any pointer width.
+#![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core, clippy::cast_possible_truncation)]
+
+mod args;
+mod checks;
+mod scenarios;
+
+use std::process::ExitCode;
+
+use kpccl_posix::launch::RunOob;
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    let Some(name) = argv.next() else {
+        eprintln!("usage: kpccl-scenario <{}> [key=value ...]", scenarios::NAMES.join("|"));
+        return ExitCode::from(2);
+    };
+    let args = match args::Args::parse(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("kpccl-scenario: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let oob = match RunOob::from_env() {
+        Ok(Some(oob)) => oob,
+        Ok(None) => {
+            eprintln!("kpccl-scenario: run me under kpccl-run");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("kpccl-scenario: cannot reach the launcher: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rank = oob.rank();
+    match scenarios::run(&name, oob, &args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kpccl-scenario {name}: rank {rank}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

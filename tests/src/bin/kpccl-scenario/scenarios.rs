@@ -1,0 +1,286 @@
+//! The scenarios. Each returns `Err` with a message when a check fails.
+
+use std::time::{Duration, Instant};
+
+use kpccl_core::CollectiveError;
+use kpccl_posix::launch::RunOob;
+use kpccl_posix::{Comm, Error, LayoutMode, Oob, Window};
+
+use crate::args::Args;
+use crate::checks::{Rng, resources, verify, word};
+
+pub(crate) const NAMES: &[&str] =
+    &["layout", "handoff", "fence", "cycle", "bad-align", "bad-size", "bad-mode", "bad-nranks", "die"];
+
+type Res = Result<(), String>;
+
+fn s(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
+    let (rank, n) = (oob.rank(), oob.nranks());
+    if name == "bad-nranks" {
+        return bad_nranks(oob, rank, n);
+    }
+    let comm = Comm::new(oob, rank, n).map_err(s)?;
+    match name {
+        "layout" => layout(&comm, args),
+        "handoff" => handoff(&comm, args),
+        "fence" => fence(&comm, args),
+        "cycle" => cycle(&comm, args),
+        "bad-align" => {
+            expect_failure(&comm, Some(n - 1), |c, me| c.window(64).align(if me == n - 1 { 3 } else { 64 }).alloc())
+        }
+        "bad-size" => expect_failure(&comm, None, |c, me| c.window(if me == n - 1 { 1 << 62 } else { 64 }).alloc()),
+        "bad-mode" => expect_failure(&comm, Some(1.min(n - 1)), |c, me| {
+            c.window(64).layout(if me == 0 { LayoutMode::Aligned } else { LayoutMode::Contiguous }).alloc()
+        }),
+        "die" => die(&comm, args),
+        _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
+    }
+}
+
+fn words(round: u64, writer: u32, len: usize) -> Vec<u64> {
+    (0..len).map(|i| word(round, writer, i)).collect()
+}
+
+/// Every rank checks every segment's size, alignment and place, agrees with
+/// every other rank on them, and reads every peer's data after a fence.
+fn layout<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let sizes: Vec<usize> = args
+        .str("sizes")
+        .unwrap_or("4096")
+        .split(',')
+        .map(|v| v.parse().map_err(|_| format!("bad size {v:?}")))
+        .collect::<Result<_, _>>()?;
+    let size = |r: u32| sizes[r as usize % sizes.len()];
+    let mode = match args.str("mode").unwrap_or("contiguous") {
+        "aligned" => LayoutMode::Aligned,
+        _ => LayoutMode::Contiguous,
+    };
+    let align: usize = args.get("align", 64)?;
+    let win = comm.window(size(me)).layout(mode).align(align).alloc().map_err(s)?;
+    let page = 4096.max(kpccl_posix_page());
+    let want_align = if mode == LayoutMode::Aligned { align.max(page) } else { align.max(64) };
+    let base0 = win.raw().rank_entry(0).map_err(s)?.offset;
+    let mut view = Vec::new();
+    let mut prev_end = 0u64;
+    for r in 0..n {
+        let seg = win.segment(r).map_err(s)?;
+        let entry = win.raw().rank_entry(r).map_err(s)?;
+        if seg.len != size(r) {
+            return Err(format!("rank {r}'s segment has {} bytes, expected {}", seg.len, size(r)));
+        }
+        if !(seg.ptr.as_ptr() as usize).is_multiple_of(want_align) {
+            return Err(format!("rank {r}'s segment at {:p} is not {want_align}-aligned", seg.ptr));
+        }
+        let rel = seg.ptr.as_ptr() as u64 - win.segment(0).map_err(s)?.ptr.as_ptr() as u64;
+        if rel != entry.offset - base0 {
+            return Err(format!("rank {r}'s segment pointer disagrees with its table offset"));
+        }
+        if entry.offset < prev_end {
+            return Err(format!("rank {r}'s segment overlaps rank {}'s", r - 1));
+        }
+        prev_end = entry.offset + entry.size;
+        view.extend([entry.offset, entry.size]);
+    }
+    // Every rank must see the same table: gather everyone's view and compare.
+    let mine: Vec<u8> = view.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut all = vec![0u8; mine.len() * n as usize];
+    comm.oob().allgather(&mine, &mut all).map_err(s)?;
+    if all.chunks(mine.len()).any(|c| c != mine) {
+        return Err("ranks disagree on the segment table".into());
+    }
+    let len = size(me) / 8;
+    win.write(me, 0, &words(1, me, len)).map_err(s)?;
+    win.fence().map_err(s)?;
+    for r in 0..n {
+        let mut got = vec![0u64; size(r) / 8];
+        win.read(r, 0, &mut got).map_err(s)?;
+        verify(&got, 1, r)?;
+    }
+    win.free().map_err(s)
+}
+
+fn kpccl_posix_page() -> usize {
+    use kpccl_core::Platform;
+    kpccl_posix::PosixPlatform::new("/dev/shm").page_size() as usize
+}
+
+/// Random pairings each round; data ordered only by `peer_fence`.
+fn handoff<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let rounds = args.rounds("rounds", 2000)?;
+    let len: usize = args.get("words", 64)?;
+    let seed: u64 = args.get("seed", 7)?;
+    let win = comm.window(len * 8).alloc().map_err(s)?;
+    let mut got = vec![0u64; len];
+    let mut fences = 0u64;
+    for round in 0..rounds {
+        let perm = Rng::new(seed.wrapping_add(round)).permutation(n);
+        let pos = perm.iter().position(|&r| r == me).expect("every rank is in the permutation");
+        let Some(&peer) = perm.get(pos ^ 1) else { continue };
+        // Even rounds: write my own segment, the peer reads it. Odd rounds:
+        // write into the peer's segment, I read mine; a leading fence first
+        // makes sure the peer is done with its segment from earlier rounds.
+        let (dst, src) = if round % 2 == 0 { (me, peer) } else { (peer, me) };
+        if dst == peer {
+            win.peer_fence(peer).map_err(s)?;
+            fences += 1;
+        }
+        win.write(dst, 0, &words(round, me, len)).map_err(s)?;
+        win.peer_fence(peer).map_err(s)?;
+        win.read(src, 0, &mut got).map_err(s)?;
+        verify(&got, round, peer)?;
+        // The second fence keeps the peer from overwriting what I still read.
+        win.peer_fence(peer).map_err(s)?;
+        fences += 2;
+    }
+    if me == 0 {
+        println!("handoff: {rounds} rounds, {n} ranks, rank 0 made {fences} peer fences, all words verified");
+    }
+    win.free().map_err(s)
+}
+
+/// Every rank writes, `fence()`, every rank reads every segment.
+fn fence<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let rounds = args.rounds("rounds", 1000)?;
+    let len: usize = args.get("words", 32)?;
+    let win = comm.window(len * 8).alloc().map_err(s)?;
+    let mut got = vec![0u64; len];
+    for round in 0..rounds {
+        win.write(me, 0, &words(round, me, len)).map_err(s)?;
+        win.fence().map_err(s)?;
+        for r in 0..n {
+            win.read(r, 0, &mut got).map_err(s)?;
+            verify(&got, round, r)?;
+        }
+        win.fence().map_err(s)?;
+    }
+    win.free().map_err(s)
+}
+
+/// Many alloc/free cycles: no growth in fds, mappings or segments.
+fn cycle<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let me = comm.rank();
+    let iters = args.rounds("iters", 1000)?;
+    let dir = comm.config().shm_dir.clone();
+    let one = |i: u64| -> Res {
+        let size = ((i * 7 + u64::from(me) * 3) % 64 * 4096 + i % 100) as usize;
+        let win = comm.window(size).alloc().map_err(s)?;
+        if size >= 8 {
+            win.write(me, 0, &[i]).map_err(s)?;
+        }
+        win.free().map_err(s)
+    };
+    for i in 0..10 {
+        one(i)?;
+    }
+    let before = resources(&dir);
+    for i in 0..iters {
+        one(i)?;
+    }
+    let after = resources(&dir);
+    let (fds, maps, shm) = (after.0 as i64 - before.0 as i64, after.1 as i64 - before.1 as i64, after.2);
+    if fds != 0 || maps > 8 || shm != 0 {
+        return Err(format!("after {iters} cycles: {fds:+} fds, {maps:+} mappings, {shm} segments left"));
+    }
+    Ok(())
+}
+
+/// One rank's request is bad: every rank must get an error, naming `culprit` if given.
+fn expect_failure<O: Oob>(
+    comm: &Comm<O>,
+    culprit: Option<u32>,
+    alloc: impl Fn(&Comm<O>, u32) -> Result<Window, Error>,
+) -> Res {
+    let me = comm.rank();
+    let e = match alloc(comm, me) {
+        Ok(_) => return Err("the window was created although a rank's request was bad".into()),
+        Err(e) => e,
+    };
+    println!("rank {me}: refused as expected: {e}");
+    let named = match (&e, culprit) {
+        (_, None) => true,
+        (Error::Collective(CollectiveError::Local(_)), Some(c)) => c == me,
+        (Error::Collective(CollectiveError::Peer { rank, .. }), Some(c)) => *rank == c,
+        (Error::Collective(CollectiveError::Mismatch { rank, .. }), Some(c)) => *rank == c,
+        _ => false,
+    };
+    if named { Ok(()) } else { Err(format!("the error does not name rank {culprit:?}: {e:?}")) }
+}
+
+/// Rank 0 claims one rank more than there are: every rank must fail, at
+/// communicator creation or at the first window.
+fn bad_nranks(oob: RunOob, me: u32, n: u32) -> Res {
+    let claimed = if me == 0 { n + 1 } else { n };
+    match Comm::new(oob, me, claimed) {
+        Err(e) => {
+            println!("rank {me}: communicator refused as expected: {e}");
+            Ok(())
+        }
+        Ok(comm) => match comm.window(64).alloc() {
+            Ok(_) => Err("ranks disagreeing on the rank count still made a window".into()),
+            Err(e) => {
+                println!("rank {me}: window refused as expected: {e}");
+                Ok(())
+            }
+        },
+    }
+}
+
+/// `victim` exits at `at` (alloc, fence, peer, free); every survivor must get
+/// an error naming it, within `bound_ms`.
+fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let victim: u32 = args.get("victim", n - 1)?;
+    let at = args.str("at").unwrap_or("fence").to_owned();
+    let bound = Duration::from_millis(args.get("bound_ms", 10_000)?);
+    let exit_now = || -> ! {
+        println!("rank {me}: exiting on purpose before {at}");
+        std::process::exit(0)
+    };
+    if me == victim && at == "alloc" {
+        exit_now();
+    }
+    let start = Instant::now();
+    let win = match comm.window(4096).alloc() {
+        Ok(w) => w,
+        Err(e) if at == "alloc" => return within(bound, start, me, &e.to_string()),
+        Err(e) => return Err(s(e)),
+    };
+    if me == victim {
+        // Let the survivors start waiting first.
+        std::thread::sleep(Duration::from_millis(100));
+        exit_now();
+    }
+    let start = Instant::now();
+    let result = match at.as_str() {
+        "peer" => win.peer_fence(victim),
+        "free" => return expect_dead(win.free(), victim, bound, start, me),
+        _ => win.fence(),
+    };
+    let freed = expect_dead(result, victim, bound, start, me);
+    // Survivors can still free the window (its fence fails fast: poisoned).
+    let _ = win.free();
+    freed
+}
+
+fn expect_dead(result: Result<(), Error>, victim: u32, bound: Duration, start: Instant, me: u32) -> Res {
+    match result {
+        Ok(()) => Err(format!("rank {me}: the wait succeeded although rank {victim} is dead")),
+        Err(Error::Fence(kpccl_core::FenceError::PeerDead { rank })) if rank == victim => {
+            within(bound, start, me, &format!("rank {rank} died"))
+        }
+        Err(e) => Err(format!("rank {me}: expected 'rank {victim} died', got: {e}")),
+    }
+}
+
+fn within(bound: Duration, start: Instant, me: u32, what: &str) -> Res {
+    let took = start.elapsed();
+    println!("rank {me}: error after {took:?}: {what}");
+    if took > bound { Err(format!("the error took {took:?}, more than {bound:?}")) } else { Ok(()) }
+}

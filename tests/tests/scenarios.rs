@@ -1,0 +1,120 @@
+//! Multi-process integration tests: every test starts real rank processes
+//! of `kpccl-scenario` through the launcher, with a bounded wait, in a
+//! segment directory of its own that must be empty afterwards.
+#![allow(missing_docs, clippy::std_instead_of_core)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kpccl_posix::launch::Launch;
+
+/// A private segment directory on tmpfs, removed (and checked empty) on drop.
+struct ShmDir(PathBuf);
+
+impl ShmDir {
+    fn new(case: &str) -> Self {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let dir = PathBuf::from(format!("/dev/shm/kpccl-test-{}-{nanos}-{case}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    }
+}
+
+impl Drop for ShmDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `kpccl-scenario <scenario> <args>` on `n` ranks; asserts every rank
+/// exits 0 and no segment is left.
+fn scenario(n: u32, scenario: &str, args: &[&str]) {
+    let dir = ShmDir::new(scenario);
+    let mut argv = vec![scenario.to_owned()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    let report = Launch::new(n)
+        .timeout(Duration::from_secs(120))
+        .env("KPCCL_SHM_DIR", dir.0.to_str().unwrap())
+        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), &argv)
+        .expect("the launcher starts");
+    assert!(report.success(), "{scenario} {args:?} on {n} ranks failed: {report}");
+    assert_eq!(dir.leftovers(), Vec::<String>::new(), "segments left behind by {scenario}");
+}
+
+#[test]
+fn peer_fence_handoff_on_1_2_3_4_and_8_ranks() {
+    for n in [1, 2, 3, 4, 8] {
+        scenario(n, "handoff", &["rounds=2000", "words=64"]);
+    }
+}
+
+#[test]
+fn window_fence_handoff_on_1_2_3_4_and_8_ranks() {
+    for n in [1, 2, 3, 4, 8] {
+        scenario(n, "fence", &["rounds=1000", "words=32"]);
+    }
+}
+
+#[test]
+fn uneven_sizes_contiguous() {
+    for n in [1, 3, 4, 8] {
+        scenario(n, "layout", &["mode=contiguous", "sizes=104,0,4096,8,0,65536,1000,24"]);
+    }
+}
+
+#[test]
+fn uneven_sizes_aligned() {
+    for n in [1, 3, 4, 8] {
+        scenario(n, "layout", &["mode=aligned", "sizes=104,0,4096,8,0,65536,1000,24", "align=128"]);
+    }
+}
+
+#[test]
+fn alloc_free_cycles_leak_nothing() {
+    scenario(2, "cycle", &["iters=1000"]);
+    scenario(4, "cycle", &["iters=250"]);
+}
+
+#[test]
+fn one_bad_alignment_fails_every_rank() {
+    scenario(3, "bad-align", &[]);
+}
+
+#[test]
+fn one_unmappable_size_fails_every_rank() {
+    scenario(3, "bad-size", &[]);
+}
+
+#[test]
+fn disagreeing_layout_modes_fail_every_rank() {
+    scenario(3, "bad-mode", &[]);
+}
+
+#[test]
+fn disagreeing_rank_counts_fail_every_rank() {
+    scenario(3, "bad-nranks", &[]);
+}
+
+#[test]
+fn dead_peer_ends_window_fence() {
+    scenario(3, "die", &["at=fence"]);
+}
+
+#[test]
+fn dead_peer_ends_peer_fence() {
+    scenario(3, "die", &["at=peer", "victim=1"]);
+}
+
+#[test]
+fn dead_peer_ends_free() {
+    scenario(3, "die", &["at=free"]);
+}
+
+#[test]
+fn dead_peer_fails_alloc() {
+    scenario(3, "die", &["at=alloc"]);
+}
