@@ -1,0 +1,184 @@
+//! Window attributes for `kpccl_shm_win_alloc_ex`.
+
+use core::ffi::c_int;
+use core::time::Duration;
+
+use kpccl_core::LayoutMode;
+
+use crate::error::Error;
+use crate::handle;
+
+/// How the data segments of a window are placed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum kpccl_shm_layout_t {
+    /// `KPCCL_LAYOUT` from the environment, else contiguous.
+    KPCCL_SHM_LAYOUT_DEFAULT = 0,
+    /// Rank r's segment directly after rank r-1's (like `MPI_Win_allocate_shared`).
+    KPCCL_SHM_LAYOUT_CONTIGUOUS = 1,
+    /// Every segment on its own pages, first touched by its owner (NUMA-local).
+    KPCCL_SHM_LAYOUT_ALIGNED = 2,
+}
+
+/// Where a window's data segments live.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum kpccl_shm_memory_kind_t {
+    /// Host memory (POSIX shared memory).
+    KPCCL_SHM_MEMORY_HOST = 0,
+    /// Ascend NPU memory: reserved; this build refuses it.
+    KPCCL_SHM_MEMORY_ASCEND = 1,
+}
+
+/// What `kpccl_shm_win_attr_init` writes into `version`; any other value
+/// (an attribute struct never initialized) is refused.
+pub const KPCCL_SHM_WIN_ATTR_VERSION: u32 = 0x4b50_0001;
+
+/// Options of one window. Initialize with `kpccl_shm_win_attr_init`, then
+/// change the fields you need. Every rank must give the same layout and
+/// alignment (and memory kind); timeout and spin count are per rank.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kpccl_shm_win_attr_t {
+    /// Set by `kpccl_shm_win_attr_init`; do not change.
+    pub version: u32,
+    /// A `kpccl_shm_layout_t`.
+    pub layout: c_int,
+    /// The alignment of every segment: a power of two, or 0 for the default (64).
+    pub alignment: usize,
+    /// Fence waits give up after this many milliseconds; 0 = never (a dead
+    /// peer still ends them); -1 = `KPCCL_TIMEOUT_MS`, else never.
+    pub timeout_ms: i64,
+    /// Polls with a spin hint before yielding; -1 = `KPCCL_SPIN`, else chosen
+    /// from the rank and CPU counts.
+    pub spin_count: i64,
+    /// A `kpccl_shm_memory_kind_t`.
+    pub memory_kind: c_int,
+    /// The device of device memory (reserved; 0).
+    pub device: c_int,
+}
+
+/// The defaults: layout and timeout from the environment, alignment 64, host memory.
+const DEFAULT: kpccl_shm_win_attr_t = kpccl_shm_win_attr_t {
+    version: KPCCL_SHM_WIN_ATTR_VERSION,
+    layout: kpccl_shm_layout_t::KPCCL_SHM_LAYOUT_DEFAULT as c_int,
+    alignment: 0,
+    timeout_ms: -1,
+    spin_count: -1,
+    memory_kind: kpccl_shm_memory_kind_t::KPCCL_SHM_MEMORY_HOST as c_int,
+    device: 0,
+};
+
+/// Fills `attr` with the defaults.
+///
+/// # Safety
+/// `attr` is `NULL` (an error) or valid for writes of a `kpccl_shm_win_attr_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_win_attr_init(attr: *mut kpccl_shm_win_attr_t) -> c_int {
+    ffi_boundary!("kpccl_shm_win_attr_init", {
+        let attr = handle::out(attr, "attr")?;
+        // SAFETY: checked not NULL and aligned; writable by the caller's contract.
+        unsafe { attr.as_ptr().write(DEFAULT) };
+        Ok(())
+    })
+}
+
+/// The window options an attribute struct asks for; `None` keeps the communicator's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Options {
+    pub(crate) layout: Option<LayoutMode>,
+    pub(crate) align: Option<usize>,
+    pub(crate) timeout: Option<Option<Duration>>,
+    pub(crate) spins: Option<u32>,
+}
+
+impl Options {
+    /// Reads and checks `attr` (`NULL`: the defaults).
+    ///
+    /// # Safety
+    /// `attr` is `NULL` or points to a readable `kpccl_shm_win_attr_t`.
+    pub(crate) unsafe fn from_attr(attr: *const kpccl_shm_win_attr_t) -> Result<Self, Error> {
+        if attr.is_null() {
+            return Ok(Self::default());
+        }
+        if !attr.is_aligned() {
+            return Err(Error::Misaligned("attr"));
+        }
+        // SAFETY: not NULL, aligned, readable by the caller's contract; all
+        // fields are plain integers, valid for any bits.
+        let a = unsafe { attr.read() };
+        Self::from_value(&a)
+    }
+
+    fn from_value(a: &kpccl_shm_win_attr_t) -> Result<Self, Error> {
+        fn invalid<T>(arg: &'static str, why: &'static str) -> Result<T, Error> {
+            Err(Error::Invalid { arg, why })
+        }
+        if a.version != KPCCL_SHM_WIN_ATTR_VERSION {
+            return invalid("attr", "not initialized with kpccl_shm_win_attr_init");
+        }
+        let layout = match a.layout {
+            0 => None,
+            1 => Some(LayoutMode::Contiguous),
+            2 => Some(LayoutMode::Aligned),
+            _ => return invalid("attr->layout", "not a kpccl_shm_layout_t"),
+        };
+        match a.memory_kind {
+            0 => {}
+            1 => return invalid("attr->memory_kind", "Ascend device memory is not supported by this build"),
+            _ => return invalid("attr->memory_kind", "not a kpccl_shm_memory_kind_t"),
+        }
+        if a.device != 0 {
+            return invalid("attr->device", "reserved for device memory; must be 0");
+        }
+        let timeout = match a.timeout_ms {
+            -1 => None,
+            0 => Some(None),
+            ms if ms > 0 => Some(Some(Duration::from_millis(ms.unsigned_abs()))),
+            _ => return invalid("attr->timeout_ms", "negative (use -1 for the default, 0 for never)"),
+        };
+        let spins = match a.spin_count {
+            -1 => None,
+            n => Some(u32::try_from(n).or_else(|_| invalid("attr->spin_count", "not -1 or in 0..=4294967295"))?),
+        };
+        let align = (a.alignment != 0).then_some(a.alignment);
+        Ok(Self { layout, align, timeout, spins })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_change_nothing() {
+        assert_eq!(Options::from_value(&DEFAULT).unwrap(), Options::default());
+    }
+
+    #[test]
+    fn fields_are_checked() {
+        let bad = |f: fn(&mut kpccl_shm_win_attr_t)| {
+            let mut a = DEFAULT;
+            f(&mut a);
+            Options::from_value(&a).is_err()
+        };
+        assert!(bad(|a| a.version = 0));
+        assert!(bad(|a| a.layout = 3));
+        assert!(bad(|a| a.memory_kind = 1));
+        assert!(bad(|a| a.memory_kind = -1));
+        assert!(bad(|a| a.timeout_ms = -2));
+        assert!(bad(|a| a.spin_count = 1 << 33));
+        assert!(bad(|a| a.device = 1));
+        assert!(!bad(|a| a.timeout_ms = 5));
+    }
+
+    #[test]
+    fn options_are_read() {
+        let a = kpccl_shm_win_attr_t { layout: 2, alignment: 4096, timeout_ms: 7, spin_count: 3, ..DEFAULT };
+        let o = Options::from_value(&a).unwrap();
+        assert_eq!(o.layout, Some(LayoutMode::Aligned));
+        assert_eq!(o.align, Some(4096));
+        assert_eq!(o.timeout, Some(Some(Duration::from_millis(7))));
+        assert_eq!(o.spins, Some(3));
+    }
+}

@@ -1,0 +1,152 @@
+//! Why an entry point failed: the error type, and the thread-local text of
+//! the last failure that C reads through `kpccl_last_error`.
+
+use core::cell::RefCell;
+use core::ffi::{CStr, c_char, c_int};
+use core::fmt;
+use std::ffi::CString;
+
+use kpccl_core::error::ArgError;
+use kpccl_core::{CollectiveError, Failure};
+
+use crate::log::{self, Level};
+
+/// What went wrong in one call.
+#[derive(Debug)]
+pub(crate) enum Error {
+    /// A pointer argument is NULL.
+    Null(&'static str),
+    /// A pointer argument is not aligned for its type.
+    Misaligned(&'static str),
+    /// A handle argument is not a live handle of the right kind.
+    Handle {
+        /// The argument.
+        arg: &'static str,
+        /// What it should be.
+        kind: &'static str,
+    },
+    /// An integer argument is outside `min..end`.
+    Range {
+        /// The argument.
+        arg: &'static str,
+        /// Its value.
+        value: i64,
+        /// The smallest valid value.
+        min: i64,
+        /// One past the largest valid value.
+        end: i64,
+    },
+    /// An argument is invalid for another reason.
+    Invalid {
+        /// The argument.
+        arg: &'static str,
+        /// Why.
+        why: &'static str,
+    },
+    /// Another rank's argument was invalid, so the collective failed on every rank.
+    PeerArgument {
+        /// The rank whose argument was invalid.
+        rank: u32,
+    },
+    /// The Rust API failed.
+    Api(kpccl_posix::Error),
+    /// The launcher cannot be reached or refused this process.
+    Launcher(String),
+    /// A panic was caught at the boundary (a bug in the library).
+    Panic(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Null(arg) => write!(f, "`{arg}` is NULL"),
+            Self::Misaligned(arg) => write!(f, "`{arg}` is not aligned for its type"),
+            Self::Handle { arg, kind } => write!(f, "`{arg}` is not a live {kind} (already freed, or never made)"),
+            Self::Range { arg, value, min, end } => write!(f, "`{arg}` = {value} is not in {min}..{end}"),
+            Self::Invalid { arg, why } => write!(f, "`{arg}` is invalid: {why}"),
+            Self::PeerArgument { rank } => write!(
+                f,
+                "rank {rank} passed an invalid argument, so the collective failed on every rank \
+                 (rank {rank}'s kpccl_last_error says which)"
+            ),
+            Self::Api(e) => e.fmt(f),
+            Self::Launcher(e) => write!(f, "the launcher: {e}"),
+            Self::Panic(m) => write!(f, "internal error (a panic): {m}"),
+        }
+    }
+}
+
+/// The marker size with which a rank tells its peers that its own arguments
+/// are invalid: the window request fails everywhere (see `win.rs`).
+pub(crate) const POISON_SIZE: u64 = u64::MAX;
+/// The marker rank with which a rank tells its peers the same at communicator creation.
+pub(crate) const POISON_RANK: u32 = u32::MAX;
+
+impl From<kpccl_posix::Error> for Error {
+    /// Names a peer's poisoned request for what it is: an invalid argument
+    /// over there, explained in that rank's own last error.
+    fn from(e: kpccl_posix::Error) -> Self {
+        if let kpccl_posix::Error::Collective(CollectiveError::Peer { rank, failure: Failure::Argument(arg) }) = &e {
+            let poisoned = match arg {
+                ArgError::Rank { rank, .. } => *rank == POISON_RANK,
+                ArgError::Size { size } => *size == POISON_SIZE,
+                _ => false,
+            };
+            if poisoned {
+                return Self::PeerArgument { rank: *rank };
+            }
+        }
+        Self::Api(e)
+    }
+}
+
+thread_local! {
+    static LAST: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `e` as this thread's last error and logs it.
+pub(crate) fn record(name: &'static str, e: &Error) {
+    let text = format!("{name}: {e}");
+    // Creation failures were logged by the Rust API already.
+    let logged = matches!(e, Error::Api(kpccl_posix::Error::Collective(_)));
+    if !logged {
+        log::log(Level::Error, format_args!("{text}"));
+    }
+    let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
+    let _ = LAST.try_with(|last| *last.borrow_mut() = c);
+}
+
+/// This thread's last error, as Rust text (for tests).
+#[cfg(test)]
+pub(crate) fn last() -> String {
+    LAST.with(|l| l.borrow().to_string_lossy().into_owned())
+}
+
+/// The text of this thread's last failure: which function failed and why,
+/// or `""` if nothing failed yet. Never `NULL`.
+///
+/// The text stays valid until the next failing call on the same thread;
+/// copy it to keep it. A successful call does not clear it.
+#[unsafe(no_mangle)]
+pub extern "C" fn kpccl_last_error() -> *const c_char {
+    static EMPTY: &CStr = c"";
+    LAST.try_with(|l| l.borrow().as_ptr()).unwrap_or(EMPTY.as_ptr())
+}
+
+/// Logs `msg` at the error level (on stderr, unless `KPCCL_LOG=off`). The
+/// header's `kpccl_error(fmt, ...)` formats its arguments and calls this.
+///
+/// # Safety
+/// `msg` is `NULL` (an error) or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_log_error(msg: *const c_char) -> c_int {
+    ffi_boundary!("kpccl_log_error", {
+        if msg.is_null() {
+            return Err(Error::Null("msg"));
+        }
+        // SAFETY: not NULL, and the caller promises a NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(msg) };
+        log::log(Level::Error, format_args!("{}", text.to_string_lossy()));
+        Ok(())
+    })
+}

@@ -1,0 +1,136 @@
+//! The out-of-band callbacks of C programs (MPI, typically), as a
+//! [`kpccl_core::Oob`].
+
+use core::ffi::{c_int, c_long, c_void};
+
+use kpccl_core::{Oob, OobError};
+
+use crate::error::Error;
+
+/// The element type of an out-of-band allgather.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum kpccl_shm_datatype_t {
+    /// `char`: the library gathers bytes with this type.
+    KPCCL_SHM_DATATYPE_CHAR = 0,
+    /// `int`.
+    KPCCL_SHM_DATATYPE_INT = 1,
+    /// `long`.
+    KPCCL_SHM_DATATYPE_LONG = 2,
+    /// `float`.
+    KPCCL_SHM_DATATYPE_FLOAT = 3,
+    /// `double`.
+    KPCCL_SHM_DATATYPE_DOUBLE = 4,
+}
+
+impl kpccl_shm_datatype_t {
+    /// Bytes per element.
+    pub(crate) fn size(self) -> usize {
+        match self {
+            Self::KPCCL_SHM_DATATYPE_CHAR => 1,
+            Self::KPCCL_SHM_DATATYPE_INT => size_of::<c_int>(),
+            Self::KPCCL_SHM_DATATYPE_LONG => size_of::<c_long>(),
+            Self::KPCCL_SHM_DATATYPE_FLOAT => size_of::<f32>(),
+            Self::KPCCL_SHM_DATATYPE_DOUBLE => size_of::<f64>(),
+        }
+    }
+}
+
+/// The allgather callback's type (Rust side).
+pub(crate) type AllgatherFn = unsafe extern "C" fn(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    size: c_int,
+    group: *mut c_void,
+    datatype: kpccl_shm_datatype_t,
+) -> c_int;
+
+/// The barrier callback's type (Rust side).
+pub(crate) type BarrierFn = unsafe extern "C" fn(group: *mut c_void) -> c_int;
+
+/// The out-of-band collectives a communicator is built on. Both are called
+/// only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
+/// `kpccl_shm_win_alloc_ex`, by every rank in the same order. A non-zero
+/// return fails the call on every rank.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kpccl_shm_oob_cb_t {
+    /// Gathers `size` elements of `datatype` from every rank's `sendbuf`
+    /// into every rank's `recvbuf` (rank r's at element `r * size`), over
+    /// the ranks of `group`; returns 0 on success. The library passes
+    /// `KPCCL_SHM_DATATYPE_CHAR` and a byte count.
+    pub oob_allgather: Option<
+        unsafe extern "C" fn(
+            sendbuf: *const c_void,
+            recvbuf: *mut c_void,
+            size: c_int,
+            group: *mut c_void,
+            datatype: kpccl_shm_datatype_t,
+        ) -> c_int,
+    >,
+    /// Returns once every rank of `group` has called it; 0 on success.
+    pub oob_barrier: Option<unsafe extern "C" fn(group: *mut c_void) -> c_int>,
+}
+
+/// A pointer to out-of-band callbacks.
+pub type kpccl_shm_oob_cb_h = *mut kpccl_shm_oob_cb_t;
+
+/// The C callbacks and their group, copied at communicator creation.
+#[derive(Debug)]
+pub(crate) struct CallbackOob {
+    allgather: AllgatherFn,
+    barrier: BarrierFn,
+    group: *mut c_void,
+}
+
+impl CallbackOob {
+    /// Copies the callbacks out of `cbs`.
+    ///
+    /// # Safety
+    /// `cbs` is `NULL` or points to a readable `kpccl_shm_oob_cb_t`.
+    pub(crate) unsafe fn new(cbs: *const kpccl_shm_oob_cb_t, group: *mut c_void) -> Result<Self, Error> {
+        if cbs.is_null() {
+            return Err(Error::Null("oob"));
+        }
+        if !cbs.is_aligned() {
+            return Err(Error::Misaligned("oob"));
+        }
+        // SAFETY: not NULL, aligned, readable by the caller's contract; both
+        // fields are `Option<fn>`, for which every bit pattern C can store
+        // (NULL or a function address) is valid.
+        let cbs = unsafe { cbs.read() };
+        Ok(Self {
+            allgather: cbs.oob_allgather.ok_or(Error::Null("oob->oob_allgather"))?,
+            barrier: cbs.oob_barrier.ok_or(Error::Null("oob->oob_barrier"))?,
+            group,
+        })
+    }
+}
+
+impl Oob for CallbackOob {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        // The core gathers small fixed-size records; every rank passes the
+        // same length, so a length that does not fit fails on every rank.
+        let count = c_int::try_from(send.len()).map_err(|_| OobError { code: -1 })?;
+        debug_assert_eq!(recv.len() % send.len().max(1), 0, "recv holds one send per rank");
+        // SAFETY: `send` holds `count` bytes and `recv` one such block per
+        // rank (the `Oob` contract), as the callback's contract asks; the
+        // callback and `group` are the user's, promised valid at creation.
+        let rc = unsafe {
+            (self.allgather)(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                count,
+                self.group,
+                kpccl_shm_datatype_t::KPCCL_SHM_DATATYPE_CHAR,
+            )
+        };
+        if rc == 0 { Ok(()) } else { Err(OobError { code: rc }) }
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        // SAFETY: the user's callback and group, promised valid at creation.
+        let rc = unsafe { (self.barrier)(self.group) };
+        if rc == 0 { Ok(()) } else { Err(OobError { code: rc }) }
+    }
+}

@@ -1,0 +1,249 @@
+//! Windows: allocation, fences, queries and free.
+
+use core::ffi::{c_int, c_void};
+use core::ptr::NonNull;
+
+use kpccl_posix::Window;
+
+use crate::attr::{Options, kpccl_shm_win_attr_t};
+use crate::comm::{self, kpccl_shm_comm_h};
+use crate::error::{Error, POISON_SIZE};
+use crate::handle::{self, Kind};
+
+/// A window as C sees it: the public fields, followed by library-private
+/// state. Never allocate, copy or write one; read `rank` and `nranks`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct kpccl_shm_win_t {
+    /// This process's rank in the window.
+    pub rank: c_int,
+    /// The number of ranks in the window.
+    pub nranks: c_int,
+    /// Library-private: marks a live window; cleared when it is freed.
+    pub reserved: u64,
+}
+
+/// A window handle.
+pub type kpccl_shm_win_h = *mut kpccl_shm_win_t;
+
+const MAGIC: u64 = u64::from_be_bytes(*b"kpcclWIN");
+
+/// The allocation behind a handle: the public part first, so that a
+/// `*mut WinBox` is a valid `kpccl_shm_win_h`.
+#[repr(C)]
+#[derive(Debug)]
+struct WinBox {
+    head: kpccl_shm_win_t,
+    window: Window,
+}
+
+/// Checks that `h` is a live window handle and borrows its window.
+///
+/// # Safety
+/// No other thread frees `h` while the borrow lasts.
+unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<&'a Window, Error> {
+    let p = handle::check(h.cast::<WinBox>(), "win", Kind::Win)?.as_ptr();
+    // SAFETY: registered, so a live `WinBox` of ours. Only the fields are
+    // accessed, through raw pointers: C may write the public part.
+    let magic = unsafe { &raw const (*p).head.reserved };
+    // SAFETY: as above: in bounds, aligned, initialized.
+    let magic = unsafe { magic.read() };
+    if magic != MAGIC {
+        return Err(Error::Handle { arg: "win", kind: "window handle" });
+    }
+    // SAFETY: as above.
+    let window = unsafe { &raw const (*p).window };
+    // SAFETY: as above; C never sees or writes the private part, so a shared
+    // borrow of it is sound while the handle lives.
+    Ok(unsafe { &*window })
+}
+
+/// Allocates a window (collective over the communicator's ranks): this rank
+/// owns `size` bytes (0 is legal; sizes may differ per rank). On success
+/// `*baseptr` is this rank's segment (`NULL` when `size` is 0) and `*win`
+/// the window; on failure both are `NULL` and every rank fails.
+///
+/// Equivalent to [`kpccl_shm_win_alloc_ex`] with `attr` `NULL`.
+///
+/// # Safety
+/// `comm` is `NULL` or a handle not being destroyed meanwhile; `baseptr` and
+/// `win` are `NULL` or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_win_alloc(
+    size: usize,
+    comm: kpccl_shm_comm_h,
+    baseptr: *mut *mut c_void,
+    win: *mut kpccl_shm_win_h,
+) -> c_int {
+    ffi_boundary!("kpccl_shm_win_alloc", {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { alloc(size, comm, core::ptr::null(), baseptr, win) }
+    })
+}
+
+/// Allocates a window with options (collective): `attr` is `NULL` (the
+/// defaults) or initialized by `kpccl_shm_win_attr_init`; otherwise as
+/// [`kpccl_shm_win_alloc`]. Every rank must give the same layout and
+/// alignment. A bad argument on one rank (a `NULL` output pointer, an
+/// invalid attribute) fails the allocation on every rank; only an invalid
+/// `comm` keeps the rank out of the collective.
+///
+/// # Safety
+/// As [`kpccl_shm_win_alloc`]; `attr` is `NULL` or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_win_alloc_ex(
+    size: usize,
+    comm: kpccl_shm_comm_h,
+    attr: *const kpccl_shm_win_attr_t,
+    baseptr: *mut *mut c_void,
+    win: *mut kpccl_shm_win_h,
+) -> c_int {
+    ffi_boundary!("kpccl_shm_win_alloc_ex", {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { alloc(size, comm, attr, baseptr, win) }
+    })
+}
+
+/// # Safety
+/// As [`kpccl_shm_win_alloc_ex`].
+unsafe fn alloc(
+    size: usize,
+    comm: kpccl_shm_comm_h,
+    attr: *const kpccl_shm_win_attr_t,
+    baseptr: *mut *mut c_void,
+    win: *mut kpccl_shm_win_h,
+) -> Result<(), Error> {
+    // SAFETY: NULL or writable (the caller's contract).
+    unsafe { handle::clear(baseptr, core::ptr::null_mut()) };
+    // SAFETY: NULL or writable (the caller's contract).
+    unsafe { handle::clear(win, core::ptr::null_mut()) };
+    // SAFETY: the caller does not destroy `comm` during the call.
+    let comm = unsafe { comm::get(comm, "comm") }?.comm();
+    let local = (|| {
+        let outs = (handle::out(baseptr, "baseptr")?, handle::out(win, "win")?);
+        if isize::try_from(size).is_err() {
+            return Err(Error::Invalid { arg: "size", why: "larger than the address space allows" });
+        }
+        // SAFETY: NULL or readable (the caller's contract).
+        Ok((outs, unsafe { Options::from_attr(attr) }?))
+    })();
+    let ((baseptr, win), options) = match local {
+        Ok(l) => l,
+        Err(e) => {
+            // Tell the peers, with a request every rank refuses, then report our own reason.
+            let poison = usize::try_from(POISON_SIZE).unwrap_or(usize::MAX);
+            let _ = comm.window(poison).alloc();
+            return Err(e);
+        }
+    };
+    let mut builder = comm.window(size);
+    if let Some(mode) = options.layout {
+        builder = builder.layout(mode);
+    }
+    if let Some(align) = options.align {
+        builder = builder.align(align);
+    }
+    if let Some(timeout) = options.timeout {
+        builder = builder.timeout(timeout);
+    }
+    if let Some(spins) = options.spins {
+        builder = builder.spins(spins);
+    }
+    let window = builder.alloc()?;
+    let own = window.local_segment();
+    let base = if own.len == 0 { core::ptr::null_mut() } else { own.ptr.as_ptr().cast::<c_void>() };
+    let head = kpccl_shm_win_t {
+        rank: c_int::try_from(window.rank()).expect("rank < MAX_RANKS"),
+        nranks: c_int::try_from(window.nranks()).expect("nranks <= MAX_RANKS"),
+        reserved: MAGIC,
+    };
+    let p = NonNull::from(Box::leak(Box::new(WinBox { head, window })));
+    handle::register(p, Kind::Win);
+    // SAFETY: both checked not NULL and aligned; writable by the caller's contract.
+    unsafe { baseptr.as_ptr().write(base) };
+    // SAFETY: as above.
+    unsafe { win.as_ptr().write(p.as_ptr().cast::<kpccl_shm_win_t>()) };
+    Ok(())
+}
+
+/// Frees a window (collective): fences with every rank so that nobody still
+/// reads, then unmaps. The handle is gone afterwards even when the call
+/// fails (e.g. a peer died during the fence): the memory is released and
+/// the error returned.
+///
+/// # Safety
+/// `win` is `NULL` or a handle no other thread uses during or after the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
+    ffi_boundary!("kpccl_shm_win_free", {
+        let p = handle::take(win.cast::<WinBox>(), "win", Kind::Win)?;
+        // SAFETY: it was registered, so a live `Box<WinBox>` of ours, now
+        // unregistered: nobody else frees it.
+        let magic = unsafe { &raw mut (*p.as_ptr()).head.reserved };
+        // SAFETY: as above; cleared through a raw pointer (C may hold the public part).
+        unsafe { magic.write(0) };
+        // SAFETY: as above; ownership goes back to a `Box`, once.
+        let b = unsafe { Box::from_raw(p.as_ptr()) };
+        let WinBox { window, .. } = *b;
+        Ok(window.free()?)
+    })
+}
+
+/// The pairwise fence with `remote_rank`: what this rank did in the window
+/// before it is seen by `remote_rank` after its matching
+/// `kpccl_shm_peer_fence(win, <this rank>)`, and vice versa. Fences between
+/// a pair match one to one, in order; a fence with oneself returns at once.
+///
+/// # Safety
+/// `win` is `NULL` or a handle that no other thread uses during the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
+    ffi_boundary!("kpccl_shm_peer_fence", {
+        // SAFETY: the caller does not free `win` during the call.
+        let w = unsafe { get(win) }?;
+        let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
+        Ok(w.peer_fence(peer)?)
+    })
+}
+
+/// The fence with every rank of the window (every rank calls it): what any
+/// rank did before it is seen by every rank after it.
+///
+/// # Safety
+/// `win` is `NULL` or a handle that no other thread uses during the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
+    ffi_boundary!("kpccl_shm_win_fence", {
+        // SAFETY: the caller does not free `win` during the call.
+        let w = unsafe { get(win) }?;
+        Ok(w.fence()?)
+    })
+}
+
+/// Rank `rank`'s segment, like `MPI_Win_shared_query`: its size in bytes and
+/// its address in this process (`NULL` when the size is 0). Local.
+///
+/// # Safety
+/// `win` is `NULL` or a handle not freed during the call; `size` and
+/// `baseptr` are `NULL` or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_win_query(
+    win: kpccl_shm_win_h,
+    rank: c_int,
+    size: *mut usize,
+    baseptr: *mut *mut c_void,
+) -> c_int {
+    ffi_boundary!("kpccl_shm_win_query", {
+        // SAFETY: the caller does not free `win` during the call.
+        let w = unsafe { get(win) }?;
+        let r = handle::rank(rank, "rank", w.nranks())?;
+        let (size, baseptr) = (handle::out(size, "size")?, handle::out(baseptr, "baseptr")?);
+        let seg = w.segment(r)?;
+        let base = if seg.len == 0 { core::ptr::null_mut() } else { seg.ptr.as_ptr().cast::<c_void>() };
+        // SAFETY: checked not NULL and aligned; writable by the caller's contract.
+        unsafe { size.as_ptr().write(seg.len) };
+        // SAFETY: as above.
+        unsafe { baseptr.as_ptr().write(base) };
+        Ok(())
+    })
+}
