@@ -118,3 +118,13 @@ fn dead_peer_ends_free() {
 fn dead_peer_fails_alloc() {
     scenario(3, "die", &["at=alloc"]);
 }
+
+#[test]
+fn failing_oob_callback_fails_every_rank_at_every_stage() {
+    for call in 1..=4 {
+        for mode in ["before", "after"] {
+            scenario(3, "oob-fail", &[&format!("call={call}"), &format!("mode={mode}"), "victim=1"]);
+            scenario(2, "oob-fail", &[&format!("call={call}"), &format!("mode={mode}"), "victim=0"]);
+        }
+    }
+}

@@ -10,7 +10,7 @@ use crate::args::Args;
 use crate::checks::{Rng, resources, verify, word};
 
 pub(crate) const NAMES: &[&str] =
-    &["layout", "handoff", "fence", "cycle", "bad-align", "bad-size", "bad-mode", "bad-nranks", "die"];
+    &["layout", "handoff", "fence", "cycle", "bad-align", "bad-size", "bad-mode", "bad-nranks", "oob-fail", "die"];
 
 type Res = Result<(), String>;
 
@@ -22,6 +22,9 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
     let (rank, n) = (oob.rank(), oob.nranks());
     if name == "bad-nranks" {
         return bad_nranks(oob, rank, n);
+    }
+    if name == "oob-fail" {
+        return oob_fail(oob, args);
     }
     let comm = Comm::new(oob, rank, n).map_err(s)?;
     match name {
@@ -283,4 +286,56 @@ fn within(bound: Duration, start: Instant, me: u32, what: &str) -> Res {
     let took = start.elapsed();
     println!("rank {me}: error after {took:?}: {what}");
     if took > bound { Err(format!("the error took {took:?}, more than {bound:?}")) } else { Ok(()) }
+}
+
+/// An [`Oob`] whose `call`-th allgather fails on rank `victim`, either before
+/// taking part in the collective or after.
+struct Flaky<O> {
+    inner: O,
+    fail: bool,
+    call: u32,
+    before: bool,
+    calls: std::cell::Cell<u32>,
+}
+
+impl<O: Oob> Oob for Flaky<O> {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_posix::OobError> {
+        self.calls.set(self.calls.get() + 1);
+        if self.fail && self.calls.get() == self.call {
+            if !self.before {
+                self.inner.allgather(send, recv)?;
+            }
+            return Err(kpccl_posix::OobError { code: -99 });
+        }
+        self.inner.allgather(send, recv)
+    }
+    fn barrier(&self) -> Result<(), kpccl_posix::OobError> {
+        self.inner.barrier()
+    }
+}
+
+/// A callback fails on one rank at the `call`-th allgather (1: communicator
+/// creation; 2, 3, 4: the window's request, create and attach stages), before
+/// or after taking part: every rank must get an error, none may hang.
+fn oob_fail(oob: RunOob, args: &Args) -> Res {
+    let (me, n) = (oob.rank(), oob.nranks());
+    let victim: u32 = args.get("victim", n - 1)?;
+    let call: u32 = args.get("call", 2)?;
+    let before = args.str("mode") == Some("before");
+    let flaky = Flaky { inner: oob, fail: me == victim, call, before, calls: std::cell::Cell::new(0) };
+    let comm = match Comm::new(flaky, me, n) {
+        Err(e) => {
+            println!("rank {me}: communicator failed as expected: {e}");
+            return Ok(());
+        }
+        Ok(c) => c,
+    };
+    match comm.window(4096).alloc() {
+        Err(e) => {
+            println!("rank {me}: window failed as expected: {e}");
+            Ok(())
+        }
+        Ok(w) if call > 4 => w.free().map_err(s),
+        Ok(_) => Err(format!("rank {me}: the window was made although rank {victim}'s callback failed")),
+    }
 }
