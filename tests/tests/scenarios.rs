@@ -128,3 +128,29 @@ fn failing_oob_callback_fails_every_rank_at_every_stage() {
         }
     }
 }
+
+#[test]
+fn live_but_absent_peer_times_out() {
+    scenario(3, "stall", &["timeout_ms=300"]);
+}
+
+/// A 1 MiB tmpfs as the segment directory (needs root, or skips saying so).
+#[test]
+fn full_segment_directory_is_an_error_not_sigbus() {
+    let dir = ShmDir::new("tiny");
+    let path = dir.0.to_str().unwrap().to_owned();
+    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", &path]).status();
+    if !mounted.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED full_segment_directory_is_an_error_not_sigbus: cannot mount a tmpfs here (not root?)");
+        return;
+    }
+    let report = Launch::new(4)
+        .timeout(Duration::from_secs(60))
+        .env("KPCCL_SHM_DIR", &path)
+        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["full", "size=524288"])
+        .expect("the launcher starts");
+    let left = dir.leftovers();
+    let _ = std::process::Command::new("umount").arg(&path).status();
+    assert!(report.success(), "full on 4 ranks failed: {report}");
+    assert_eq!(left, Vec::<String>::new(), "segments left in the full directory");
+}

@@ -9,8 +9,20 @@ use kpccl_posix::{Comm, Error, LayoutMode, Oob, Window};
 use crate::args::Args;
 use crate::checks::{Rng, resources, verify, word};
 
-pub(crate) const NAMES: &[&str] =
-    &["layout", "handoff", "fence", "cycle", "bad-align", "bad-size", "bad-mode", "bad-nranks", "oob-fail", "die"];
+pub(crate) const NAMES: &[&str] = &[
+    "layout",
+    "handoff",
+    "fence",
+    "cycle",
+    "bad-align",
+    "bad-size",
+    "bad-mode",
+    "bad-nranks",
+    "oob-fail",
+    "die",
+    "stall",
+    "full",
+];
 
 type Res = Result<(), String>;
 
@@ -40,6 +52,8 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
             c.window(64).layout(if me == 0 { LayoutMode::Aligned } else { LayoutMode::Contiguous }).alloc()
         }),
         "die" => die(&comm, args),
+        "stall" => stall(&comm, args),
+        "full" => full(&comm, args),
         _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
     }
 }
@@ -338,4 +352,47 @@ fn oob_fail(oob: RunOob, args: &Args) -> Res {
         Ok(w) if call > 4 => w.free().map_err(s),
         Ok(_) => Err(format!("rank {me}: the window was made although rank {victim}'s callback failed")),
     }
+}
+
+/// `victim` stays alive but never fences: every other rank's fence must end
+/// with an error after its timeout (`timeout_ms`), within `bound_ms`.
+fn stall<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let victim: u32 = args.get("victim", n - 1)?;
+    let timeout = Duration::from_millis(args.get("timeout_ms", 300)?);
+    let bound = Duration::from_millis(args.get("bound_ms", 5_000)?);
+    let win = comm.window(64).timeout(Some(timeout)).alloc().map_err(s)?;
+    if me == victim {
+        std::thread::sleep(timeout * 4);
+        // The others gave up: the window is poisoned, free still unmaps it.
+        return match win.free() {
+            Err(Error::Fence(_)) => Ok(()),
+            other => Err(format!("the stalled rank's free should fail fast, got {other:?}")),
+        };
+    }
+    let start = Instant::now();
+    match win.fence() {
+        Ok(()) => return Err("the fence succeeded although a rank never came".into()),
+        Err(e) => within(bound, start, me, &e.to_string())?,
+    }
+    if start.elapsed() < timeout {
+        return Err(format!("gave up after {:?}, before the {timeout:?} timeout", start.elapsed()));
+    }
+    let _ = win.free();
+    Ok(())
+}
+
+/// A window too big for the segment directory (a tiny tmpfs): every rank
+/// gets an error at allocation — never SIGBUS later — and a small window
+/// still fits afterwards (nothing was left behind).
+fn full<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let me = comm.rank();
+    let size: usize = args.get("size", 512 * 1024)?;
+    match comm.window(size).alloc() {
+        Ok(_) => return Err(format!("a window of {size} bytes per rank fit although it should not")),
+        Err(e) => println!("rank {me}: refused as expected: {e}"),
+    }
+    let win = comm.window(4096).alloc().map_err(s)?;
+    win.write(me, 0, &[1u64]).map_err(s)?;
+    win.free().map_err(s)
 }
