@@ -1,0 +1,120 @@
+//! The command line: `cargo xtask <task> [flags]`.
+
+use crate::cmd::{Result, bail};
+
+pub(crate) const HELP: &str = "\
+cargo xtask <task> [flags]
+
+Tasks:
+  test [--quick]                 the whole host suite, in order, stopping at the first failure:
+                                 rustfmt, clippy -D warnings, no_std build for aarch64-unknown-none
+                                 (and no libc in kpccl-core's tree), cargo test, loom, Miri, rustdoc
+                                 -D warnings, C tests; ends with `N passed, N failed` (steps).
+                                 --quick skips loom and Miri.
+  test-aarch64 [--install] [--cross]
+                                 the workspace's tests, doctests, examples and C tests built for
+                                 aarch64-unknown-linux-gnu and run under qemu-aarch64; kpccl-core
+                                 built for aarch64-unknown-none; ends with `N passed, N failed` (tests).
+                                 --install installs missing prerequisites (rustup target, apt packages).
+                                 --cross uses `cross` (Docker or Podman) instead of the local toolchain.
+  demo [-n N] [-- ARGS...]       the main demo: N ranks (default 4) share a window without MPI
+                                 (`cargo run --release -p kpccl-tests --bin kpccl-demo -- -n N ARGS...`).
+  help                           this text.
+";
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Task {
+    Help,
+    Test { quick: bool },
+    TestAarch64 { install: bool, cross: bool },
+    Demo { ranks: u32, rest: Vec<String> },
+}
+
+pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
+    let mut args = args.into_iter();
+    let Some(task) = args.next() else { return Ok(Task::Help) };
+    match task.as_str() {
+        "help" | "-h" | "--help" => no_more(args, Task::Help),
+        "test" => {
+            let mut quick = false;
+            for arg in args {
+                match arg.as_str() {
+                    "--quick" => quick = true,
+                    _ => bail!("`test` does not take {arg:?}"),
+                }
+            }
+            Ok(Task::Test { quick })
+        }
+        "test-aarch64" => {
+            let (mut install, mut cross) = (false, false);
+            for arg in args {
+                match arg.as_str() {
+                    "--install" => install = true,
+                    "--cross" => cross = true,
+                    _ => bail!("`test-aarch64` does not take {arg:?}"),
+                }
+            }
+            Ok(Task::TestAarch64 { install, cross })
+        }
+        "demo" => {
+            let mut ranks = 4;
+            let mut rest = Vec::new();
+            while let Some(arg) = args.next() {
+                let value = match arg.as_str() {
+                    "-n" => args.next(),
+                    "--" => {
+                        rest.extend(args.by_ref());
+                        break;
+                    }
+                    _ => match arg.strip_prefix("-n") {
+                        Some(v) => Some(v.trim_start_matches('=').to_owned()),
+                        None => bail!("`demo` does not take {arg:?} (pass extra demo arguments after `--`)"),
+                    },
+                };
+                let Some(value) = value else { bail!("`-n` needs a rank count") };
+                ranks = match value.parse() {
+                    Ok(n) if n > 0 => n,
+                    _ => bail!("`-n` needs a positive rank count, not {value:?}"),
+                };
+            }
+            Ok(Task::Demo { ranks, rest })
+        }
+        _ => bail!("unknown task {task:?}"),
+    }
+}
+
+fn no_more(mut args: impl Iterator<Item = String>, task: Task) -> Result<Task> {
+    match args.next() {
+        Some(arg) => bail!("unexpected argument {arg:?}"),
+        None => Ok(task),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Task> {
+        parse(args.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn parses_tasks() {
+        assert_eq!(p(&[]).unwrap(), Task::Help);
+        assert_eq!(p(&["test"]).unwrap(), Task::Test { quick: false });
+        assert_eq!(p(&["test", "--quick"]).unwrap(), Task::Test { quick: true });
+        assert_eq!(p(&["test-aarch64", "--cross"]).unwrap(), Task::TestAarch64 { install: false, cross: true });
+        assert_eq!(p(&["demo"]).unwrap(), Task::Demo { ranks: 4, rest: vec![] });
+        assert_eq!(p(&["demo", "-n", "8"]).unwrap(), Task::Demo { ranks: 8, rest: vec![] });
+        assert_eq!(p(&["demo", "-n3", "--", "-v"]).unwrap(), Task::Demo { ranks: 3, rest: vec!["-v".into()] });
+    }
+
+    #[test]
+    fn rejects_nonsense() {
+        assert!(p(&["tset"]).is_err());
+        assert!(p(&["test", "--slow"]).is_err());
+        assert!(p(&["demo", "-n"]).is_err());
+        assert!(p(&["demo", "-n", "0"]).is_err());
+        assert!(p(&["demo", "-n", "x"]).is_err());
+    }
+}
