@@ -44,7 +44,8 @@ pub struct kpccl_shm_win_attr_t {
     pub version: u32,
     /// A `kpccl_shm_layout_t`.
     pub layout: c_int,
-    /// The alignment of every segment: a power of two, or 0 for the default (64).
+    /// The alignment of every segment: a power of two up to the page size,
+    /// or 0 for the default (64).
     pub alignment: usize,
     /// Fence waits give up after this many milliseconds; 0 = never (a dead
     /// peer still ends them); -1 = `KPCCL_TIMEOUT_MS`, else never.

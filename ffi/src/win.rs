@@ -125,7 +125,16 @@ unsafe fn alloc(
             return Err(Error::Invalid { arg: "size", why: "larger than the address space allows" });
         }
         // SAFETY: NULL or readable (the caller's contract).
-        Ok((outs, unsafe { Options::from_attr(attr) }?))
+        let options = unsafe { Options::from_attr(attr) }?;
+        // Segments are aligned within the mapping, and the mapping only to a page.
+        let page = kpccl_core::Platform::page_size(&kpccl_posix::PosixPlatform::new(&comm.config().shm_dir));
+        if options.align.is_some_and(|a| a as u64 > page) {
+            return Err(Error::Invalid {
+                arg: "attr->alignment",
+                why: "larger than the page size (not supported yet)",
+            });
+        }
+        Ok((outs, options))
     })();
     let ((baseptr, win), options) = match local {
         Ok(l) => l,

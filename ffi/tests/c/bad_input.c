@@ -1,0 +1,290 @@
+/*
+ * bad_input.c: every entry point refuses what it must (NULL pointers, ranks
+ * out of range, freed and foreign handles, bad attributes) with KPCCL_ERROR
+ * and a kpccl_last_error naming it, leaves NULL in its outputs and nothing
+ * allocated, and, in a collective, one rank's bad argument fails the call
+ * on every rank (none waits). Good calls still work afterwards.
+ *
+ * The rank that misbehaves in the collective cases is the last one.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "check.h"
+#include "kpccl.h"
+
+static kpccl_shm_oob_cb_t cbs;
+static MPI_Comm world;
+static int me, n, bad;
+
+static kpccl_shm_comm_h good_comm(void)
+{
+    kpccl_shm_comm_h comm = NULL;
+    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
+    return comm;
+}
+
+static void library(void)
+{
+    CHECK(kpccl_version() == KPCCL_VERSION, "library %d, header %d", kpccl_version(), KPCCL_VERSION);
+    CHECK(kpccl_last_error() != NULL, "kpccl_last_error is never NULL");
+    CHECK_FAILS(kpccl_log_error(NULL), "kpccl_log_error");
+    CHECK_OK(kpccl_log_error("bad_input: a test message, not an error"));
+    kpccl_error("bad_input: kpccl_error formats %s %d", "like printf", 42);
+    CHECK_FAILS(kpccl_shm_win_attr_init(NULL), "kpccl_shm_win_attr_init");
+
+    kpccl_shm_oob_cb_t run;
+    void *group = NULL;
+    int rank = -1, nranks = -1;
+    CHECK_FAILS(kpccl_run_oob(NULL, &group, &rank, &nranks), "kpccl_run_oob");
+    CHECK_FAILS(kpccl_run_oob(&run, NULL, &rank, &nranks), "kpccl_run_oob");
+    CHECK_FAILS(kpccl_run_oob(&run, &group, NULL, &nranks), "kpccl_run_oob");
+    CHECK_FAILS(kpccl_run_oob(&run, &group, &rank, NULL), "kpccl_run_oob");
+#ifdef KPCCL_NO_MPI
+    CHECK_OK(kpccl_run_oob(&run, &group, &rank, &nranks));
+    CHECK(rank == me && nranks == n, "kpccl_run_oob says rank %d of %d", rank, nranks);
+#endif
+}
+
+/* Local refusals: every rank makes the same bad call, so none joins a collective. */
+static void comm_create_local(void)
+{
+    kpccl_shm_comm_h comm = (kpccl_shm_comm_h)&comm;
+    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, NULL, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK(comm == NULL, "a failed create leaves NULL");
+
+    kpccl_shm_oob_cb_t half = cbs;
+    half.oob_allgather = NULL;
+    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, &half, (void *)world, &comm), "kpccl_shm_comm_create");
+    half = cbs;
+    half.oob_barrier = NULL;
+    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, &half, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(0, me, me, &cbs, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(-1, me, me, &cbs, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(1 << 20, me, me, &cbs, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK(comm == NULL, "a failed create leaves NULL");
+}
+
+/* Collective refusals: the last rank alone is wrong; every rank fails. */
+static void comm_create_collective(void)
+{
+    kpccl_shm_comm_h comm = NULL;
+    int rc;
+
+    rc = kpccl_shm_comm_create(n, me == bad ? n : me, me, &cbs, (void *)world, &comm);
+    CHECK(rc == KPCCL_ERROR && comm == NULL, "rank %d out of range on rank %d: rc %d", n, bad, rc);
+    rc = kpccl_shm_comm_create(n, me == bad ? -1 : me, me, &cbs, (void *)world, &comm);
+    CHECK(rc == KPCCL_ERROR && comm == NULL, "rank -1 on rank %d: rc %d", bad, rc);
+    rc = kpccl_shm_comm_create(n, me, me == bad ? n + 5 : me, &cbs, (void *)world, &comm);
+    CHECK(rc == KPCCL_ERROR && comm == NULL, "local_rank out of range on rank %d: rc %d", bad, rc);
+    rc = kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, me == bad ? NULL : &comm);
+    CHECK(rc == KPCCL_ERROR && comm == NULL, "NULL comm on rank %d: rc %d", bad, rc);
+    if (n > 1) {
+        rc = kpccl_shm_comm_create(n, me == bad ? 0 : me, me, &cbs, (void *)world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "two ranks 0: rc %d", rc);
+        /* A larger nranks on one rank (a smaller one would overflow its MPI receive buffer). */
+        rc = kpccl_shm_comm_create(me == bad ? n + 1 : n, me, me, &cbs, (void *)world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on rank %d: rc %d", n + 1, bad, rc);
+    }
+    if (me != bad) {
+        CHECK(strstr(kpccl_last_error(), "kpccl_shm_comm_create") != NULL, "peers say why too");
+    }
+    /* The collectives still line up: a good one works. */
+    comm = good_comm();
+    CHECK_OK(kpccl_shm_comm_destroy(comm));
+}
+
+static void comm_destroy(void)
+{
+    int local = 0;
+    CHECK_FAILS(kpccl_shm_comm_destroy(NULL), "kpccl_shm_comm_destroy");
+    CHECK_FAILS(kpccl_shm_comm_destroy((kpccl_shm_comm_h)&local), "kpccl_shm_comm_destroy");
+    kpccl_shm_comm_h comm = good_comm();
+    CHECK_OK(kpccl_shm_comm_destroy(comm));
+    CHECK_FAILS(kpccl_shm_comm_destroy(comm), "kpccl_shm_comm_destroy"); /* twice */
+}
+
+static void win_alloc(void)
+{
+    kpccl_shm_comm_h comm = good_comm();
+    void *base = &base;
+    kpccl_shm_win_h win = (kpccl_shm_win_h)&win;
+    int rc, local = 0;
+
+    /* Local: a bad communicator on every rank. */
+    CHECK_FAILS(kpccl_shm_win_alloc(64, NULL, &base, &win), "kpccl_shm_win_alloc");
+    CHECK(base == NULL && win == NULL, "a failed alloc leaves NULL");
+    CHECK_FAILS(kpccl_shm_win_alloc(64, (kpccl_shm_comm_h)&local, &base, &win), "kpccl_shm_win_alloc");
+
+    /* Collective: one rank wrong, all fail. */
+    rc = kpccl_shm_win_alloc(64, comm, me == bad ? NULL : &base, &win);
+    CHECK(rc == KPCCL_ERROR && win == NULL, "NULL baseptr on rank %d: rc %d", bad, rc);
+    rc = kpccl_shm_win_alloc(64, comm, &base, me == bad ? NULL : &win);
+    CHECK(rc == KPCCL_ERROR && base == NULL, "NULL win on rank %d: rc %d", bad, rc);
+    rc = kpccl_shm_win_alloc(me == bad ? SIZE_MAX : 64, comm, &base, &win);
+    CHECK(rc == KPCCL_ERROR && win == NULL && base == NULL, "SIZE_MAX on rank %d: rc %d", bad, rc);
+    rc = kpccl_shm_win_alloc(me == bad ? SIZE_MAX / 2 : 64, comm, &base, &win);
+    CHECK(rc == KPCCL_ERROR && win == NULL, "SIZE_MAX/2 on rank %d: rc %d", bad, rc);
+    if (me != bad) {
+        CHECK(strstr(kpccl_last_error(), "kpccl_shm_win_alloc") != NULL, "peers say why too");
+    }
+
+    /* Still in step: size 0 is legal, and gives no base. */
+    base = &base;
+    CHECK_OK(kpccl_shm_win_alloc(me == bad ? 0 : 64, comm, &base, &win));
+    CHECK(me == bad ? base == NULL : base != NULL, "base %p", base);
+    CHECK_OK(kpccl_shm_win_free(win));
+
+    /* A window outlives its communicator; a destroyed communicator is refused. */
+    CHECK_OK(kpccl_shm_win_alloc(64, comm, &base, &win));
+    CHECK_OK(kpccl_shm_comm_destroy(comm));
+    CHECK_FAILS(kpccl_shm_win_alloc(64, comm, &base, &win), "kpccl_shm_win_alloc");
+    CHECK(win == NULL, "a failed alloc leaves NULL");
+}
+
+static int attr_fails(kpccl_shm_comm_h comm, const kpccl_shm_win_attr_t *attr, const kpccl_shm_win_attr_t *others)
+{
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    int rc = kpccl_shm_win_alloc_ex(4096, comm, me == bad ? attr : others, &base, &win);
+    if (rc == KPCCL_OK) {
+        kpccl_shm_win_free(win);
+        return 0;
+    }
+    return win == NULL && base == NULL;
+}
+
+static void win_alloc_ex(void)
+{
+    kpccl_shm_comm_h comm = good_comm();
+    kpccl_shm_win_attr_t good, a;
+    CHECK_OK(kpccl_shm_win_attr_init(&good));
+
+    memset(&a, 0, sizeof a);
+    CHECK(attr_fails(comm, &a, &good), "an attribute never initialized");
+    a = good;
+    a.layout = 7;
+    CHECK(attr_fails(comm, &a, &good), "layout 7");
+    a = good;
+    a.memory_kind = KPCCL_SHM_MEMORY_ASCEND;
+    CHECK(attr_fails(comm, &a, &good), "Ascend memory in a host-only build");
+    a = good;
+    a.memory_kind = 99;
+    CHECK(attr_fails(comm, &a, &good), "memory kind 99");
+    a = good;
+    a.timeout_ms = -5;
+    CHECK(attr_fails(comm, &a, &good), "timeout -5");
+    a = good;
+    a.spin_count = -7;
+    CHECK(attr_fails(comm, &a, &good), "spin count -7");
+    a = good;
+    a.device = 3;
+    CHECK(attr_fails(comm, &a, &good), "device 3");
+    a = good;
+    a.alignment = 3;
+    CHECK(attr_fails(comm, &a, &a), "alignment 3 everywhere");
+    a = good;
+    a.alignment = (size_t)1 << 40;
+    CHECK(attr_fails(comm, &a, &good), "alignment beyond the page size");
+    if (n > 1) {
+        a = good;
+        a.alignment = 4096;
+        CHECK(attr_fails(comm, &a, &good), "alignments differ");
+        a = good;
+        a.layout = KPCCL_SHM_LAYOUT_ALIGNED;
+        CHECK(attr_fails(comm, &a, &good), "layouts differ");
+    }
+
+    /* Good attributes work, and do what they say. */
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    a = good;
+    a.layout = KPCCL_SHM_LAYOUT_ALIGNED;
+    a.timeout_ms = 30000;
+    a.spin_count = 100;
+    CHECK_OK(kpccl_shm_win_alloc_ex(100, comm, &a, &base, &win));
+    CHECK(base != NULL && (uintptr_t)base % 4096 == 0, "aligned layout: base %p on a page", base);
+    CHECK_OK(kpccl_shm_win_free(win));
+    a = good;
+    a.alignment = 1024;
+    CHECK_OK(kpccl_shm_win_alloc_ex(100, comm, &a, &base, &win));
+    CHECK(base != NULL && (uintptr_t)base % 1024 == 0, "alignment 1024: base %p", base);
+    CHECK_OK(kpccl_shm_win_free(win));
+    CHECK_OK(kpccl_shm_win_alloc_ex(100, comm, NULL, &base, &win)); /* NULL: the defaults */
+    CHECK_OK(kpccl_shm_win_free(win));
+    CHECK_OK(kpccl_shm_comm_destroy(comm));
+}
+
+static void win_calls(void)
+{
+    kpccl_shm_comm_h comm = good_comm();
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    size_t size = 0;
+    int local[4] = {0};
+    kpccl_shm_win_h foreign = (kpccl_shm_win_h)local;
+    CHECK_OK(kpccl_shm_win_alloc(256, comm, &base, &win));
+    if (win == NULL) {
+        return;
+    }
+
+    CHECK_FAILS(kpccl_shm_peer_fence(NULL, 0), "kpccl_shm_peer_fence");
+    CHECK_FAILS(kpccl_shm_peer_fence(foreign, 0), "kpccl_shm_peer_fence");
+    CHECK_FAILS(kpccl_shm_peer_fence((kpccl_shm_win_h)comm, 0), "kpccl_shm_peer_fence");
+    CHECK_FAILS(kpccl_shm_peer_fence(win, -1), "kpccl_shm_peer_fence");
+    CHECK_FAILS(kpccl_shm_peer_fence(win, n), "kpccl_shm_peer_fence");
+    CHECK(strstr(kpccl_last_error(), "remote_rank") != NULL, "the message names the argument");
+    CHECK_OK(kpccl_shm_peer_fence(win, me)); /* with oneself: at once */
+
+    CHECK_FAILS(kpccl_shm_win_fence(NULL), "kpccl_shm_win_fence");
+    CHECK_FAILS(kpccl_shm_win_fence(foreign), "kpccl_shm_win_fence");
+
+    CHECK_FAILS(kpccl_shm_win_query(NULL, 0, &size, &base), "kpccl_shm_win_query");
+    CHECK_FAILS(kpccl_shm_win_query(foreign, 0, &size, &base), "kpccl_shm_win_query");
+    CHECK_FAILS(kpccl_shm_win_query(win, -1, &size, &base), "kpccl_shm_win_query");
+    CHECK_FAILS(kpccl_shm_win_query(win, n, &size, &base), "kpccl_shm_win_query");
+    CHECK_FAILS(kpccl_shm_win_query(win, 0, NULL, &base), "kpccl_shm_win_query");
+    CHECK_FAILS(kpccl_shm_win_query(win, 0, &size, NULL), "kpccl_shm_win_query");
+    CHECK_OK(kpccl_shm_win_query(win, n - 1, &size, &base));
+    CHECK(size == 256, "rank %d's size %zu", n - 1, size);
+
+    CHECK_FAILS(kpccl_shm_win_free(NULL), "kpccl_shm_win_free");
+    CHECK_FAILS(kpccl_shm_win_free(foreign), "kpccl_shm_win_free");
+    CHECK_FAILS(kpccl_shm_win_free((kpccl_shm_win_h)comm), "kpccl_shm_win_free");
+    CHECK_FAILS(kpccl_shm_comm_destroy((kpccl_shm_comm_h)win), "kpccl_shm_comm_destroy");
+    CHECK_OK(kpccl_shm_win_fence(win));
+    CHECK_OK(kpccl_shm_win_free(win));
+
+    /* A freed window is refused everywhere. */
+    CHECK_FAILS(kpccl_shm_win_free(win), "kpccl_shm_win_free");
+    CHECK_FAILS(kpccl_shm_peer_fence(win, 0), "kpccl_shm_peer_fence");
+    CHECK_FAILS(kpccl_shm_win_fence(win), "kpccl_shm_win_fence");
+    CHECK_FAILS(kpccl_shm_win_query(win, 0, &size, &base), "kpccl_shm_win_query");
+    CHECK(strstr(kpccl_last_error(), "not a live window") != NULL, "the message says why");
+    CHECK_OK(kpccl_shm_comm_destroy(comm));
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    world = MPI_COMM_WORLD;
+    MPI_Comm_rank(world, &me);
+    MPI_Comm_size(world, &n);
+    check_rank = me;
+    bad = n - 1;
+    cbs.oob_allgather = check_allgather;
+    cbs.oob_barrier = check_barrier;
+
+    library();
+    comm_create_local();
+    comm_create_collective();
+    comm_destroy();
+    win_alloc();
+    win_alloc_ex();
+    win_calls();
+    return check_finish(world);
+}

@@ -1,0 +1,99 @@
+/*
+ * check.h: counting checks in the C tests. Every rank counts its own; at the
+ * end the counts are gathered and rank 0 prints the totals as the final
+ * line, `N passed, N failed`. Every rank exits non-zero if any check failed
+ * on any rank.
+ */
+#ifndef KPCCL_TEST_CHECK_H
+#define KPCCL_TEST_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "kpccl.h"
+
+static int check_passed;
+static int check_failed;
+static int check_rank;
+
+/* CHECK(condition, printf-format, args...): one check; on failure says where and why. */
+#define CHECK(cond, ...)                                                                      \
+    do {                                                                                      \
+        if (cond) {                                                                           \
+            check_passed++;                                                                   \
+        } else {                                                                              \
+            check_failed++;                                                                   \
+            fprintf(stderr, "rank %d: FAILED %s:%d: %s: ", check_rank, __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                     \
+            fprintf(stderr, " [kpccl_last_error: %s]\n", kpccl_last_error());                 \
+        }                                                                                     \
+    } while (0)
+
+/* The call failed, and said so: KPCCL_ERROR and a last error naming the function. */
+#define CHECK_FAILS(call, fn)                                                                 \
+    do {                                                                                      \
+        int check_rc_ = (call);                                                               \
+        CHECK(check_rc_ == KPCCL_ERROR && strstr(kpccl_last_error(), fn) != NULL,             \
+              "%s returned %d", #call, check_rc_);                                            \
+    } while (0)
+
+#define CHECK_OK(call)                                                                        \
+    do {                                                                                      \
+        int check_rc_ = (call);                                                               \
+        CHECK(check_rc_ == KPCCL_OK, "%s returned %d", #call, check_rc_);                     \
+    } while (0)
+
+/* Gathers the counts, prints the totals on rank 0, finalizes; the exit code. */
+static inline int check_finish(MPI_Comm comm)
+{
+    int n = 0;
+    int mine[2] = {check_passed, check_failed};
+    int passed = 0, failed = 0;
+    MPI_Comm_size(comm, &n);
+    int *all = (int *)calloc((size_t)n * 2, sizeof(int));
+    if (all == NULL || MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm) != MPI_SUCCESS) {
+        fprintf(stderr, "rank %d: cannot gather the results\n", check_rank);
+        return 1;
+    }
+    for (int r = 0; r < n; r++) {
+        passed += all[2 * r];
+        failed += all[2 * r + 1];
+    }
+    free(all);
+    if (check_rank == 0) {
+        printf("%d passed, %d failed\n", passed, failed);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    return failed == 0 ? 0 : 1;
+}
+
+/* The real MPI callbacks of the reference example. */
+static int check_allgather(const void *sendbuf, void *recvbuf, int size, void *group, kpccl_shm_datatype_t datatype)
+{
+    switch (datatype) {
+    case KPCCL_SHM_DATATYPE_CHAR:
+        return MPI_Allgather(sendbuf, size, MPI_CHAR, recvbuf, size, MPI_CHAR, (MPI_Comm)group);
+    case KPCCL_SHM_DATATYPE_INT:
+        return MPI_Allgather(sendbuf, size, MPI_INT, recvbuf, size, MPI_INT, (MPI_Comm)group);
+    case KPCCL_SHM_DATATYPE_LONG:
+        return MPI_Allgather(sendbuf, size, MPI_LONG, recvbuf, size, MPI_LONG, (MPI_Comm)group);
+    case KPCCL_SHM_DATATYPE_FLOAT:
+        return MPI_Allgather(sendbuf, size, MPI_FLOAT, recvbuf, size, MPI_FLOAT, (MPI_Comm)group);
+    case KPCCL_SHM_DATATYPE_DOUBLE:
+        return MPI_Allgather(sendbuf, size, MPI_DOUBLE, recvbuf, size, MPI_DOUBLE, (MPI_Comm)group);
+    default:
+        kpccl_error("not support datatype %d", (int)datatype);
+        return KPCCL_ERROR;
+    }
+}
+
+static int check_barrier(void *group)
+{
+    return MPI_Barrier((MPI_Comm)group);
+}
+
+#endif /* KPCCL_TEST_CHECK_H */
