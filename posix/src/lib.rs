@@ -31,6 +31,7 @@ pub mod launch;
 mod liveness;
 pub mod log;
 mod platform;
+mod sweep;
 mod sys;
 mod window;
 
@@ -39,4 +40,5 @@ pub use config::Config;
 pub use error::Error;
 pub use kpccl_core::{DataSegment, LayoutMode, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment};
+pub use sweep::sweep;
 pub use window::{Plain, Window};

@@ -183,7 +183,7 @@ where
 
     // 3. Rank 0 creates.
     let mut mine = Record::new(Stage::Create, rank, nranks, &who);
-    let mut name = heapless::String::<NAME_LEN>::new();
+    let mut name = heapless::String::<{ NAME_LEN - 1 }>::new();
     let mut created = None;
     if rank == 0 {
         match create_segment(platform, &layout, digest, table, &mut name) {
@@ -207,7 +207,7 @@ where
         unlink(&name);
         return Err(CollectiveError::Mismatch { rank: 0, field: Field::Version });
     };
-    let mut shared: heapless::String<NAME_LEN> = heapless::String::new();
+    let mut shared: heapless::String<{ NAME_LEN - 1 }> = heapless::String::new();
     let _ = shared.push_str(shared_name);
 
     // 4. Everyone attaches.
@@ -289,14 +289,21 @@ fn create_segment<P: Platform>(
     layout: &Layout,
     digest: u64,
     table: &[Record],
-    name: &mut heapless::String<NAME_LEN>,
+    name: &mut heapless::String<{ NAME_LEN - 1 }>,
 ) -> Result<P::Segment, PlatformError> {
     let mut random = [0u8; 8];
     platform.random(&mut random)?;
     let who = platform.identity();
     name.clear();
-    // Cannot overflow NAME_LEN: at most 6 + 10 + 1 + 20 + 1 + 16 bytes.
-    let _ = core::fmt::write(name, format_args!("kpccl-{}-{}-{:016x}", who.uid, who.pid, u64::from_le_bytes(random)));
+    // `kpccl-<uid>-<pid>-<start time, hex>-<random>`: the creator's identity lets a
+    // sweep tell a leftover of a dead creator from a live job's segment. At most
+    // 6 + 10 + 1 + 20 + 1 + 16 + 1 + 16 = 71 bytes with absurd pids; `write` fails
+    // (and creation with it) rather than truncate.
+    core::fmt::write(
+        name,
+        format_args!("kpccl-{}-{}-{:x}-{:016x}", who.uid, who.pid, who.start_time, u64::from_le_bytes(random)),
+    )
+    .map_err(|_| PlatformError { op: crate::error::PlatformOp::Create, code: 36 /* ENAMETOOLONG */ })?;
     let segment = platform.create(name, layout.total()).inspect_err(|_| name.clear())?;
     let prefix = layout.shared_prefix();
     if let Err(e) = segment.reserve(prefix.offset, prefix.len) {

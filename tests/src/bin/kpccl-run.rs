@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use kpccl_posix::launch::Launch;
 
-const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]";
+const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -28,6 +28,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("--sweep") {
+        return sweep(std::env::args().nth(2));
+    }
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -140,6 +143,25 @@ mod tests {
             &["-n", "2", "--bogus", "prog"],
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
+        }
+    }
+}
+
+/// `kpccl-run --sweep [DIR]`.
+fn sweep(dir: Option<String>) -> ExitCode {
+    let dir =
+        dir.or_else(|| std::env::var("KPCCL_SHM_DIR").ok()).unwrap_or_else(|| kpccl_posix::DEFAULT_SHM_DIR.to_owned());
+    match kpccl_posix::sweep(std::path::Path::new(&dir)) {
+        Ok(removed) => {
+            for name in &removed {
+                println!("removed {dir}/{name}");
+            }
+            println!("kpccl-run: swept {dir}: {} leftover segment(s) removed", removed.len());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kpccl-run: cannot sweep {dir}: {e}");
+            ExitCode::FAILURE
         }
     }
 }

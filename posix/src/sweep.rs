@@ -1,0 +1,85 @@
+//! Removing segments whose creator died between creating and unlinking them
+//! (a window of microseconds during creation; see DESIGN.md, step 5).
+//!
+//! A segment's name is `kpccl-<uid>-<pid>-<start time, hex>-<random>`: the
+//! sweep removes it only when it belongs to this user (by name and by owner)
+//! and that creator — the same pid *and* start time — no longer runs, so it
+//! never touches a live job's segment or another user's.
+
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use kpccl_core::ProcessIdentity;
+
+use crate::{liveness, sys};
+
+/// The creator a segment name records, if it is a kpccl segment name.
+fn creator(name: &str) -> Option<ProcessIdentity> {
+    let mut parts = name.strip_prefix("kpccl-")?.split('-');
+    let uid = parts.next()?.parse().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    let start_time = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let random = parts.next()?;
+    (random.len() == 16 && parts.next().is_none()).then_some(ProcessIdentity { pid, start_time, uid })
+}
+
+/// Removes this user's segments in `dir` whose creator is dead; returns their names.
+pub fn sweep(dir: &Path) -> io::Result<Vec<String>> {
+    let me = sys::euid();
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(who) = creator(&name) else { continue };
+        let Ok(meta) = entry.metadata() else { continue };
+        if who.uid != me || meta.uid() != me || !meta.is_file() || liveness::is_alive(&who) {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => removed.push(name),
+            // Someone else (another sweep, the creator itself) got there first.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_only_kpccl_segment_names() {
+        let who = creator("kpccl-1000-4242-1f-0123456789abcdef").unwrap();
+        assert_eq!((who.uid, who.pid, who.start_time), (1000, 4242, 0x1f));
+        for bad in
+            ["kpccl-test-1-2", "kpccl-1000-4242-1f", "other-1-2-3-0123456789abcdef", "kpccl-1-2-zz-0123456789abcdef"]
+        {
+            assert!(creator(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn removes_dead_creators_segments_and_keeps_live_ones() {
+        let dir = std::env::temp_dir().join(format!("kpccl-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let me = liveness::current();
+        let live = format!("kpccl-{}-{}-{:x}-{:016x}", me.uid, me.pid, me.start_time, 1);
+        // pid 2^22 + 1 is above Linux's pid_max: never a live process.
+        let dead = format!("kpccl-{}-{}-{:x}-{:016x}", me.uid, (1 << 22) + 1, 5, 2);
+        let reused = format!("kpccl-{}-{}-{:x}-{:016x}", me.uid, me.pid, me.start_time + 1, 3);
+        let foreign = format!("kpccl-{}-{}-{:x}-{:016x}", me.uid + 1, (1 << 22) + 1, 5, 4);
+        for n in [&live, &dead, &reused, &foreign] {
+            std::fs::write(dir.join(n), b"x").unwrap();
+        }
+        let mut removed = sweep(&dir).unwrap();
+        removed.sort();
+        let mut expected = vec![dead.clone(), reused.clone()];
+        expected.sort();
+        assert_eq!(removed, expected);
+        assert!(dir.join(&live).exists() && dir.join(&foreign).exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
