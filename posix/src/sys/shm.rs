@@ -113,5 +113,12 @@ pub(crate) fn map_shared(fd: &Fd, len: usize) -> io::Result<Mapping> {
         return Err(io::Error::last_os_error());
     }
     let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-    Ok(Mapping { base, len })
+    let mapping = Mapping { base, len };
+    // A child forked from a rank must not write the window behind its parent's
+    // back (it would share the parent's fence slots): it does not inherit the mapping.
+    // SAFETY: advice on a range we just mapped; MADV_DONTFORK changes no contents.
+    if unsafe { libc::madvise(p, len, libc::MADV_DONTFORK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(mapping)
 }
