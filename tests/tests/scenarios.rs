@@ -154,3 +154,8 @@ fn full_segment_directory_is_an_error_not_sigbus() {
     assert!(report.success(), "full on 4 ranks failed: {report}");
     assert_eq!(left, Vec::<String>::new(), "segments left in the full directory");
 }
+
+#[test]
+fn signals_interrupting_a_sleeping_fence_are_survived() {
+    scenario(2, "signals", &["ms=300", "rounds=3"]);
+}

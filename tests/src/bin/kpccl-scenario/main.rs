@@ -8,6 +8,7 @@
 mod args;
 mod checks;
 mod scenarios;
+mod signals;
 
 use std::process::ExitCode;
 

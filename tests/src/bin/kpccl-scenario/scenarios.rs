@@ -54,6 +54,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "die" => die(&comm, args),
         "stall" => stall(&comm, args),
         "full" => full(&comm, args),
+        "signals" => crate::signals::interrupted_waits(&comm, args),
         _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
     }
 }
