@@ -160,7 +160,8 @@ typedef struct kpccl_shm_win_attr_t {
    */
   int layout;
   /**
-   * The alignment of every segment: a power of two, or 0 for the default (64).
+   * The alignment of every segment: a power of two up to the page size,
+   * or 0 for the default (64).
    */
   size_t alignment;
   /**

@@ -1,36 +1,61 @@
 //! The C tests: `ffi/tests/c/*.c` compiled against `libkpccl` and run, on the
-//! host and under qemu-aarch64.
+//! host and under qemu-aarch64 (STYLE.md §2.8).
 //!
-//! For now a stub: there is no `ffi/` crate yet. Whoever adds `ffi/tests/c`
-//! fills in [`run`] (STYLE.md §2.8): for each `*.c`, compile with
-//! `{cc} -std=c11 -Wall -Wextra -Werror -pedantic -I ffi/include`, link the
-//! staticlib built for `target` plus the libraries that
-//! `cargo rustc -p kpccl-ffi --crate-type staticlib -- --print native-static-libs`
-//! prints, run the binary as `runner… launcher… binary` (the launcher starts
-//! the ranks, and must put the runner in front of what it execs under qemu),
-//! and sum the `N passed, N failed` line each test prints last with
-//! [`Counts::sum`](crate::report::Counts::sum).
+//! 1. On the host, `kpccl.h` must match what cbindgen makes of `ffi/src`
+//!    (`cargo xtask header --check`); it must compile alone as C11 and C++.
+//! 2. `libkpccl.a` is built (release) for the target, with the native
+//!    libraries rustc says it needs (`--print native-static-libs`).
+//! 3. Every test is compiled with `{cc} -std=c11 -Wall -Wextra -Werror
+//!    -pedantic` and linked statically, twice when MPI is there:
+//!    - against `oob_shim.h` (`-DKPCCL_NO_MPI -I ffi/tests/c/nompi`: the few
+//!      MPI calls the tests use, over `kpccl_run_oob`), run as
+//!      `kpccl-run -n N -- [runner…] test`;
+//!    - with `mpicc`, run as `mpirun -np N test` (host only: there is no MPI
+//!      for aarch64 here).
+//! 4. Each runs with 1, 2, 4 and 8 ranks, every run bounded by a timeout.
+//!    Its last `N passed, N failed` line is summed (the reference example
+//!    prints none: its exit status counts as one test), a non-zero exit or
+//!    a timeout is a failure.
+//! 5. No `/dev/shm/kpccl-*` entry may be left behind.
 
-use std::{fs, io, path::PathBuf};
+use std::{
+    collections::BTreeSet,
+    env, fs, io,
+    io::Read,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
 
 use crate::{
-    cmd::{Result, bail, err},
-    report::Counts,
+    cmd::{Cmd, Result, bail, err, which},
+    header,
+    report::{Counts, Secs},
 };
 
 /// Where the C tests live.
 pub(crate) const DIR: &str = "ffi/tests/c";
+/// The rank counts every test runs with.
+const RANKS: [u32; 4] = [1, 2, 4, 8];
+/// What the C compiler is given for every test.
+const CFLAGS: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
+/// rustc's usual answer for a Linux staticlib, when it does not print one (a fresh build).
+const DEFAULT_NATIVE_LIBS: &str = "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc";
 
 /// How to build and run the C tests for one target.
 #[derive(Debug, Clone)]
 pub(crate) struct CTests {
     /// C compiler and linker driver: `cc`, `aarch64-linux-gnu-gcc`.
     pub(crate) cc: String,
-    /// Rust target the library is built for; `None` is the host (`target/debug`).
+    /// Rust target the library is built for; `None` is the host.
     pub(crate) target: Option<String>,
     /// Words put in front of every program run (`qemu-aarch64 -L /usr/aarch64-linux-gnu`); empty on the host.
     pub(crate) runner: Vec<String>,
-    /// A launcher that starts a test as several ranks (`kpccl-run -n 4 --`), if the tests need one.
+    /// The launcher program that starts a test as several ranks (it is given
+    /// `-n N --timeout S -- [runner…] test`); `None` builds and uses the
+    /// host's `kpccl-run`.
     pub(crate) launcher: Option<Vec<String>>,
 }
 
@@ -38,6 +63,15 @@ impl CTests {
     /// The host: the system's `cc`, programs run directly.
     pub(crate) fn host() -> CTests {
         CTests { cc: "cc".to_owned(), target: None, runner: Vec::new(), launcher: None }
+    }
+
+    fn under_emulation(&self) -> bool {
+        !self.runner.is_empty()
+    }
+
+    /// How long one run may take.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(if self.under_emulation() { 600 } else { 180 })
     }
 }
 
@@ -48,17 +82,64 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
         println!("no C tests yet (no {DIR}/*.c)");
         return Ok(None);
     }
-    // Failing here, rather than passing with nothing run, keeps C tests that
-    // were added without a runner from being counted as green.
-    bail!(
-        "{} C test(s) in {DIR}, but xtask cannot build C tests yet: fill in xtask/src/c_tests.rs::run \
-         (cc {}, target {}, runner {:?}, launcher {:?})",
-        sources.len(),
-        cfg.cc,
-        cfg.target.as_deref().unwrap_or("host"),
-        cfg.runner.join(" "),
-        cfg.launcher.as_ref().map(|l| l.join(" ")),
-    )
+    if cfg.target.is_none() {
+        header::run(true)?;
+    }
+    let shm_before = shm_entries();
+    header_compiles(cfg)?;
+    let lib = Library::build(cfg)?;
+    let launcher = match &cfg.launcher {
+        Some(words) => words.clone(),
+        None => vec![build_launcher()?],
+    };
+    let out = target_dir().join("c-tests").join(cfg.target.as_deref().unwrap_or("host"));
+    fs::create_dir_all(&out).map_err(|e| err!("creating {}: {e}", out.display()))?;
+
+    let mut flavors = vec![Flavor::Launcher(launcher)];
+    match mpi(cfg) {
+        Ok(mpirun) => flavors.push(Flavor::Mpi(mpirun)),
+        Err(why) => println!("note: C tests not run under mpirun: {why}"),
+    }
+    let mut programs = Vec::new();
+    for flavor in &flavors {
+        for source in &sources {
+            programs.push((flavor, compile(cfg, flavor, &lib, source, &out)?));
+        }
+    }
+
+    let mut total = Counts::default();
+    let mut failures = Vec::new();
+    println!("\n{:<34} {:<20} {:>9}  result", "test", "ranks", "time");
+    for n in RANKS {
+        for (flavor, program) in &programs {
+            let run = run_one(cfg, flavor, program, n);
+            let name = program.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            println!("{name:<34} {:<20} {:>9}  {}", flavor.describe(n), Secs(run.elapsed).to_string(), run.verdict);
+            total += run.counts;
+            if run.counts.failed > 0 {
+                failures.push(format!("{name} ({})", flavor.describe(n)));
+                print_tail(&run.output);
+            }
+        }
+    }
+    println!("C tests: {total}");
+    if !failures.is_empty() {
+        println!("failed runs: {}", failures.join(", "));
+    }
+
+    let leaked: Vec<String> = shm_entries().difference(&shm_before).cloned().collect();
+    if !leaked.is_empty() {
+        bail!("the C tests left {} in /dev/shm", leaked.join(", "));
+    }
+    println!("no /dev/shm/kpccl-* entry left behind");
+    Ok(Some(total))
+}
+
+/// For `cargo xtask c-test`: fails unless every C test passed, after the counts line.
+pub(crate) fn verdict(counts: Option<Counts>) -> Result<()> {
+    let counts = counts.unwrap_or_default();
+    println!("{counts}");
+    if counts.failed > 0 { Err(crate::cmd::Error::reported()) } else { Ok(()) }
 }
 
 /// The C test sources, `ffi/tests/c/*.c`, sorted; none when the directory is absent.
@@ -77,4 +158,266 @@ pub(crate) fn sources() -> Result<Vec<PathBuf>> {
     }
     sources.sort();
     Ok(sources)
+}
+
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
+}
+
+/// The header compiles on its own, as C11 and (with the matching C++ compiler, if any) as C++.
+fn header_compiles(cfg: &CTests) -> Result<()> {
+    Cmd::new(&cfg.cc).args(CFLAGS).args(["-fsyntax-only", "-x", "c", header::HEADER]).run()?;
+    let cxx = if cfg.cc == "cc" { "c++".to_owned() } else { cfg.cc.replace("gcc", "g++") };
+    if which(&cxx).is_none() {
+        println!("note: `{cxx}` not found: {} not checked as C++", header::HEADER);
+        return Ok(());
+    }
+    Cmd::new(&cxx)
+        .args(["-std=c++11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++", header::HEADER])
+        .run()
+}
+
+/// `libkpccl.a` for the target and what it must be linked with.
+#[derive(Debug)]
+struct Library {
+    path: PathBuf,
+    native: Vec<String>,
+}
+
+impl Library {
+    fn build(cfg: &CTests) -> Result<Library> {
+        let mut cmd = Cmd::cargo().args(["rustc", "-p", "kpccl-ffi", "--release", "--crate-type", "staticlib"]);
+        let mut dir = target_dir();
+        if let Some(target) = &cfg.target {
+            cmd = cmd.args(["--target", target]);
+            dir = dir.join(target);
+        }
+        let out = cmd.args(["--", "--print", "native-static-libs"]).run_tee()?;
+        if !out.success {
+            bail!("building libkpccl.a failed ({})", out.status);
+        }
+        let printed = out.stderr.lines().find_map(|l| l.split_once("native-static-libs: ").map(|(_, libs)| libs));
+        let native = printed.unwrap_or_else(|| {
+            println!(
+                "note: the library was fresh, so rustc printed no native-static-libs; using {DEFAULT_NATIVE_LIBS}"
+            );
+            DEFAULT_NATIVE_LIBS
+        });
+        let path = dir.join("release").join("libkpccl.a");
+        if !path.is_file() {
+            bail!("{} was not built", path.display());
+        }
+        Ok(Library { path, native: native.split_whitespace().map(str::to_owned).collect() })
+    }
+}
+
+/// The host's `kpccl-run`, built now.
+fn build_launcher() -> Result<String> {
+    Cmd::cargo().args(["build", "-p", "kpccl-tests", "--bin", "kpccl-run"]).run()?;
+    let path = target_dir().join("debug").join("kpccl-run");
+    if !path.is_file() {
+        bail!("{} was not built", path.display());
+    }
+    Ok(path.to_string_lossy().into_owned())
+}
+
+/// How a test is built and started.
+#[derive(Debug)]
+enum Flavor {
+    /// Against the MPI shim, started by the launcher (these words).
+    Launcher(Vec<String>),
+    /// With `mpicc`, started by `mpirun` (these words, before `-np N`).
+    Mpi(Vec<String>),
+}
+
+impl Flavor {
+    fn suffix(&self) -> &'static str {
+        match self {
+            Flavor::Launcher(_) => "run",
+            Flavor::Mpi(_) => "mpi",
+        }
+    }
+
+    fn describe(&self, n: u32) -> String {
+        match self {
+            Flavor::Launcher(_) => format!("kpccl-run -n {n}"),
+            Flavor::Mpi(_) => format!("mpirun -np {n}"),
+        }
+    }
+}
+
+/// The `mpirun` words when MPI can be used for `cfg`, or why not.
+fn mpi(cfg: &CTests) -> std::result::Result<Vec<String>, String> {
+    if cfg.target.is_some() {
+        return Err("no MPI for another target".to_owned());
+    }
+    if which("mpicc").is_none() || which("mpirun").is_none() {
+        return Err("mpicc or mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)".to_owned());
+    }
+    let mut words = vec!["mpirun".to_owned()];
+    let version = Cmd::new("mpirun").quiet().arg("--version").read().unwrap_or_default();
+    if version.contains("Open MPI") {
+        // 8 ranks on a 2-CPU machine; Open MPI refuses root unless told.
+        words.push("--oversubscribe".to_owned());
+        if Cmd::new("id").quiet().arg("-u").read().is_ok_and(|uid| uid.trim() == "0") {
+            words.push("--allow-run-as-root".to_owned());
+        }
+    }
+    Ok(words)
+}
+
+/// Compiles one test for one flavor; the program's path.
+fn compile(cfg: &CTests, flavor: &Flavor, lib: &Library, source: &Path, out: &Path) -> Result<PathBuf> {
+    let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let program = out.join(format!("{stem}-{}", flavor.suffix()));
+    let cmd = match flavor {
+        Flavor::Launcher(_) => Cmd::new(&cfg.cc).args(CFLAGS).args(["-DKPCCL_NO_MPI", "-I", &format!("{DIR}/nompi")]),
+        Flavor::Mpi(_) => Cmd::new("mpicc").args(CFLAGS),
+    };
+    cmd.args(["-I", DIR, "-I", "ffi/include"])
+        .arg(source)
+        .arg("-o")
+        .arg(&program)
+        .arg(&lib.path)
+        .args(&lib.native)
+        .run()?;
+    Ok(program)
+}
+
+/// How one run went.
+#[derive(Debug)]
+struct Run {
+    counts: Counts,
+    verdict: String,
+    elapsed: Duration,
+    output: String,
+}
+
+fn run_one(cfg: &CTests, flavor: &Flavor, program: &Path, n: u32) -> Run {
+    let timeout = cfg.timeout();
+    let mut argv: Vec<String> = match flavor {
+        Flavor::Launcher(launcher) => {
+            let mut words = launcher.clone();
+            let secs = timeout.as_secs().saturating_sub(10).max(1);
+            words.extend(["-n".to_owned(), n.to_string(), "--timeout".to_owned(), secs.to_string(), "--".to_owned()]);
+            words.extend(cfg.runner.iter().cloned());
+            words
+        }
+        Flavor::Mpi(mpirun) => {
+            let mut words = mpirun.clone();
+            words.extend(["-np".to_owned(), n.to_string()]);
+            words
+        }
+    };
+    argv.push(program.to_string_lossy().into_owned());
+    let mut envs = Vec::new();
+    if env::var_os("KPCCL_LOG").is_none() {
+        // The tests provoke errors on purpose; they print what they check.
+        envs.push(("KPCCL_LOG", "off".to_owned()));
+    }
+    if cfg.under_emulation() && env::var_os("KPCCL_STRESS_ROUNDS").is_none() {
+        envs.push(("KPCCL_STRESS_ROUNDS", "200".to_owned()));
+    }
+    let start = Instant::now();
+    let result = bounded(&argv, &envs, timeout);
+    let elapsed = start.elapsed();
+    let (counts, verdict, output) = match result {
+        Err(e) => (Counts { passed: 0, failed: 1 }, format!("FAILED: {e}"), String::new()),
+        Ok(done) => {
+            let output = format!("$ {}\n{}{}", argv.join(" "), done.stdout, done.stderr);
+            let counts = done.stdout.lines().rev().find_map(|line| {
+                let (c, lines) = Counts::sum(line);
+                (lines == 1).then_some(c)
+            });
+            let (mut counts, mut verdict) = match counts {
+                Some(c) => (c, c.to_string()),
+                // The reference example prints no counts: it passes by exiting 0.
+                None if done.success => (Counts { passed: 1, failed: 0 }, "exit 0".to_owned()),
+                None => (Counts { passed: 0, failed: 1 }, format!("FAILED: {}", done.status)),
+            };
+            if done.timed_out {
+                counts.failed += 1;
+                verdict = format!("FAILED: timed out after {} ({verdict})", Secs(timeout));
+            } else if !done.success && counts.failed == 0 {
+                counts.failed = 1;
+                verdict = format!("FAILED: {} ({verdict})", done.status);
+            }
+            (counts, verdict, output)
+        }
+    };
+    Run { counts, verdict, elapsed, output }
+}
+
+#[derive(Debug)]
+struct Done {
+    success: bool,
+    timed_out: bool,
+    status: String,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `argv` in its own process group, capturing its output; after
+/// `timeout` the whole group is killed.
+fn bounded(argv: &[String], envs: &[(&str, String)], timeout: Duration) -> Result<Done> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().map_err(|e| err!("could not run `{}`: {e}", argv.join(" ")))?;
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        thread::spawn(move || {
+            let mut all = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut all);
+            }
+            String::from_utf8_lossy(&all).into_owned()
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let errs = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| err!("waiting for `{}`: {e}", argv.join(" ")))? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            // The launcher or mpirun and every rank it started.
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+            let _ = child.kill();
+            break child.wait().map_err(|e| err!("waiting for `{}`: {e}", argv.join(" ")))?;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    Ok(Done {
+        success: status.success() && !timed_out,
+        timed_out,
+        status: status.to_string(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: errs.join().unwrap_or_default(),
+    })
+}
+
+/// The end of a failed run's output.
+fn print_tail(output: &str) {
+    let lines: Vec<&str> = output.lines().collect();
+    let from = lines.len().saturating_sub(60);
+    for line in &lines[from..] {
+        println!("    | {line}");
+    }
+}
+
+/// The `kpccl-*` names in `/dev/shm` now.
+fn shm_entries() -> BTreeSet<String> {
+    fs::read_dir("/dev/shm")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                .filter(|name| name.starts_with("kpccl-"))
+                .collect()
+        })
+        .unwrap_or_default()
 }

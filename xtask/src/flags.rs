@@ -17,6 +17,10 @@ Tasks:
                                  built for aarch64-unknown-none; ends with `N passed, N failed` (tests).
                                  --install installs missing prerequisites (rustup target, apt packages).
                                  --cross uses `cross` (Docker or Podman) instead of the local toolchain.
+  header [--check]               ffi/include/kpccl.h from ffi/src, by cbindgen (ffi/cbindgen.toml);
+                                 --check fails if the committed header differs (`cargo xtask test`
+                                 checks it too).
+  c-test                         the C tests alone, on the host (the last step of `test`).
   demo [-n N] [-- ARGS...]       the main demo: N ranks (default 4) share a window without MPI
                                  (`cargo run --release -p kpccl-tests --bin kpccl-demo -- -n N ARGS...`).
   help                           this text.
@@ -28,6 +32,8 @@ pub(crate) enum Task {
     Test { quick: bool },
     TestAarch64 { install: bool, cross: bool },
     Demo { ranks: u32, rest: Vec<String> },
+    Header { check: bool },
+    CTest,
 }
 
 pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
@@ -79,6 +85,17 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
             }
             Ok(Task::Demo { ranks, rest })
         }
+        "c-test" => no_more(args, Task::CTest),
+        "header" => {
+            let mut check = false;
+            for arg in args {
+                match arg.as_str() {
+                    "--check" => check = true,
+                    _ => bail!("`header` does not take {arg:?}"),
+                }
+            }
+            Ok(Task::Header { check })
+        }
         _ => bail!("unknown task {task:?}"),
     }
 }
@@ -104,6 +121,8 @@ mod tests {
         assert_eq!(p(&["test"]).unwrap(), Task::Test { quick: false });
         assert_eq!(p(&["test", "--quick"]).unwrap(), Task::Test { quick: true });
         assert_eq!(p(&["test-aarch64", "--cross"]).unwrap(), Task::TestAarch64 { install: false, cross: true });
+        assert_eq!(p(&["header", "--check"]).unwrap(), Task::Header { check: true });
+        assert_eq!(p(&["c-test"]).unwrap(), Task::CTest);
         assert_eq!(p(&["demo"]).unwrap(), Task::Demo { ranks: 4, rest: vec![] });
         assert_eq!(p(&["demo", "-n", "8"]).unwrap(), Task::Demo { ranks: 8, rest: vec![] });
         assert_eq!(p(&["demo", "-n3", "--", "-v"]).unwrap(), Task::Demo { ranks: 3, rest: vec!["-v".into()] });
@@ -113,6 +132,7 @@ mod tests {
     fn rejects_nonsense() {
         assert!(p(&["tset"]).is_err());
         assert!(p(&["test", "--slow"]).is_err());
+        assert!(p(&["header", "--fix"]).is_err());
         assert!(p(&["demo", "-n"]).is_err());
         assert!(p(&["demo", "-n", "0"]).is_err());
         assert!(p(&["demo", "-n", "x"]).is_err());

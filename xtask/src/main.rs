@@ -12,6 +12,7 @@ mod c_tests;
 mod cmd;
 mod demo;
 mod flags;
+mod header;
 mod report;
 mod test;
 mod test_aarch64;
@@ -42,6 +43,8 @@ fn main() -> ExitCode {
         Task::Test { quick } => test::run(quick),
         Task::TestAarch64 { install, cross } => test_aarch64::run(install, cross),
         Task::Demo { ranks, rest } => demo::run(ranks, &rest),
+        Task::Header { check } => header::run(check),
+        Task::CTest => c_tests::run(&c_tests::CTests::host()).and_then(c_tests::verdict),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

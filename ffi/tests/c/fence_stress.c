@@ -9,7 +9,7 @@
  * A round with partner p: write into p's inbox of mine; peer fence; verify
  * my inbox of p's; peer fence again (p has read mine before I write again).
  *
- * KPCCL_STRESS_ROUNDS (default 200) sets the rounds of each phase,
+ * KPCCL_STRESS_ROUNDS (default 1000) sets the rounds of each phase,
  * KPCCL_STRESS_SEED the seed (default: from the clock, printed).
  */
 #include <stdint.h>
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     MPI_Allgather(&seed, (int)sizeof seed, MPI_CHAR, seeds, (int)sizeof seed, MPI_CHAR, world);
     seed = seeds[0];
     free(seeds);
-    int rounds = env_int("KPCCL_STRESS_ROUNDS", 200);
+    int rounds = env_int("KPCCL_STRESS_ROUNDS", 1000);
     if (me == 0) {
         printf("fence_stress: %d ranks, %d rounds, KPCCL_STRESS_SEED=%llu\n", n, rounds, (unsigned long long)seed);
         fflush(stdout);
