@@ -31,7 +31,7 @@ use std::{
 
 use crate::{
     cmd::{Cmd, Result, bail, err, which},
-    header,
+    header, install,
     report::{Counts, Secs},
 };
 
@@ -95,7 +95,7 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
     let out = target_dir().join("c-tests").join(cfg.target.as_deref().unwrap_or("host"));
     fs::create_dir_all(&out).map_err(|e| err!("creating {}: {e}", out.display()))?;
 
-    let mut flavors = vec![Flavor::Launcher(launcher)];
+    let mut flavors = vec![Flavor::Launcher(launcher.clone())];
     match mpi(cfg) {
         Ok(mpirun) => flavors.push(Flavor::Mpi(mpirun)),
         Err(why) => println!("note: C tests not run under mpirun: {why}"),
@@ -120,6 +120,21 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
                 failures.push(format!("{name} ({})", flavor.describe(n)));
                 print_tail(&run.output);
             }
+        }
+    }
+    if cfg.target.is_none() {
+        let run = installed(&launcher, &out);
+        println!(
+            "{:<34} {:<20} {:>9}  {}",
+            "install + pkg-config",
+            "kpccl-run -n 2",
+            Secs(run.elapsed).to_string(),
+            run.verdict
+        );
+        total += run.counts;
+        if run.counts.failed > 0 {
+            failures.push("install + pkg-config".to_owned());
+            print_tail(&run.output);
         }
     }
     println!("C tests: {total}");
@@ -282,6 +297,50 @@ fn compile(cfg: &CTests, flavor: &Flavor, lib: &Library, source: &Path, out: &Pa
         .args(&lib.native)
         .run()?;
     Ok(program)
+}
+
+/// `cargo xtask install` into a scratch prefix works: the reference example
+/// builds with `pkg-config --cflags --libs kpccl` alone (dynamically) and runs.
+fn installed(launcher: &[String], out: &Path) -> Run {
+    let start = Instant::now();
+    let fail = |why: String| Run {
+        counts: Counts { passed: 0, failed: 1 },
+        verdict: format!("FAILED: {why}"),
+        elapsed: start.elapsed(),
+        output: String::new(),
+    };
+    if which("pkg-config").is_none() {
+        return Run { counts: Counts::default(), verdict: "skipped: no pkg-config".to_owned(), ..fail(String::new()) };
+    }
+    let prefix = env::current_dir().unwrap_or_default().join(out).join("prefix");
+    let _ = fs::remove_dir_all(&prefix);
+    if let Err(e) = install::run(&prefix) {
+        return fail(format!("install: {e}"));
+    }
+    let pkgconfig = prefix.join("lib").join("pkgconfig");
+    let flags =
+        match Cmd::new("pkg-config").env("PKG_CONFIG_PATH", &pkgconfig).args(["--cflags", "--libs", "kpccl"]).read() {
+            Ok(flags) => flags,
+            Err(e) => return fail(e.to_string()),
+        };
+    let program = out.join("kpccl_peer_fence-installed");
+    let built = Cmd::new("cc")
+        .args(CFLAGS)
+        .args(["-DKPCCL_NO_MPI", "-I", &format!("{DIR}/nompi")])
+        .arg(format!("{DIR}/kpccl_peer_fence.c"))
+        .arg("-o")
+        .arg(&program)
+        .args(flags.split_whitespace())
+        // DT_RPATH, which wins over the LD_LIBRARY_PATH that `cargo run` gives xtask (target/debug).
+        .args(["-Wl,--disable-new-dtags".to_owned(), format!("-Wl,-rpath,{}", prefix.join("lib").display())])
+        .run();
+    if let Err(e) = built {
+        return fail(e.to_string());
+    }
+    let cfg = CTests::host();
+    let mut run = run_one(&cfg, &Flavor::Launcher(launcher.to_vec()), &program, 2);
+    run.elapsed = start.elapsed();
+    run
 }
 
 /// How one run went.

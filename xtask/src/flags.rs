@@ -20,6 +20,8 @@ Tasks:
   header [--check]               ffi/include/kpccl.h from ffi/src, by cbindgen (ffi/cbindgen.toml);
                                  --check fails if the committed header differs (`cargo xtask test`
                                  checks it too).
+  install [--prefix DIR]         libkpccl.so/.a, kpccl.h and kpccl.pc under DIR (default /usr/local):
+                                 then `pkg-config --cflags --libs kpccl`.
   c-test                         the C tests alone, on the host (the last step of `test`).
   demo [-n N] [-- ARGS...]       the main demo: N ranks (default 4) share a window without MPI
                                  (`cargo run --release -p kpccl-tests --bin kpccl-demo -- -n N ARGS...`).
@@ -34,6 +36,7 @@ pub(crate) enum Task {
     Demo { ranks: u32, rest: Vec<String> },
     Header { check: bool },
     CTest,
+    Install { prefix: std::path::PathBuf },
 }
 
 pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
@@ -86,6 +89,20 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
             Ok(Task::Demo { ranks, rest })
         }
         "c-test" => no_more(args, Task::CTest),
+        "install" => {
+            let mut prefix = std::path::PathBuf::from(crate::install::DEFAULT_PREFIX);
+            while let Some(arg) = args.next() {
+                match (arg.as_str(), arg.strip_prefix("--prefix=")) {
+                    ("--prefix", _) => match args.next() {
+                        Some(dir) => prefix = dir.into(),
+                        None => bail!("`--prefix` needs a directory"),
+                    },
+                    (_, Some(dir)) if !dir.is_empty() => prefix = dir.into(),
+                    _ => bail!("`install` does not take {arg:?}"),
+                }
+            }
+            Ok(Task::Install { prefix })
+        }
         "header" => {
             let mut check = false;
             for arg in args {
@@ -123,6 +140,8 @@ mod tests {
         assert_eq!(p(&["test-aarch64", "--cross"]).unwrap(), Task::TestAarch64 { install: false, cross: true });
         assert_eq!(p(&["header", "--check"]).unwrap(), Task::Header { check: true });
         assert_eq!(p(&["c-test"]).unwrap(), Task::CTest);
+        assert_eq!(p(&["install", "--prefix", "/opt/k"]).unwrap(), Task::Install { prefix: "/opt/k".into() });
+        assert_eq!(p(&["install"]).unwrap(), Task::Install { prefix: "/usr/local".into() });
         assert_eq!(p(&["demo"]).unwrap(), Task::Demo { ranks: 4, rest: vec![] });
         assert_eq!(p(&["demo", "-n", "8"]).unwrap(), Task::Demo { ranks: 8, rest: vec![] });
         assert_eq!(p(&["demo", "-n3", "--", "-v"]).unwrap(), Task::Demo { ranks: 3, rest: vec!["-v".into()] });
@@ -133,6 +152,7 @@ mod tests {
         assert!(p(&["tset"]).is_err());
         assert!(p(&["test", "--slow"]).is_err());
         assert!(p(&["header", "--fix"]).is_err());
+        assert!(p(&["install", "--prefix"]).is_err());
         assert!(p(&["demo", "-n"]).is_err());
         assert!(p(&["demo", "-n", "0"]).is_err());
         assert!(p(&["demo", "-n", "x"]).is_err());

@@ -13,6 +13,7 @@ mod cmd;
 mod demo;
 mod flags;
 mod header;
+mod install;
 mod report;
 mod test;
 mod test_aarch64;
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
         Task::TestAarch64 { install, cross } => test_aarch64::run(install, cross),
         Task::Demo { ranks, rest } => demo::run(ranks, &rest),
         Task::Header { check } => header::run(check),
+        Task::Install { prefix } => install::run(&prefix),
         Task::CTest => c_tests::run(&c_tests::CTests::host()).and_then(c_tests::verdict),
     };
     match result {
