@@ -5,6 +5,7 @@
 use core::mem::{align_of, size_of};
 use core::ptr::NonNull;
 
+use crate::layout::shared::LINE;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// Plain old data: `#[repr(C)]`, only integer fields (and arrays of them), no
@@ -87,6 +88,16 @@ impl Mapped {
         Some(unsafe { p.cast::<T>().as_ptr().read_volatile() })
     }
 
+    /// Copies the bytes at `offset..offset + buf.len()` into `buf`. Panics if
+    /// they lie outside (a layout bug).
+    pub(crate) fn read_bytes(&self, offset: u64, buf: &mut [u8]) {
+        let p = self.at(offset, buf.len(), 1).expect("read outside the window");
+        // SAFETY: the source is in bounds (checked) and cannot overlap `buf`,
+        // which is this process's own memory; the caller reads only bytes no
+        // one writes concurrently.
+        unsafe { core::ptr::copy_nonoverlapping(p.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+    }
+
     /// Writes `v` at `offset`. Panics if it lies outside (a layout bug).
     pub(crate) fn write<T: Pod>(&self, offset: u64, v: T) {
         let p = self.at(offset, size_of::<T>(), align_of::<T>()).expect("write outside the window");
@@ -95,13 +106,21 @@ impl Mapped {
         unsafe { p.cast::<T>().as_ptr().write_volatile(v) }
     }
 
-    /// Writes a zero byte at every `page` boundary in `offset..offset + len`,
+    /// Writes a zero byte into every page that starts in `offset..offset + len`,
     /// so the pages are populated now by this process (NUMA first touch).
+    ///
+    /// The byte is the last of the page's first line (or the range's last
+    /// byte, if the range ends sooner), never the first (found by Miri): the
+    /// first bytes of a line may hold a peer's atomic word, e.g. the doorbell
+    /// at the start of this rank's sync block, which a rank whose attach
+    /// allgather failed bumps (poisoning the window) while this rank may
+    /// still be touching. Atomic words sit at the start of lines only.
     pub(crate) fn touch(&self, offset: u64, len: u64, page: u64) {
+        let end = offset.saturating_add(len);
         let mut at = offset.next_multiple_of(page);
-        while at < offset.saturating_add(len) {
-            let p = self.at(at, 1, 1).expect("touch outside the window");
-            // SAFETY: in bounds; the page belongs to this rank's own range and no
+        while at < end {
+            let p = self.at(at.saturating_add(LINE).min(end) - 1, 1, 1).expect("touch outside the window");
+            // SAFETY: in bounds; the byte belongs to this rank's own range, and no
             // rank reads or writes it before the creation barrier.
             unsafe { p.as_ptr().write_volatile(0) };
             at += page;

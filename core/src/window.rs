@@ -8,7 +8,8 @@ use crate::fence::{self, Poison, SyncArea, WaitEnv, WaitPolicy};
 use crate::layout::Layout;
 use crate::layout::shared::{Header, RankEntry, WaitRecord};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
-use crate::raw::Mapped;
+use crate::raw::{Mapped, bytes_of_mut};
+use crate::sync::Ordering::Acquire;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// A rank's data segment inside the window.
@@ -121,7 +122,18 @@ impl<P: Platform> Window<P> {
 
     /// The header as it is now in shared memory.
     pub fn header(&self) -> Header {
-        self.mem.read(0).expect("header lies inside the window")
+        // The poison word is loaded atomically and the rest (written once, by
+        // the creator, before anyone attaches) copied: a plain read of the
+        // whole header races with a rank poisoning the window meanwhile (found
+        // by Miri: a rank whose attach allgather failed poisons while others
+        // still verify the header).
+        let at = core::mem::offset_of!(Header, poison);
+        let mut h = Header::default();
+        let bytes = bytes_of_mut(core::slice::from_mut(&mut h));
+        self.mem.read_bytes(0, &mut bytes[..at]);
+        self.mem.read_bytes((at + 4) as u64, &mut bytes[at + 4..]);
+        h.poison = self.poison_word().load(Acquire);
+        h
     }
 
     /// The window fence of teardown, skipped when the window is poisoned (no

@@ -1,0 +1,347 @@
+//! The core embedded with threads as ranks (see `support`): communicator and
+//! window creation, data handed between ranks' segments in order by peer
+//! fences and window fences over many rounds, every word checked, and the
+//! collective failures (bad arguments, disagreements, failing out-of-band
+//! calls) reaching every rank without a hang. Runs under Miri too.
+
+mod support;
+
+use core::cell::Cell;
+use core::time::Duration;
+use std::sync::Arc;
+use std::vec;
+use std::vec::Vec;
+
+use kpccl_core::error::{ArgError, Field, OobError};
+use kpccl_core::layout::{LayoutParams, MIN_SEGMENT_ALIGN};
+use kpccl_core::{
+    CollectiveError, Failure, LayoutError, LayoutMode, Oob, Platform, Record, WaitPolicy, WindowRequest, create_comm,
+    create_window,
+};
+use support::{ThreadOob, ThreadPlatform, check, fill, ring_order, run};
+
+/// How long a group of ranks may take. Miri's clock runs with the
+/// interpreter's work, so it gets no limit: Miri reports a deadlock itself.
+const LIMIT: Duration = Duration::from_secs(if cfg!(miri) { 1 << 40 } else { 120 });
+
+fn policy() -> WaitPolicy {
+    WaitPolicy {
+        spins: if cfg!(miri) { 4 } else { 256 },
+        yields: 16,
+        // A fence that waits this long is a failure (an error), not a hang.
+        timeout_ns: if cfg!(miri) { 0 } else { 60_000_000_000 },
+        liveness_ns: 10_000_000,
+    }
+}
+
+/// Rounds of data hand-over per fence kind.
+fn rounds(nranks: u32) -> u32 {
+    match (cfg!(miri), nranks) {
+        (true, n) if n > 4 => 1,
+        (true, _) => 2,
+        (false, _) => 200,
+    }
+}
+
+/// What a rank saw of the window.
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    /// (offset, size) of every rank's segment, from the shared rank table.
+    entries: Vec<(u64, u64)>,
+    /// The address of every rank's segment.
+    addrs: Vec<usize>,
+}
+
+/// Creates a window of `sizes.len()` thread ranks, hands data over with peer
+/// fences and with window fences, checks every word, frees the window.
+fn exchange(sizes: &[u64], mode: LayoutMode, align: u64, page: u64) {
+    let n = u32::try_from(sizes.len()).unwrap();
+    let platform = ThreadPlatform::new(page);
+    let sizes = Arc::new(sizes.to_vec());
+    let seen = {
+        let (platform, sizes) = (platform.clone(), Arc::clone(&sizes));
+        run(n, LIMIT, move |rank, oob| rank_main(&platform, &oob, rank, &sizes, mode, align))
+    };
+    for (r, s) in seen.iter().enumerate() {
+        assert_eq!(s, &seen[0], "rank {r} sees another window than rank 0");
+    }
+    // Segments: the requested sizes, aligned, in rank order, not overlapping.
+    let params = LayoutParams { nranks: n, mode, align, page };
+    let seg_align = params.segment_align();
+    let mut end = 0;
+    for (r, (&(offset, size), &addr)) in seen[0].entries.iter().zip(&seen[0].addrs).enumerate() {
+        assert_eq!(size, sizes[r]);
+        assert!(offset.is_multiple_of(seg_align) && offset >= end, "segment {r} at {offset}");
+        assert!((addr as u64).is_multiple_of(seg_align.min(page)), "segment {r} at address {addr:#x}");
+        assert_eq!(addr - seen[0].addrs[0], usize::try_from(offset - seen[0].entries[0].0).unwrap());
+        end = offset + size;
+    }
+    assert_eq!(platform.created(), 1, "one segment per window");
+    assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
+}
+
+fn rank_main(
+    platform: &ThreadPlatform,
+    oob: &ThreadOob,
+    rank: u32,
+    sizes: &[u64],
+    mode: LayoutMode,
+    align: u64,
+) -> Seen {
+    let n = u32::try_from(sizes.len()).unwrap();
+    let mut table = vec![Record::default(); sizes.len()];
+    create_comm(platform, oob, rank, n, &mut table).unwrap();
+    let request = WindowRequest { size: sizes[rank as usize], mode, align, policy: policy() };
+    let w = create_window(platform, oob, rank, n, &request, &mut table).unwrap();
+    assert_eq!((w.rank(), w.nranks()), (rank, n));
+    assert_eq!(w.poisoned(), None);
+    let segs: Vec<_> = (0..n).map(|r| w.segment(r).unwrap()).collect();
+    for (r, s) in segs.iter().enumerate() {
+        assert_eq!(s.len as u64, sizes[r]);
+    }
+    let me = &segs[rank as usize];
+    let rounds = rounds(n);
+
+    // Peer fences. Pairs are taken in one global order (lexicographic), so
+    // each rank fences its partners in ascending order and no cycle forms.
+    // Per pair: fence (the partner's data is published), read, fence (the
+    // partner is done reading ours, so the next round may overwrite it).
+    assert_eq!(w.peer_fence(rank), Ok(()), "a fence with oneself is a no-op");
+    for t in 0..rounds {
+        fill(me, rank, t);
+        for p in (0..n).filter(|&p| p != rank) {
+            w.peer_fence(p).unwrap();
+            check(&segs[p as usize], p, t).unwrap();
+            w.peer_fence(p).unwrap();
+        }
+    }
+    // Window fences: write, fence, read everyone, fence.
+    for t in rounds..2 * rounds {
+        fill(me, rank, t);
+        w.fence().unwrap();
+        for p in (0..n).filter(|&p| p != rank) {
+            check(&segs[p as usize], p, t).unwrap();
+        }
+        w.fence().unwrap();
+    }
+    // A ring hand-over with one peer fence per step and per direction: rank r
+    // rewrites its segment only after its successor fenced with it again.
+    if n > 1 {
+        let prev = (rank + n - 1) % n;
+        for t in 2 * rounds..3 * rounds {
+            fill(me, rank, t);
+            let order = ring_order(rank, n);
+            for p in order {
+                w.peer_fence(p).unwrap();
+                if p == prev {
+                    check(&segs[p as usize], p, t).unwrap();
+                }
+            }
+            for p in order {
+                w.peer_fence(p).unwrap();
+            }
+        }
+    }
+
+    let seen = Seen {
+        entries: (0..n).map(|r| w.rank_entry(r).map(|e| (e.offset, e.size)).unwrap()).collect(),
+        addrs: segs.iter().map(|s| s.ptr.as_ptr().addr()).collect(),
+    };
+    w.free().unwrap();
+    seen
+}
+
+#[test]
+fn one_rank() {
+    exchange(&[4096], LayoutMode::Contiguous, 64, 4096);
+    exchange(&[0], LayoutMode::Aligned, 1, 4096);
+}
+
+#[test]
+fn two_ranks() {
+    exchange(&[256, 256], LayoutMode::Contiguous, 64, 4096);
+    exchange(&[1000, 0], LayoutMode::Aligned, 8, 4096);
+}
+
+#[test]
+fn three_ranks() {
+    exchange(&[24, 0, 4099], LayoutMode::Contiguous, 1, 4096);
+    exchange(&[0, 777, 64], LayoutMode::Aligned, 4096, 4096);
+}
+
+#[test]
+fn four_ranks() {
+    exchange(&[8, 1, 0, 300], LayoutMode::Contiguous, 128, 4096);
+    exchange(&[5000, 0, 0, 8], LayoutMode::Aligned, 64, 4096);
+}
+
+#[test]
+fn eight_ranks() {
+    let sizes = [0, 64, 17, 4096, 8, 0, 1 << 10, 100];
+    exchange(&sizes, LayoutMode::Contiguous, 64, 4096);
+    exchange(&sizes, LayoutMode::Aligned, 64, if cfg!(miri) { 4096 } else { 65536 });
+}
+
+#[test]
+fn all_segments_empty() {
+    exchange(&[0, 0, 0], LayoutMode::Contiguous, MIN_SEGMENT_ALIGN, 4096);
+}
+
+/// Runs communicator and window creation on `nranks` threads, rank `r`
+/// asking for `request(r)`, and returns every rank's result.
+fn create_all(
+    nranks: u32,
+    platform: &ThreadPlatform,
+    request: impl Fn(u32) -> WindowRequest + Send + Sync + 'static,
+) -> Vec<Result<(), CollectiveError>> {
+    let platform = platform.clone();
+    run(nranks, LIMIT, move |rank, oob| {
+        let mut table = vec![Record::default(); nranks as usize];
+        create_comm(&platform, &oob, rank, nranks, &mut table)?;
+        let w = create_window(&platform, &oob, rank, nranks, &request(rank), &mut table)?;
+        w.free().map_err(CollectiveError::from)
+    })
+}
+
+fn request(size: u64, mode: LayoutMode, align: u64) -> WindowRequest {
+    WindowRequest { size, mode, align, policy: policy() }
+}
+
+#[test]
+fn a_bad_alignment_fails_every_rank() {
+    for (n, bad) in [(1, 0), (2, 1), (3, 0), (4, 2)] {
+        let platform = ThreadPlatform::new(4096);
+        let results =
+            create_all(n, &platform, move |r| request(64, LayoutMode::Contiguous, if r == bad { 3 } else { 64 }));
+        let failure = Failure::Argument(ArgError::Layout(LayoutError::Alignment { align: 3 }));
+        for (r, res) in (0u32..).zip(results) {
+            let want =
+                if r == bad { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: bad, failure } };
+            assert_eq!(res, Err(want), "rank {r} of {n}");
+        }
+        assert_eq!(platform.created(), 0, "nothing is created after a failed request");
+    }
+}
+
+#[test]
+fn disagreeing_ranks_fail_every_rank() {
+    // The layout mode (rank 1 differs) and the alignment (rank 2 differs).
+    type Requests = fn(u32) -> WindowRequest;
+    let cases: [(u32, Requests, Field); 3] = [
+        (2, |r| request(8, if r == 1 { LayoutMode::Aligned } else { LayoutMode::Contiguous }, 64), Field::Mode),
+        (3, |r| request(8, if r == 1 { LayoutMode::Aligned } else { LayoutMode::Contiguous }, 64), Field::Mode),
+        (3, |r| request(8, LayoutMode::Contiguous, if r == 2 { 128 } else { 64 }), Field::Alignment),
+    ];
+    for (n, req, field) in cases {
+        let platform = ThreadPlatform::new(4096);
+        let rank = if field == Field::Mode { 1 } else { 2 };
+        for (r, res) in create_all(n, &platform, req).into_iter().enumerate() {
+            assert_eq!(res, Err(CollectiveError::Mismatch { rank, field }), "rank {r} of {n}");
+        }
+        assert_eq!(platform.created(), 0);
+    }
+}
+
+#[test]
+fn oversized_windows_fail_every_rank() {
+    // Each size fits, their sum does not: every rank computes the same overflow.
+    let platform = ThreadPlatform::new(4096);
+    for res in create_all(4, &platform, |_| request(1 << 62, LayoutMode::Contiguous, 64)) {
+        assert_eq!(res, Err(CollectiveError::Layout(LayoutError::Overflow)));
+    }
+    // The sum fits in 64 bits but cannot be allocated: rank 0's creation fails
+    // and every other rank is told.
+    for (r, res) in create_all(2, &platform, |_| request(1 << 62, LayoutMode::Contiguous, 64)).into_iter().enumerate() {
+        match res {
+            Err(CollectiveError::Local(Failure::Platform(_))) if r == 0 => {}
+            Err(CollectiveError::Peer { rank: 0, failure: Failure::Platform(_) }) if r != 0 => {}
+            other => panic!("rank {r}: {other:?}"),
+        }
+    }
+    // A size no address space holds fails on its rank, before anything else.
+    let results = create_all(3, &platform, |r| request(if r == 1 { u64::MAX } else { 0 }, LayoutMode::Aligned, 64));
+    let failure = Failure::Argument(ArgError::Size { size: u64::MAX });
+    for (r, res) in (0u32..).zip(results) {
+        let want = if r == 1 { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: 1, failure } };
+        assert_eq!(res, Err(want));
+    }
+    assert_eq!(platform.created(), 0);
+}
+
+#[test]
+fn a_name_that_exists_is_not_reused() {
+    let platform = ThreadPlatform::new(4096);
+    let a = platform.create("kpccl-test-exists", 4096).unwrap();
+    assert!(platform.create("kpccl-test-exists", 4096).is_err());
+    assert!(platform.open("kpccl-test-exists", 8192).is_err(), "open checks the length");
+    let b = platform.open("kpccl-test-exists", 4096).unwrap();
+    assert_eq!(kpccl_core::Segment::base(&a), kpccl_core::Segment::base(&b));
+    platform.unlink("kpccl-test-exists").unwrap();
+    assert!(platform.open("kpccl-test-exists", 4096).is_err());
+    assert!(platform.unlink("kpccl-test-exists").is_err());
+    assert!(platform.leaked().is_empty());
+}
+
+/// An out-of-band handle whose call number `fail_at` fails on one rank:
+/// before taking part (the others are still waiting for it) or after.
+#[derive(Debug)]
+struct FlakyOob {
+    inner: ThreadOob,
+    fail_at: Option<(u32, bool)>,
+    calls: Cell<u32>,
+}
+
+impl Oob for FlakyOob {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        let call = self.calls.replace(self.calls.get() + 1);
+        match self.fail_at {
+            Some((at, false)) if at == call => Err(OobError { code: -7 }),
+            Some((at, true)) if at == call => self.inner.allgather(send, recv).and(Err(OobError { code: -7 })),
+            _ => self.inner.allgather(send, recv),
+        }
+    }
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
+#[test]
+fn a_failing_out_of_band_call_fails_every_rank() {
+    let ns: &[u32] = if cfg!(miri) { &[2] } else { &[2, 3] };
+    let mut cases = Vec::new();
+    for &n in ns {
+        for bad in [0, n - 1] {
+            // Calls: 0 communicator, 1 requests, 2 segment name, 3 attach results.
+            for call in 0..4 {
+                for after in [false, true] {
+                    // Aligned mode puts each doorbell on the first byte of a page
+                    // its owner touches while attaching.
+                    for mode in [LayoutMode::Contiguous, LayoutMode::Aligned] {
+                        cases.push((n, bad, call, after, mode));
+                    }
+                }
+            }
+        }
+    }
+    for (n, bad, call, after, mode) in cases {
+        let platform = ThreadPlatform::new(4096);
+        let p = platform.clone();
+        let results = run(n, LIMIT, move |rank, oob| {
+            let fail_at = (rank == bad).then_some((call, after));
+            let oob = FlakyOob { inner: oob, fail_at, calls: Cell::new(0) };
+            let mut table = vec![Record::default(); n as usize];
+            create_comm(&p, &oob, rank, n, &mut table)?;
+            let w = create_window(&p, &oob, rank, n, &request(64, mode, 64), &mut table)?;
+            w.free().map_err(CollectiveError::from)
+        });
+        let case = std::format!("{n} ranks, {mode:?}, rank {bad} fails call {call} (after taking part: {after})");
+        for (r, res) in (0u32..).zip(results) {
+            match res {
+                Err(CollectiveError::Local(Failure::Oob(OobError { code: -7 }))) if r == bad => {}
+                Err(CollectiveError::Peer { rank, failure: Failure::Oob(_) }) if r != bad && rank == bad => {}
+                other => panic!("{case}: rank {r} returned {other:?}"),
+            }
+        }
+        assert!(platform.leaked().is_empty(), "{case}: names left behind");
+    }
+}
