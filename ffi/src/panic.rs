@@ -13,9 +13,11 @@ use crate::{KPCCL_ERROR, KPCCL_OK};
 /// error or a panic becomes the thread's last error and `KPCCL_ERROR`.
 macro_rules! ffi_boundary {
     ($name:literal, $body:block) => {{
-        $crate::log::init();
         let result = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(
-            || -> ::core::result::Result<(), $crate::error::Error> { $body },
+            || -> ::core::result::Result<(), $crate::error::Error> {
+                $crate::log::init();
+                $body
+            },
         ));
         $crate::panic::conclude($name, result)
     }};

@@ -65,6 +65,19 @@ impl CTests {
         CTests { cc: "cc".to_owned(), target: None, runner: Vec::new(), launcher: None }
     }
 
+    /// aarch64 under qemu, as `cargo xtask test-aarch64` runs them
+    /// (`CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER` overrides the runner).
+    pub(crate) fn aarch64() -> CTests {
+        let runner = env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER")
+            .unwrap_or_else(|_| "qemu-aarch64 -L /usr/aarch64-linux-gnu".to_owned());
+        CTests {
+            cc: "aarch64-linux-gnu-gcc".to_owned(),
+            target: Some("aarch64-unknown-linux-gnu".to_owned()),
+            runner: runner.split_whitespace().map(str::to_owned).collect(),
+            launcher: None,
+        }
+    }
+
     fn under_emulation(&self) -> bool {
         !self.runner.is_empty()
     }
@@ -150,9 +163,11 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
     Ok(Some(total))
 }
 
-/// For `cargo xtask c-test`: fails unless every C test passed, after the counts line.
-pub(crate) fn verdict(counts: Option<Counts>) -> Result<()> {
-    let counts = counts.unwrap_or_default();
+/// `cargo xtask c-test [--aarch64]`: the C tests alone; fails unless every
+/// one passed, after the counts line.
+pub(crate) fn standalone(aarch64: bool) -> Result<()> {
+    let cfg = if aarch64 { CTests::aarch64() } else { CTests::host() };
+    let counts = run(&cfg)?.unwrap_or_default();
     println!("{counts}");
     if counts.failed > 0 { Err(crate::cmd::Error::reported()) } else { Ok(()) }
 }

@@ -22,7 +22,8 @@ Tasks:
                                  checks it too).
   install [--prefix DIR]         libkpccl.so/.a, kpccl.h and kpccl.pc under DIR (default /usr/local):
                                  then `pkg-config --cflags --libs kpccl`.
-  c-test                         the C tests alone, on the host (the last step of `test`).
+  c-test [--aarch64]             the C tests alone, on the host (the last step of `test`); --aarch64:
+                                 built for aarch64-unknown-linux-gnu, run under qemu (as in test-aarch64).
   demo [-n N] [-- ARGS...]       the main demo: N ranks (default 4) share a window without MPI
                                  (`cargo run --release -p kpccl-tests --bin kpccl-demo -- -n N ARGS...`).
   help                           this text.
@@ -35,7 +36,7 @@ pub(crate) enum Task {
     TestAarch64 { install: bool, cross: bool },
     Demo { ranks: u32, rest: Vec<String> },
     Header { check: bool },
-    CTest,
+    CTest { aarch64: bool },
     Install { prefix: std::path::PathBuf },
 }
 
@@ -88,7 +89,16 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
             }
             Ok(Task::Demo { ranks, rest })
         }
-        "c-test" => no_more(args, Task::CTest),
+        "c-test" => {
+            let mut aarch64 = false;
+            for arg in args {
+                match arg.as_str() {
+                    "--aarch64" => aarch64 = true,
+                    _ => bail!("`c-test` does not take {arg:?}"),
+                }
+            }
+            Ok(Task::CTest { aarch64 })
+        }
         "install" => {
             let mut prefix = std::path::PathBuf::from(crate::install::DEFAULT_PREFIX);
             while let Some(arg) = args.next() {
@@ -139,7 +149,8 @@ mod tests {
         assert_eq!(p(&["test", "--quick"]).unwrap(), Task::Test { quick: true });
         assert_eq!(p(&["test-aarch64", "--cross"]).unwrap(), Task::TestAarch64 { install: false, cross: true });
         assert_eq!(p(&["header", "--check"]).unwrap(), Task::Header { check: true });
-        assert_eq!(p(&["c-test"]).unwrap(), Task::CTest);
+        assert_eq!(p(&["c-test"]).unwrap(), Task::CTest { aarch64: false });
+        assert_eq!(p(&["c-test", "--aarch64"]).unwrap(), Task::CTest { aarch64: true });
         assert_eq!(p(&["install", "--prefix", "/opt/k"]).unwrap(), Task::Install { prefix: "/opt/k".into() });
         assert_eq!(p(&["install"]).unwrap(), Task::Install { prefix: "/usr/local".into() });
         assert_eq!(p(&["demo"]).unwrap(), Task::Demo { ranks: 4, rest: vec![] });

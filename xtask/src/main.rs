@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         Task::Demo { ranks, rest } => demo::run(ranks, &rest),
         Task::Header { check } => header::run(check),
         Task::Install { prefix } => install::run(&prefix),
-        Task::CTest => c_tests::run(&c_tests::CTests::host()).and_then(c_tests::verdict),
+        Task::CTest { aarch64 } => c_tests::standalone(aarch64),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

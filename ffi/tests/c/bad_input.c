@@ -47,6 +47,10 @@ static void library(void)
 #ifdef KPCCL_NO_MPI
     CHECK_OK(kpccl_run_oob(&run, &group, &rank, &nranks));
     CHECK(rank == me && nranks == n, "kpccl_run_oob says rank %d of %d", rank, nranks);
+#else
+    if (getenv("KPCCL_RUN_SOCKET") == NULL) {
+        CHECK_FAILS(kpccl_run_oob(&run, &group, &rank, &nranks), "kpccl_run_oob"); /* not under kpccl-run */
+    }
 #endif
 }
 
@@ -140,10 +144,13 @@ static void win_alloc(void)
     CHECK_OK(kpccl_shm_win_free(win));
 
     /* A window outlives its communicator; a destroyed communicator is refused. */
-    CHECK_OK(kpccl_shm_win_alloc(64, comm, &base, &win));
+    kpccl_shm_win_h survivor = NULL;
+    CHECK_OK(kpccl_shm_win_alloc(64, comm, &base, &survivor));
     CHECK_OK(kpccl_shm_comm_destroy(comm));
     CHECK_FAILS(kpccl_shm_win_alloc(64, comm, &base, &win), "kpccl_shm_win_alloc");
     CHECK(win == NULL, "a failed alloc leaves NULL");
+    CHECK_OK(kpccl_shm_win_fence(survivor));
+    CHECK_OK(kpccl_shm_win_free(survivor));
 }
 
 static int attr_fails(kpccl_shm_comm_h comm, const kpccl_shm_win_attr_t *attr, const kpccl_shm_win_attr_t *others)
