@@ -18,7 +18,11 @@
 extern "C" {
 #endif
 
-/* Declared again below with the other functions. */
+/**
+ * Logs `msg` at the error level (on stderr, unless KPCCL_LOG=off). Returns
+ * KPCCL_ERROR when `msg` is NULL. (Declared here, not with the other
+ * functions, because kpccl_error below needs it.)
+ */
 int kpccl_log_error(const char *msg);
 
 /**
@@ -305,15 +309,6 @@ int kpccl_shm_comm_destroy(kpccl_shm_comm_h comm);
  * copy it to keep it. A successful call does not clear it.
  */
 const char *kpccl_last_error(void);
-
-/**
- * Logs `msg` at the error level (on stderr, unless `KPCCL_LOG=off`). The
- * header's `kpccl_error(fmt, ...)` formats its arguments and calls this.
- *
- * # Safety
- * `msg` is `NULL` (an error) or a NUL-terminated string.
- */
-int kpccl_log_error(const char *msg);
 
 /**
  * For programs started by `kpccl-run -n N -- ./program` (no MPI): connects

@@ -196,14 +196,17 @@ fn target_dir() -> PathBuf {
 
 /// The header compiles on its own, as C11 and (with the matching C++ compiler, if any) as C++.
 fn header_compiles(cfg: &CTests) -> Result<()> {
-    Cmd::new(&cfg.cc).args(CFLAGS).args(["-fsyntax-only", "-x", "c", header::HEADER]).run()?;
+    // Stricter than the tests: users build with these too.
+    let strict = ["-Wstrict-prototypes", "-Wmissing-prototypes", "-Wredundant-decls", "-Wshadow", "-Wconversion"];
+    Cmd::new(&cfg.cc).args(CFLAGS).args(strict).args(["-fsyntax-only", "-x", "c", header::HEADER]).run()?;
     let cxx = if cfg.cc == "cc" { "c++".to_owned() } else { cfg.cc.replace("gcc", "g++") };
     if which(&cxx).is_none() {
         println!("note: `{cxx}` not found: {} not checked as C++", header::HEADER);
         return Ok(());
     }
     Cmd::new(&cxx)
-        .args(["-std=c++11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++", header::HEADER])
+        .args(["-std=c++11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Wredundant-decls", "-Wshadow"])
+        .args(["-fsyntax-only", "-x", "c++", header::HEADER])
         .run()
 }
 
