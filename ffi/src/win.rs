@@ -37,6 +37,12 @@ struct WinBox {
     window: Window,
 }
 
+// The C contract: `win->rank` and `win->nranks` come first, and a handle
+// points at both the public part and the whole allocation.
+const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, rank) == 0);
+const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, nranks) == size_of::<c_int>());
+const _: () = assert!(core::mem::offset_of!(WinBox, head) == 0);
+
 /// Checks that `h` is a live window handle and borrows its window.
 ///
 /// # Safety
