@@ -3,7 +3,7 @@
 //! by [`kpccl_posix::launch::RunOob`].
 
 use core::ffi::{c_int, c_void};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use kpccl_posix::Oob;
 use kpccl_posix::launch::RunOob;
@@ -17,13 +17,16 @@ use crate::oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_t};
 static RUN: OnceLock<RunOob> = OnceLock::new();
 
 fn connect() -> Result<&'static RunOob, Error> {
+    // One connection per process: the launcher refuses a second one for the
+    // same rank, so threads racing here must not both connect.
+    static CONNECTING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = CONNECTING.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(run) = RUN.get() {
         return Ok(run);
     }
     let run = RunOob::from_env()
         .map_err(|e| Error::Launcher(e.to_string()))?
         .ok_or(Error::Invalid { arg: "environment", why: "not started by kpccl-run (KPCCL_RUN_SOCKET is not set)" })?;
-    // Two threads racing here: the loser's connection is dropped (closed) unused.
     Ok(RUN.get_or_init(|| run))
 }
 

@@ -81,6 +81,11 @@ static void comm_create_collective(void)
 
     rc = kpccl_shm_comm_create(n, me == bad ? n : me, me, &cbs, (void *)world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "rank %d out of range on rank %d: rc %d", n, bad, rc);
+    if (me == bad) {
+        CHECK(strstr(kpccl_last_error(), "`rank`") != NULL, "the culprit says what");
+    } else {
+        CHECK(strstr(kpccl_last_error(), "passed an invalid argument") != NULL, "the peers say who");
+    }
     rc = kpccl_shm_comm_create(n, me == bad ? -1 : me, me, &cbs, (void *)world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "rank -1 on rank %d: rc %d", bad, rc);
     rc = kpccl_shm_comm_create(n, me, me == bad ? n + 5 : me, &cbs, (void *)world, &comm);
@@ -127,6 +132,11 @@ static void win_alloc(void)
     /* Collective: one rank wrong, all fail. */
     rc = kpccl_shm_win_alloc(64, comm, me == bad ? NULL : &base, &win);
     CHECK(rc == KPCCL_ERROR && win == NULL, "NULL baseptr on rank %d: rc %d", bad, rc);
+    if (me == bad) {
+        CHECK(strstr(kpccl_last_error(), "`baseptr` is NULL") != NULL, "the culprit says what");
+    } else {
+        CHECK(strstr(kpccl_last_error(), "passed an invalid argument") != NULL, "the peers say who");
+    }
     rc = kpccl_shm_win_alloc(64, comm, &base, me == bad ? NULL : &win);
     CHECK(rc == KPCCL_ERROR && base == NULL, "NULL win on rank %d: rc %d", bad, rc);
     rc = kpccl_shm_win_alloc(me == bad ? SIZE_MAX : 64, comm, &base, &win);
