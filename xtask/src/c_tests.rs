@@ -12,7 +12,8 @@
 //!      `kpccl-run -n N -- [runner…] test`;
 //!    - with `mpicc`, run as `mpirun -np N test` (host only: there is no MPI
 //!      for aarch64 here).
-//! 4. Each runs with 1, 2, 4 and 8 ranks, every run bounded by a timeout.
+//! 4. Each runs with 1, 2, 4 and 8 ranks, every run bounded by a timeout
+//!    (`KPCCL_C_TEST_TIMEOUT` seconds; default 180, 600 under qemu).
 //!    Its last `N passed, N failed` line is summed (the reference example
 //!    prints none: its exit status counts as one test), a non-zero exit or
 //!    a timeout is a failure.
@@ -82,9 +83,11 @@ impl CTests {
         !self.runner.is_empty()
     }
 
-    /// How long one run may take.
+    /// How long one run may take: `KPCCL_C_TEST_TIMEOUT` seconds, else 180
+    /// (600 under emulation).
     fn timeout(&self) -> Duration {
-        Duration::from_secs(if self.under_emulation() { 600 } else { 180 })
+        let secs = env::var("KPCCL_C_TEST_TIMEOUT").ok().and_then(|s| s.trim().parse().ok()).filter(|s| *s > 0);
+        Duration::from_secs(secs.unwrap_or(if self.under_emulation() { 600 } else { 180 }))
     }
 }
 
@@ -462,8 +465,16 @@ fn bounded(argv: &[String], envs: &[(&str, String)], timeout: Duration) -> Resul
         }
         if Instant::now() >= deadline {
             timed_out = true;
-            // The launcher or mpirun and every rank it started.
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+            // The launcher or mpirun and every rank it started: first TERM,
+            // which both pass on to ranks they may have put in other groups,
+            // then KILL for what is left of the group.
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+            let grace = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < grace && child.try_wait().ok().flatten().is_none() {
+                thread::sleep(Duration::from_millis(50));
+            }
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
             let _ = child.kill();
             break child.wait().map_err(|e| err!("waiting for `{}`: {e}", argv.join(" ")))?;
         }
