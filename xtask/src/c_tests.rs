@@ -18,6 +18,9 @@
 //!    prints none: its exit status counts as one test), a non-zero exit or
 //!    a timeout is a failure.
 //! 5. No `/dev/shm/kpccl-*` entry may be left behind.
+//!
+//! `examples/kpccl_peer_fence.c`, the reference example with its two
+//! printing defects repaired, must be the tested `kpccl_peer_fence.c`.
 
 use std::{
     collections::BTreeSet,
@@ -101,6 +104,7 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
     if cfg.target.is_none() {
         header::run(true)?;
     }
+    same_example()?;
     let shm_before = shm_entries();
     header_compiles(cfg)?;
     let lib = Library::build(cfg)?;
@@ -191,6 +195,17 @@ pub(crate) fn sources() -> Result<Vec<PathBuf>> {
     }
     sources.sort();
     Ok(sources)
+}
+
+/// The example users see is the one that is tested.
+fn same_example() -> Result<()> {
+    const SHOWN: &str = "examples/kpccl_peer_fence.c";
+    const TESTED: &str = "ffi/tests/c/kpccl_peer_fence.c";
+    let read = |path: &str| fs::read(path).map_err(|e| err!("reading {path}: {e}"));
+    if read(SHOWN)? != read(TESTED)? {
+        bail!("{SHOWN} and {TESTED} differ: the reference example must be tested as shown");
+    }
+    Ok(())
 }
 
 fn target_dir() -> PathBuf {
