@@ -193,6 +193,13 @@ typedef struct kpccl_shm_win_attr_t {
  * only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
  * `kpccl_shm_win_alloc_ex`, by every rank in the same order. A non-zero
  * return fails the call on every rank.
+ *
+ * A callback that fails had better fail before taking part. One that took
+ * part and then returns an error leaves the others with a completed
+ * allgather: window creation still fails on every rank, but the single
+ * allgather of communicator creation cannot tell them; they learn of it at
+ * their next kpccl collective on the same group, where the failing rank
+ * waits for them.
  */
 typedef struct kpccl_shm_oob_cb_t {
   /**

@@ -52,6 +52,13 @@ pub(crate) type BarrierFn = unsafe extern "C" fn(group: *mut c_void) -> c_int;
 /// only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
 /// `kpccl_shm_win_alloc_ex`, by every rank in the same order. A non-zero
 /// return fails the call on every rank.
+///
+/// A callback that fails had better fail before taking part. One that took
+/// part and then returns an error leaves the others with a completed
+/// allgather: window creation still fails on every rank, but the single
+/// allgather of communicator creation cannot tell them; they learn of it at
+/// their next kpccl collective on the same group, where the failing rank
+/// waits for them.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct kpccl_shm_oob_cb_t {
