@@ -109,6 +109,25 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
     Ok(Some(Args { nranks, timeout, program, args: argv.collect() }))
 }
 
+/// `kpccl-run --sweep [DIR]`.
+fn sweep(dir: Option<String>) -> ExitCode {
+    let dir =
+        dir.or_else(|| std::env::var("KPCCL_SHM_DIR").ok()).unwrap_or_else(|| kpccl_posix::DEFAULT_SHM_DIR.to_owned());
+    match kpccl_posix::sweep(std::path::Path::new(&dir)) {
+        Ok(removed) => {
+            for name in &removed {
+                println!("removed {dir}/{name}");
+            }
+            println!("kpccl-run: swept {dir}: {} leftover segment(s) removed", removed.len());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kpccl-run: cannot sweep {dir}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,25 +162,6 @@ mod tests {
             &["-n", "2", "--bogus", "prog"],
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
-        }
-    }
-}
-
-/// `kpccl-run --sweep [DIR]`.
-fn sweep(dir: Option<String>) -> ExitCode {
-    let dir =
-        dir.or_else(|| std::env::var("KPCCL_SHM_DIR").ok()).unwrap_or_else(|| kpccl_posix::DEFAULT_SHM_DIR.to_owned());
-    match kpccl_posix::sweep(std::path::Path::new(&dir)) {
-        Ok(removed) => {
-            for name in &removed {
-                println!("removed {dir}/{name}");
-            }
-            println!("kpccl-run: swept {dir}: {} leftover segment(s) removed", removed.len());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("kpccl-run: cannot sweep {dir}: {e}");
-            ExitCode::FAILURE
         }
     }
 }
