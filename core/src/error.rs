@@ -63,6 +63,14 @@ pub enum LayoutError {
         /// The alignment asked for.
         align: u64,
     },
+    /// The segment alignment exceeds the page size (segments are aligned
+    /// within a mapping that is itself only page-aligned).
+    AlignmentAbovePage {
+        /// The alignment asked for.
+        align: u64,
+        /// The page size.
+        page: u64,
+    },
     /// The page size is not a power of two of at least 128 bytes.
     PageSize {
         /// The page size given.
@@ -77,6 +85,9 @@ impl fmt::Display for LayoutError {
         match *self {
             Self::RankCount { nranks } => write!(f, "rank count {nranks} is outside 1..={}", crate::MAX_RANKS),
             Self::Alignment { align } => write!(f, "alignment {align} is not a power of two"),
+            Self::AlignmentAbovePage { align, page } => {
+                write!(f, "alignment {align} exceeds the page size {page}")
+            }
             Self::PageSize { page } => write!(f, "page size {page} is not a power of two >= 128"),
             Self::Overflow => f.write_str("the window's total size overflows"),
         }
@@ -182,6 +193,9 @@ pub enum ArgError {
         /// The size asked for.
         size: u64,
     },
+    /// The caller (e.g. the C API, or a bad `KPCCL_*` variable) refused an
+    /// argument on that rank before the collective; that rank's own error says which.
+    Caller,
 }
 
 impl fmt::Display for ArgError {
@@ -190,6 +204,7 @@ impl fmt::Display for ArgError {
             Self::Rank { rank, nranks } => write!(f, "rank {rank} is not in 0..{nranks}"),
             Self::Layout(e) => e.fmt(f),
             Self::Size { size } => write!(f, "size {size} cannot be mapped"),
+            Self::Caller => f.write_str("an argument was refused there (that rank's own error says which)"),
         }
     }
 }

@@ -5,7 +5,7 @@ use core::ptr::NonNull;
 
 use kpccl_posix::Comm;
 
-use crate::error::{Error, POISON_RANK};
+use crate::error::Error;
 use crate::handle::{self, Kind};
 use crate::log::{self, Level};
 use crate::oob::{CallbackOob, kpccl_shm_oob_cb_h};
@@ -87,10 +87,15 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
         })?;
         let local = handle::rank(rank, "rank", n)
             .and_then(|r| Ok((r, handle::rank(local_rank, "local_rank", n)?, handle::out(comm, "comm")?)));
-        // A bad local argument joins the collective as an invalid rank, so that every rank fails.
-        let made = Comm::new(callbacks, local.as_ref().map_or(POISON_RANK, |l| l.0), n);
-        let (_, local_rank, out) = local?;
-        let c = Box::new(kpccl_shm_comm_t { magic: MAGIC, local_rank, comm: made? });
+        let (rank, local_rank, out) = match local {
+            Ok(l) => l,
+            Err(e) => {
+                // Take part anyway, refused, so that every rank fails rather than waits.
+                Comm::fail(&callbacks, u32::try_from(rank).unwrap_or(u32::MAX), n);
+                return Err(e);
+            }
+        };
+        let c = Box::new(kpccl_shm_comm_t { magic: MAGIC, local_rank, comm: Comm::new(callbacks, rank, n)? });
         log::log(
             Level::Info,
             format_args!("rank {} (local rank {local_rank}) of {n}: communicator ready", c.comm.rank()),

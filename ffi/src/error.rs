@@ -76,25 +76,16 @@ impl fmt::Display for Error {
     }
 }
 
-/// The marker size with which a rank tells its peers that its own arguments
-/// are invalid: the window request fails everywhere (see `win.rs`).
-pub(crate) const POISON_SIZE: u64 = u64::MAX;
-/// The marker rank with which a rank tells its peers the same at communicator creation.
-pub(crate) const POISON_RANK: u32 = u32::MAX;
-
 impl From<kpccl_posix::Error> for Error {
-    /// Names a peer's poisoned request for what it is: an invalid argument
+    /// Names a peer's refused request for what it is: an invalid argument
     /// over there, explained in that rank's own last error.
     fn from(e: kpccl_posix::Error) -> Self {
-        if let kpccl_posix::Error::Collective(CollectiveError::Peer { rank, failure: Failure::Argument(arg) }) = &e {
-            let poisoned = match arg {
-                ArgError::Rank { rank, .. } => *rank == POISON_RANK,
-                ArgError::Size { size } => *size == POISON_SIZE,
-                _ => false,
-            };
-            if poisoned {
-                return Self::PeerArgument { rank: *rank };
-            }
+        if let kpccl_posix::Error::Collective(CollectiveError::Peer {
+            rank,
+            failure: Failure::Argument(ArgError::Caller),
+        }) = &e
+        {
+            return Self::PeerArgument { rank: *rank };
         }
         Self::Api(e)
     }

@@ -7,7 +7,7 @@ use kpccl_posix::Window;
 
 use crate::attr::{Options, kpccl_shm_win_attr_t};
 use crate::comm::{self, kpccl_shm_comm_h};
-use crate::error::{Error, POISON_SIZE};
+use crate::error::Error;
 use crate::handle::{self, Kind};
 
 /// A window as C sees it: the public fields, followed by library-private
@@ -133,8 +133,7 @@ unsafe fn alloc(
         // SAFETY: NULL or readable (the caller's contract).
         let options = unsafe { Options::from_attr(attr) }?;
         // Segments are aligned within the mapping, and the mapping only to a page.
-        let page = kpccl_core::Platform::page_size(&kpccl_posix::PosixPlatform::new(&comm.config().shm_dir));
-        if options.align.is_some_and(|a| a as u64 > page) {
+        if options.align.is_some_and(|a| a > kpccl_posix::page_size()) {
             return Err(Error::Invalid {
                 arg: "attr->alignment",
                 why: "larger than the page size (not supported yet)",
@@ -145,9 +144,8 @@ unsafe fn alloc(
     let ((baseptr, win), options) = match local {
         Ok(l) => l,
         Err(e) => {
-            // Tell the peers, with a request every rank refuses, then report our own reason.
-            let poison = usize::try_from(POISON_SIZE).unwrap_or(usize::MAX);
-            let _ = comm.window(poison).alloc();
+            // Take part anyway, refused, so that every rank fails; report our own reason.
+            let _ = comm.window(0).fail();
             return Err(e);
         }
     };

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use kpccl_core::error::ArgError;
 use kpccl_core::protocol::Record;
 use kpccl_core::{LayoutMode, Oob, WaitPolicy, WindowRequest};
 
@@ -24,20 +25,33 @@ pub struct Comm<O: Oob> {
 impl<O: Oob> Comm<O> {
     /// Creates a communicator (collective: every rank calls it) with the
     /// configuration of the `KPCCL_*` environment variables.
+    ///
+    /// A bad `KPCCL_*` variable on one rank fails the creation on every rank.
     pub fn new(oob: O, rank: u32, nranks: u32) -> Result<Self, Error> {
-        Self::with_config(oob, rank, nranks, Config::from_env()?)
+        match Config::from_env() {
+            Ok(config) => Self::with_config(oob, rank, nranks, config),
+            Err(e) => {
+                log::log(Level::Error, format_args!("rank {rank}: {e}"));
+                Self::fail(&oob, rank, nranks);
+                Err(e)
+            }
+        }
     }
 
     /// Creates a communicator (collective) with an explicit configuration.
     pub fn with_config(oob: O, rank: u32, nranks: u32, config: Config) -> Result<Self, Error> {
         log::set_level(config.log);
         let platform = PosixPlatform::new(config.shm_dir.clone());
-        kpccl_core::protocol::check_nranks(nranks)?;
-        let mut table = vec![Record::default(); nranks as usize];
-        kpccl_core::create_comm(&platform, &oob, rank, nranks, &mut table).inspect_err(|e| {
-            log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}"));
-        })?;
+        create(&platform, &oob, rank, nranks, Ok(()))?;
         Ok(Self { oob, rank, nranks, config, platform })
+    }
+
+    /// Takes part in communicator creation as a rank whose arguments the
+    /// caller refused, so that every rank fails together instead of waiting
+    /// for this one (the C API uses it for NULL pointers and the like).
+    pub fn fail(oob: &O, rank: u32, nranks: u32) {
+        let platform = PosixPlatform::new(crate::DEFAULT_SHM_DIR);
+        let _ = create(&platform, oob, rank, nranks, Err(ArgError::Caller));
     }
 
     /// This process's rank.
@@ -79,6 +93,21 @@ impl<O: Oob> Comm<O> {
             spins: self.config.spins,
         }
     }
+}
+
+fn create<O: Oob>(
+    platform: &PosixPlatform,
+    oob: &O,
+    rank: u32,
+    nranks: u32,
+    local: Result<(), ArgError>,
+) -> Result<(), Error> {
+    kpccl_core::protocol::check_nranks(nranks)?;
+    let mut table = vec![Record::default(); nranks as usize];
+    kpccl_core::create_comm(platform, oob, rank, nranks, local, &mut table).inspect_err(|e| {
+        log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}"));
+    })?;
+    Ok(())
 }
 
 /// Options of one window; every rank must give the same mode and alignment.
@@ -133,10 +162,23 @@ impl<O: Oob> WindowBuilder<'_, O> {
     /// Creates the window (collective: every rank of the communicator calls it).
     /// If any rank's request is invalid, or any rank fails, every rank gets an error.
     pub fn alloc(self) -> Result<Window, Error> {
+        self.create(Ok(()))
+    }
+
+    /// Takes part in window creation as a rank whose arguments the caller
+    /// refused, so that every rank fails together; returns the collective's error.
+    pub fn fail(self) -> Error {
+        match self.create(Err(ArgError::Caller)) {
+            Err(e) => e,
+            Ok(_) => unreachable!("a refused request never makes a window"),
+        }
+    }
+
+    fn create(self, local: Result<(), ArgError>) -> Result<Window, Error> {
         let c = self.comm;
         let request = WindowRequest { size: self.size, mode: self.mode, align: self.align, policy: self.policy() };
         let mut table = vec![Record::default(); c.nranks as usize];
-        let inner = kpccl_core::create_window(&c.platform, &c.oob, c.rank, c.nranks, &request, &mut table)
+        let inner = kpccl_core::create_window(&c.platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
             .inspect_err(|e| {
                 log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank));
             })?;

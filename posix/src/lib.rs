@@ -41,4 +41,9 @@ pub use error::Error;
 pub use kpccl_core::{DataSegment, LayoutMode, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment};
 pub use sweep::sweep;
+
+/// The system page size: the largest segment alignment a window accepts.
+pub fn page_size() -> usize {
+    usize::try_from(sys::page_size()).unwrap_or(4096)
+}
 pub use window::{Plain, Window};

@@ -95,6 +95,9 @@ impl LayoutParams {
         if !self.page.is_power_of_two() || self.page < LINE {
             return Err(LayoutError::PageSize { page: self.page });
         }
+        if self.align > self.page {
+            return Err(LayoutError::AlignmentAbovePage { align: self.align, page: self.page });
+        }
         Ok(())
     }
 

@@ -115,12 +115,15 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
 }
 
 /// Communicator creation: ranks exchange identities and agree on the rank
-/// count and numbering. `table.len()` must be `nranks`.
+/// count and numbering. `table.len()` must be `nranks`. `local` is the
+/// caller's own verdict on its arguments: a rank whose arguments are bad
+/// still takes part, so that every rank fails together.
 pub fn create_comm<P, O>(
     platform: &P,
     oob: &O,
     rank: u32,
     nranks: u32,
+    local: Result<(), ArgError>,
     table: &mut [Record],
 ) -> Result<(), CollectiveError>
 where
@@ -130,8 +133,9 @@ where
     check_nranks(nranks)?;
     assert_eq!(table.len(), nranks as usize, "one record per rank");
     let mut mine = Record::new(Stage::Comm, rank, nranks, &platform.identity());
-    if rank >= nranks {
-        mine.fail(Failure::Argument(ArgError::Rank { rank, nranks }));
+    let in_range = if rank < nranks { Ok(()) } else { Err(ArgError::Rank { rank, nranks }) };
+    if let Err(e) = local.and(in_range) {
+        mine.fail(Failure::Argument(e));
     }
     exchange(oob, &mine, table)?;
     verdict(table, rank, Stage::Comm)
@@ -148,13 +152,15 @@ fn window_digest(layout: &Layout, entries: impl Iterator<Item = RankEntry>) -> u
 }
 
 /// Window creation (collective). `table.len()` must be `nranks`; it is
-/// scratch space for the allgathers.
+/// scratch space for the allgathers. `local` is the caller's own verdict on
+/// its arguments (see [`create_comm`]).
 pub fn create_window<P, O>(
     platform: &P,
     oob: &O,
     rank: u32,
     nranks: u32,
     request: &WindowRequest,
+    local: Result<(), ArgError>,
     table: &mut [Record],
 ) -> Result<Window<P>, CollectiveError>
 where
@@ -172,7 +178,7 @@ where
     mine.mode = request.mode.code();
     mine.align = request.align;
     mine.page = page;
-    if let Err(e) = check_request(rank, nranks, request, page) {
+    if let Err(e) = local.and_then(|()| check_request(rank, nranks, request, page)) {
         mine.fail(Failure::Argument(e));
     }
     exchange(oob, &mine, table)?;

@@ -138,6 +138,7 @@ fn encode_layout(e: LayoutError) -> (u32, u64) {
         LayoutError::Alignment { align } => (2, align),
         LayoutError::PageSize { page } => (3, page),
         LayoutError::Overflow => (4, 0),
+        LayoutError::AlignmentAbovePage { align, page } => (5, pair(align.trailing_zeros(), page.trailing_zeros())),
     }
 }
 
@@ -148,6 +149,7 @@ fn decode_layout(sub: u32, v: u64) -> Option<LayoutError> {
         2 => LayoutError::Alignment { align: v },
         3 => LayoutError::PageSize { page: v },
         4 => LayoutError::Overflow,
+        5 => LayoutError::AlignmentAbovePage { align: 1 << (unpair(v).0 % 64), page: 1 << (unpair(v).1 % 64) },
         _ => return None,
     })
 }
@@ -170,6 +172,7 @@ fn encode(f: Failure) -> (u32, u32, u64) {
     match f {
         Failure::Argument(ArgError::Rank { rank, nranks }) => (1, 0, pair(rank, nranks)),
         Failure::Argument(ArgError::Size { size }) => (1, 1, size),
+        Failure::Argument(ArgError::Caller) => (1, 2, 0),
         Failure::Argument(ArgError::Layout(e)) => {
             let (sub, v) = encode_layout(e);
             (1, 100 + sub, v)
@@ -202,6 +205,7 @@ fn decode(kind: u32, sub: u32, v: u64) -> Option<Failure> {
         (0, _) => return None,
         (1, 0) => Some(Failure::Argument(ArgError::Rank { rank: unpair(v).0, nranks: unpair(v).1 })),
         (1, 1) => Some(Failure::Argument(ArgError::Size { size: v })),
+        (1, 2) => Some(Failure::Argument(ArgError::Caller)),
         (1, s) if s > 100 => decode_layout(s - 100, v).map(|e| Failure::Argument(ArgError::Layout(e))),
         (2, _) => Some(Failure::Oob(OobError { code: v as u32 as i32 })),
         (3, s) => PLATFORM_OPS.get(s as usize).map(|&op| Failure::Platform(PlatformError { op, code: v as i64 })),
@@ -230,6 +234,8 @@ mod tests {
             Failure::Argument(ArgError::Size { size: u64::MAX }),
             Failure::Argument(ArgError::Layout(LayoutError::Alignment { align: 3 })),
             Failure::Argument(ArgError::Layout(LayoutError::Overflow)),
+            Failure::Argument(ArgError::Layout(LayoutError::AlignmentAbovePage { align: 1 << 20, page: 4096 })),
+            Failure::Argument(ArgError::Caller),
             Failure::Oob(OobError { code: -5 }),
             Failure::Platform(PlatformError { op: PlatformOp::Reserve, code: 28 }),
             Failure::Platform(PlatformError { op: PlatformOp::Size, code: 4096 }),
