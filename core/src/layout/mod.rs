@@ -285,8 +285,10 @@ impl Layout {
         let align = self.params.segment_align();
         let mut end = self.data_base;
         (0..self.params.nranks).map(move |r| {
-            // Cannot overflow: `new` walked the same sums with checks.
-            let offset = (end + align - 1) & !(align - 1);
+            // Cannot overflow: `new` walked the same sums with checks. `align - 1`
+            // first, as in `align_up`: `end + align` alone overflows when the
+            // last segment starts in the top `align` bytes (found by proptest).
+            let offset = (end + (align - 1)) & !(align - 1);
             let len = size(r);
             end = offset + len;
             Region { kind: RegionKind::Data(r), offset, len, align }

@@ -173,6 +173,11 @@ fn reference_rounds(n: u32) -> u32 {
 /// exists, all its properties. Returns it.
 fn build_and_check(params: LayoutParams, sizes: &[u64]) -> Result<Layout, LayoutError> {
     let result = Layout::new(params, at(sizes));
+    // Parameters the layout refuses on their own are refused whatever the sizes.
+    if let Err(e) = params.validate() {
+        assert_eq!(result, Err(e));
+        return result;
+    }
     match (model_total(params, sizes), result) {
         (Some(total), Ok(l)) => {
             assert_eq!(l.total(), total);
@@ -285,6 +290,17 @@ fn overflow_is_an_error() {
 }
 
 #[test]
+fn a_window_reaching_the_top_of_the_address_range_is_laid_out() {
+    // The last segments start in the top page of u64: rounding their offsets
+    // up must not overflow on the way (a debug-build panic, found by proptest).
+    let params = LayoutParams { nranks: 3, mode: LayoutMode::Aligned, align: 32, page: 65536 };
+    let sizes = [u64::MAX - 393_214, 0, 0];
+    let l = build_and_check(params, &sizes).unwrap();
+    assert_eq!(l.total(), u64::MAX - 65535);
+    assert!(l.segments(at(&sizes)).skip(1).all(|s| s.offset == l.total()));
+}
+
+#[test]
 fn invalid_params_are_rejected() {
     let ok = LayoutParams { nranks: 2, mode: LayoutMode::Contiguous, align: 64, page: 4096 };
     assert_eq!(ok.validate(), Ok(()));
@@ -298,6 +314,7 @@ fn invalid_params_are_rejected() {
         (LayoutParams { page: 100, ..ok }, LayoutError::PageSize { page: 100 }),
         (LayoutParams { page: 0, ..ok }, LayoutError::PageSize { page: 0 }),
         (LayoutParams { page: 64, ..ok }, LayoutError::PageSize { page: 64 }),
+        (LayoutParams { align: 8192, ..ok }, LayoutError::AlignmentAbovePage { align: 8192, page: 4096 }),
     ];
     for (params, err) in cases {
         assert_eq!(params.validate(), Err(err), "{params:?}");

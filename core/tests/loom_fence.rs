@@ -1,0 +1,339 @@
+//! loom models of the fences, run on the algorithms exactly as compiled
+//! (`kpccl_core::sync` is loom's atomics under `cfg(loom)`):
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p kpccl-core --release --test loom_fence
+//! ```
+//!
+//! Each rank's data is a loom `UnsafeCell`: loom fails a model if a read is
+//! not ordered after the write it must see (or a write after a read it must
+//! not disturb), in any interleaving and under the C11 memory model, so a
+//! missing Release/Acquire edge in a fence shows up as a causality violation.
+#![cfg(loom)]
+
+use kpccl_core::WaitOutcome;
+use kpccl_core::fence::{SyncArea, WaitEnv, WaitPolicy, peer_fence, window_fence};
+use kpccl_core::layout::rounds;
+use kpccl_core::sync::{AtomicU32, AtomicU64, Ordering};
+use loom::cell::UnsafeCell;
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+
+/// A window's sync words as a plain Rust value (loom atomics cannot be cast
+/// from raw memory).
+#[derive(Debug)]
+struct Area {
+    nranks: u32,
+    /// `peer[writer * n + reader]`.
+    peer: Vec<AtomicU64>,
+    /// `round[round * n + reader]`.
+    round: Vec<AtomicU64>,
+    doorbell: Vec<AtomicU32>,
+    sleeping: Vec<AtomicU32>,
+    poison: AtomicU32,
+}
+
+impl Area {
+    fn new(nranks: u32) -> Self {
+        let n = nranks as usize;
+        Self {
+            nranks,
+            peer: (0..n * n).map(|_| AtomicU64::new(0)).collect(),
+            round: (0..rounds(nranks) as usize * n).map(|_| AtomicU64::new(0)).collect(),
+            doorbell: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            sleeping: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            poison: AtomicU32::new(0),
+        }
+    }
+}
+
+impl SyncArea for Area {
+    fn nranks(&self) -> u32 {
+        self.nranks
+    }
+    fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
+        &self.peer[(writer * self.nranks + reader) as usize]
+    }
+    fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
+        &self.round[(round * self.nranks + reader) as usize]
+    }
+    fn doorbell(&self, rank: u32) -> &AtomicU32 {
+        &self.doorbell[rank as usize]
+    }
+    fn sleeping(&self, rank: u32) -> &AtomicU32 {
+        &self.sleeping[rank as usize]
+    }
+    fn poison_word(&self) -> &AtomicU32 {
+        &self.poison
+    }
+}
+
+/// Waiting as a yield: every wait returns at once and the fence polls again.
+#[derive(Debug)]
+struct Yielding;
+
+impl WaitEnv for Yielding {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn yield_now(&self) {
+        thread::yield_now();
+    }
+    fn wait(&self, _word: &AtomicU32, _expected: u32, _deadline_ns: u64) -> WaitOutcome {
+        thread::yield_now();
+        WaitOutcome::Woken
+    }
+    fn wake(&self, _word: &AtomicU32) {}
+    fn is_alive(&self, _rank: u32) -> bool {
+        true
+    }
+}
+
+/// Waiting as a real futex: `wait` blocks while the word holds `expected`
+/// until a `wake`. A lost wake-up (the signaller missing the waiter's
+/// `sleeping` flag while the waiter misses its slot store) leaves every
+/// rank blocked, which loom reports as a deadlock.
+#[derive(Debug)]
+struct Futex {
+    lock: Mutex<()>,
+    woken: Condvar,
+}
+
+impl Futex {
+    fn new() -> Self {
+        Self { lock: Mutex::new(()), woken: Condvar::new() }
+    }
+}
+
+impl WaitEnv for Futex {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn yield_now(&self) {
+        thread::yield_now();
+    }
+    fn wait(&self, word: &AtomicU32, expected: u32, _deadline_ns: u64) -> WaitOutcome {
+        let guard = self.lock.lock().unwrap();
+        // The kernel's compare, made under the lock that `wake` takes.
+        if word.load(Ordering::SeqCst) == expected {
+            drop(self.woken.wait(guard).unwrap());
+        }
+        WaitOutcome::Woken
+    }
+    fn wake(&self, _word: &AtomicU32) {
+        let _guard = self.lock.lock().unwrap();
+        self.woken.notify_all();
+    }
+    fn is_alive(&self, _rank: u32) -> bool {
+        true
+    }
+}
+
+/// Little spinning and yielding (each is a loom yield), no timeout, no
+/// liveness checks (the clock stands still at 0).
+const POLICY: WaitPolicy = WaitPolicy { spins: 2, yields: 1, timeout_ns: 0, liveness_ns: u64::MAX };
+/// One poll, then the doorbell: exercises `notify` against `sleep_until`.
+/// The poll matters: loom orders `fence(SeqCst)`s more strongly than C11 does
+/// (they synchronise with each other), so a rank that reads its slot only
+/// after the sleep path's fence would mask a missing Release/Acquire pair.
+const SLEEPY: WaitPolicy = WaitPolicy { spins: 1, yields: 0, timeout_ns: 0, liveness_ns: u64::MAX };
+
+/// One `UnsafeCell` per rank: its owner writes it, the others read it.
+#[derive(Debug)]
+struct Data(Vec<UnsafeCell<u64>>);
+
+// SAFETY: the cells are loom's; loom checks every access to them for races.
+unsafe impl Sync for Data {}
+
+impl Data {
+    fn new(n: u32) -> Self {
+        Self((0..n).map(|_| UnsafeCell::new(0)).collect())
+    }
+    fn write(&self, rank: u32, v: u64) {
+        // SAFETY: a race with a read is what loom reports; then the model fails.
+        self.0[rank as usize].with_mut(|p| unsafe { *p = v });
+    }
+    fn read(&self, rank: u32) -> u64 {
+        // SAFETY: as above.
+        self.0[rank as usize].with(|p| unsafe { *p })
+    }
+}
+
+/// Explores every execution of `f` (within the preemption bound) and reports how many.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let runs = std::sync::Arc::new(std::sync::Mutex::new(0u64));
+    let counter = std::sync::Arc::clone(&runs);
+    let f = move || {
+        *counter.lock().unwrap() += 1;
+        f();
+    };
+    let mut b = loom::model::Builder::new();
+    // LOOM_MAX_PREEMPTIONS wins; otherwise bound it so each model takes seconds.
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    // A waiting rank polls (each poll is a few branches) until its partner
+    // arrives, which with three ranks can take a while.
+    b.max_branches = 100_000;
+    let bound = b.preemption_bound;
+    b.check(f);
+    std::eprintln!("{} executions (preemption bound {bound:?})", runs.lock().unwrap());
+}
+
+/// Runs `rank(r)` for every rank of `0..n`, rank 0 on the model's main thread.
+fn ranks(n: u32, rank: impl Fn(u32) + Sync + Send + 'static) {
+    let rank = Arc::new(rank);
+    let others: Vec<_> = (1..n)
+        .map(|r| {
+            let rank = Arc::clone(&rank);
+            thread::spawn(move || rank(r))
+        })
+        .collect();
+    rank(0);
+    for t in others {
+        t.join().unwrap();
+    }
+}
+
+/// The two ways a rank may wait, each model running under both where it can.
+trait Mode: WaitEnv + Send + Sync + Sized + 'static {
+    const POLICY: WaitPolicy;
+    fn env() -> Self;
+}
+
+impl Mode for Yielding {
+    const POLICY: WaitPolicy = POLICY;
+    fn env() -> Self {
+        Yielding
+    }
+}
+
+impl Mode for Futex {
+    const POLICY: WaitPolicy = SLEEPY;
+    fn env() -> Self {
+        Futex::new()
+    }
+}
+
+/// Two ranks, one peer fence: each sees the other's write.
+fn peer_once<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        ranks(2, move |me| {
+            let peer = 1 - me;
+            data.write(me, 10 + u64::from(me));
+            peer_fence(&*area, &*env, me, peer, &E::POLICY).unwrap();
+            assert_eq!(data.read(peer), 10 + u64::from(peer));
+        });
+    });
+}
+
+/// Two ranks, two peer fences. Round 1: publish, read the peer's. Round 2:
+/// overwrite, which must come after the peer is done reading (the second
+/// fence), so loom sees no write racing with a read.
+fn peer_twice<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (a, d) = (Arc::clone(&area), Arc::clone(&data));
+        ranks(2, move |me| {
+            let peer = 1 - me;
+            d.write(me, 1);
+            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
+            assert_eq!(d.read(peer), 1);
+            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
+            d.write(me, 2);
+        });
+        // Each slot went through epochs 1 and 2, and the last writes stand.
+        assert_eq!(area.peer_slot(0, 1).load(Ordering::Relaxed), 2);
+        assert_eq!(area.peer_slot(1, 0).load(Ordering::Relaxed), 2);
+        assert_eq!((data.read(0), data.read(1)), (2, 2));
+    });
+}
+
+/// Three ranks: rank 0 fences with 1, then with 2; ranks 1 and 2 fence with 0 only.
+fn peer_star<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(3)), Arc::new(Data::new(3)), Arc::new(E::env()));
+        ranks(3, move |me| {
+            data.write(me, 100 + u64::from(me));
+            let peers: &[u32] = if me == 0 { &[1, 2] } else { &[0] };
+            for &p in peers {
+                peer_fence(&*area, &*env, me, p, &E::POLICY).unwrap();
+                assert_eq!(data.read(p), 100 + u64::from(p));
+            }
+        });
+    });
+}
+
+/// `n` ranks, `fences` window fences: in each, every rank publishes a new
+/// value and then reads every other rank's; the next value is written only
+/// after the next fence, when everyone is done reading the last.
+fn window<E: Mode>(n: u32, fences: u64) {
+    model(move || {
+        let (area, data, env) = (Arc::new(Area::new(n)), Arc::new(Data::new(n)), Arc::new(E::env()));
+        ranks(n, move |me| {
+            for f in 0..fences {
+                if f > 0 {
+                    window_fence(&*area, &*env, me, &E::POLICY).unwrap();
+                }
+                data.write(me, 1000 * f + u64::from(me));
+                window_fence(&*area, &*env, me, &E::POLICY).unwrap();
+                for r in (0..n).filter(|&r| r != me) {
+                    assert_eq!(data.read(r), 1000 * f + u64::from(r));
+                }
+            }
+        });
+    });
+}
+
+// Polling waits: `wait` yields and returns. With three ranks every poll is a
+// choice of which other rank runs, and the executions explode, so the
+// three-rank models use the futex below; with two there is no such choice.
+
+#[test]
+fn peer_fence_publishes() {
+    peer_once::<Yielding>();
+}
+
+#[test]
+fn back_to_back_peer_fences() {
+    peer_twice::<Yielding>();
+}
+
+#[test]
+fn window_fence_two_ranks() {
+    window::<Yielding>(2, 1);
+}
+
+#[test]
+fn window_fences_back_to_back_two_ranks() {
+    window::<Yielding>(2, 2);
+}
+
+// Sleeping waits: straight to the doorbell, on a futex that really blocks, so
+// a lost wake-up is a deadlock loom reports.
+
+#[test]
+fn peer_fence_publishes_sleeping() {
+    peer_once::<Futex>();
+}
+
+#[test]
+fn back_to_back_peer_fences_sleeping() {
+    peer_twice::<Futex>();
+}
+
+#[test]
+fn one_rank_fences_two_peers_sleeping() {
+    peer_star::<Futex>();
+}
+
+#[test]
+fn window_fence_two_ranks_sleeping() {
+    window::<Futex>(2, 1);
+}
+
+#[test]
+fn window_fence_three_ranks_sleeping() {
+    window::<Futex>(3, 1);
+}
