@@ -8,6 +8,7 @@
 // no public API to document.
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr, clippy::std_instead_of_core)]
 
+mod bench;
 mod c_tests;
 mod cmd;
 mod demo;
@@ -23,6 +24,10 @@ use std::{env, path::Path, process::ExitCode};
 use flags::Task;
 
 fn main() -> ExitCode {
+    // `bench` parses its own flags (bench.rs).
+    if env::args().nth(1).as_deref() == Some("bench") {
+        return bench::main(env::args().skip(2));
+    }
     let task = match flags::parse(env::args().skip(1)) {
         Ok(task) => task,
         Err(err) => {

@@ -1,0 +1,26 @@
+//! # kpccl-bench
+//!
+//! The benchmark suite of issue 6, run by `cargo xtask bench`: kpccl's
+//! fences, window creation and copies, measured in one run against a bare
+//! flag exchange between two processes (the hardware's limit) and against
+//! Open MPI, written up as `BENCHMARKS.md` and `docs/fence-latency.svg`.
+//!
+//! - [`reference`](mod@reference): the bare flag exchange (two processes, `fork`);
+//! - [`ranks`]: the Rust-API benchmarks, one rank per process under the
+//!   kpccl launcher; `bench/c/kpccl_bench.c` does the same through the C
+//!   API, `bench/c/mpi_bench.c` measures Open MPI under `mpirun`;
+//! - [`driver`]: builds the C programs and runs everything in rounds;
+//! - [`report`] and [`svg`]: the tables, targets and plot;
+//! - [`heap`]: a heap sync area, for the criterion benchmarks of fences
+//!   between threads (`benches/micro.rs`).
+#![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+pub mod driver;
+pub mod heap;
+pub mod measure;
+pub mod ranks;
+pub mod reference;
+pub mod report;
+pub mod results;
+pub mod stats;
+pub mod svg;

@@ -1,0 +1,101 @@
+//! `cargo xtask bench [--smoke] [ARGS...]`: the benchmark suite of issue 6
+//! (the `kpccl-bench` crate, `bench/`).
+//!
+//! Full run (release build, about 5 minutes on a 2-core machine): the
+//! criterion micro-benchmarks, then the multi-process suite, which writes
+//! `BENCHMARKS.md` and `docs/fence-latency.svg`.
+//!
+//! `--smoke` runs everything once with a few iterations in the dev profile,
+//! for the test suite: no timing is checked, and the report goes to
+//! `target/kpccl-bench-smoke/` so that the committed one stays untouched.
+//! Other arguments go to the `kpccl-bench` driver (`--rounds N`, `--no-mpi`…).
+// Commands here are fixed words: no untrusted input reaches them.
+
+use std::{env, path::PathBuf, process::ExitCode};
+
+use crate::cmd::{Cmd, Result, bail, err};
+
+pub(crate) const HELP: &str = "\
+cargo xtask bench [--smoke] [ARGS...]
+  the benchmark suite (bench/): criterion micro-benchmarks, then kpccl's fences, window creation
+  and copies against a bare flag exchange and Open MPI; writes BENCHMARKS.md and
+  docs/fence-latency.svg. --smoke: everything once, a few iterations, report under
+  target/kpccl-bench-smoke/ (no timing checked). ARGS go to the kpccl-bench driver
+  (--rounds N, --no-mpi, --experiments, …).";
+
+/// `cargo xtask bench …`: run from `main` before the other tasks' flags are parsed.
+pub(crate) fn main(args: impl Iterator<Item = String>) -> ExitCode {
+    let args: Vec<String> = args.collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{HELP}");
+        return ExitCode::SUCCESS;
+    }
+    let result = crate::project_root()
+        .and_then(|root| env::set_current_dir(&root).map_err(|e| err!("cd {root:?}: {e}")))
+        .and_then(|()| run(&args));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if !e.0.is_empty() {
+                eprintln!("error: {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
+}
+
+fn run(args: &[String]) -> Result<()> {
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let rest: Vec<&String> = args.iter().filter(|a| *a != "--smoke").collect();
+    let profile: &[&str] = if smoke { &[] } else { &["--release"] };
+    let work = target_dir().join(if smoke { "kpccl-bench-smoke" } else { "kpccl-bench" });
+    std::fs::create_dir_all(&work).map_err(|e| err!("{}: {e}", work.display()))?;
+
+    // libkpccl.so is linked by the C benchmark; it must sit next to kpccl-bench.
+    Cmd::cargo().arg("build").args(profile).args(["-p", "kpccl-ffi", "-p", "kpccl-bench"]).run()?;
+
+    // The criterion micro-benchmarks; their output is parsed into the report.
+    let criterion = if smoke {
+        Cmd::cargo().args(["test", "-p", "kpccl-bench", "--bench", "micro"]).run_tee()?
+    } else {
+        Cmd::cargo()
+            .args(["bench", "-p", "kpccl-bench", "--bench", "micro", "--"])
+            .args(["--warm-up-time", "1", "--measurement-time", "3"])
+            .run_tee()?
+    };
+    if !criterion.success {
+        bail!("the criterion benchmarks failed ({})", criterion.status);
+    }
+    let criterion_out = work.join("criterion.txt");
+    std::fs::write(&criterion_out, &criterion.stdout).map_err(|e| err!("{}: {e}", criterion_out.display()))?;
+
+    let (out, svg) = if smoke {
+        (work.join("BENCHMARKS.md"), work.join("docs/fence-latency.svg"))
+    } else {
+        (PathBuf::from("BENCHMARKS.md"), PathBuf::from("docs/fence-latency.svg"))
+    };
+    let mut driver = Cmd::cargo()
+        .arg("run")
+        .args(profile)
+        .args(["-q", "-p", "kpccl-bench", "--bin", "kpccl-bench", "--"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&svg)
+        .arg("--criterion")
+        .arg(&criterion_out)
+        .arg("--work")
+        .arg(work.join("run"));
+    if smoke {
+        driver = driver.arg("--smoke");
+    } else if !rest.iter().any(|a| *a == "--no-experiments") {
+        driver = driver.arg("--experiments");
+    }
+    driver.args(rest.iter().filter(|a| **a != "--no-experiments")).run()?;
+    println!("wrote {} and {}", out.display(), svg.display());
+    Ok(())
+}
