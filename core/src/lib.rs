@@ -36,7 +36,7 @@ pub use error::{CollectiveError, Failure, FenceError, LayoutError, OobError, Pla
 pub use fence::WaitPolicy;
 pub use layout::{Layout, LayoutMode, MAX_RANKS};
 pub use oob::Oob;
-pub use platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
+pub use platform::{Platform, ProcessIdentity, Segment, Step, WaitOutcome};
 #[cfg(not(loom))]
 pub use protocol::{Record, WindowRequest, create_comm, create_window};
 #[cfg(not(loom))]

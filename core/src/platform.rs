@@ -29,6 +29,35 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
+/// A point in window creation, for fault-injection tests ([`Platform::checkpoint`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Requests gathered; nothing created yet.
+    Requested,
+    /// Rank 0 made the segment; its name is not yet shared (a crash here leaves a name to sweep).
+    Created,
+    /// This rank attached and claimed its pages; the attach results are not yet gathered.
+    Attached,
+    /// The name is gone (rank 0 unlinked it); the window's first fence has not run.
+    Unlinked,
+    /// The window is ready.
+    Ready,
+}
+
+impl Step {
+    /// The step's name, as fault-injection settings spell it.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Created => "created",
+            Self::Attached => "attached",
+            Self::Unlinked => "unlinked",
+            Self::Ready => "ready",
+        }
+    }
+}
+
 /// A mapped shared segment. Dropping it unmaps it (and releases any handle);
 /// it never removes the segment's name.
 pub trait Segment {
@@ -80,4 +109,10 @@ pub trait Platform {
     fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome;
     /// Wakes every waiter on `word`, in any process.
     fn wake(&self, word: &AtomicU32);
+
+    /// Called by `rank` at each [`Step`] of window creation: a test hook, so a
+    /// platform can simulate a crash anywhere in the protocol. Does nothing by default.
+    fn checkpoint(&self, step: Step, rank: u32) {
+        let _ = (step, rank);
+    }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use kpccl_core::error::PlatformOp;
 use kpccl_core::sync::AtomicU32;
-use kpccl_core::{PlatformError, ProcessIdentity, WaitOutcome};
+use kpccl_core::{PlatformError, ProcessIdentity, Step, WaitOutcome};
 
 use crate::{liveness, sys};
 
@@ -142,5 +142,20 @@ impl kpccl_core::Platform for PosixPlatform {
 
     fn wake(&self, word: &AtomicU32) {
         sys::futex_wake(word);
+    }
+
+    /// `KPCCL_TEST_CRASH=<step>:<rank>` aborts that rank at that step of window
+    /// creation (fault-injection tests only; see `kpccl_core::Step`).
+    fn checkpoint(&self, step: Step, rank: u32) {
+        static CRASH: OnceLock<Option<(String, u32)>> = OnceLock::new();
+        let crash = CRASH.get_or_init(|| {
+            let v = std::env::var("KPCCL_TEST_CRASH").ok()?;
+            let (step, rank) = v.split_once(':')?;
+            Some((step.to_owned(), rank.parse().ok()?))
+        });
+        if crash.as_ref().is_some_and(|(s, r)| s == step.name() && *r == rank) {
+            eprintln!("kpccl: KPCCL_TEST_CRASH: rank {rank} aborts at step {}", step.name());
+            std::process::abort();
+        }
     }
 }

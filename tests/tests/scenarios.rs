@@ -159,3 +159,38 @@ fn full_segment_directory_is_an_error_not_sigbus() {
 fn signals_interrupting_a_sleeping_fence_are_survived() {
     scenario(2, "signals", &["ms=300", "rounds=3"]);
 }
+
+/// A rank aborts at every step of window creation: the others get errors,
+/// and the only name ever left is rank 0's own between creating and
+/// unlinking it, which the sweep then removes (its creator is dead).
+#[test]
+fn a_crash_at_any_step_of_creation_leaks_nothing_the_sweep_misses() {
+    use std::os::unix::process::ExitStatusExt;
+    for step in ["requested", "created", "attached", "unlinked", "ready"] {
+        // Only rank 0 creates, so only it passes `created`.
+        for victim in if step == "created" { &[0u32][..] } else { &[0, 1] } {
+            let victim = *victim;
+            let dir = ShmDir::new("crash");
+            let report = Launch::new(3)
+                .timeout(Duration::from_secs(60))
+                .env("KPCCL_SHM_DIR", dir.0.to_str().unwrap())
+                .env("KPCCL_TEST_CRASH", format!("{step}:{victim}"))
+                .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["crash"])
+                .expect("the launcher starts");
+            let case = format!("crash at {step} on rank {victim}: {report}");
+            for (rank, status) in (0u32..).zip(&report.status) {
+                if rank == victim {
+                    assert_eq!(status.signal(), Some(libc::SIGABRT), "{case}");
+                } else {
+                    assert!(status.success(), "{case}");
+                }
+            }
+            let leaked = dir.leftovers();
+            let creator_died_holding_the_name = victim == 0 && matches!(step, "created" | "attached");
+            assert_eq!(leaked.len(), usize::from(creator_died_holding_the_name), "{case}: {leaked:?}");
+            let swept = kpccl_posix::sweep(&dir.0).unwrap();
+            assert_eq!(swept, leaked, "{case}");
+            assert_eq!(dir.leftovers(), Vec::<String>::new(), "{case}");
+        }
+    }
+}

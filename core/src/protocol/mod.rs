@@ -29,7 +29,7 @@ use crate::fence::{Poison, PoisonKind, WaitPolicy};
 use crate::layout::shared::{Header, RankEntry};
 use crate::layout::{Digest, Layout, LayoutMode, LayoutParams, MAX_RANKS};
 use crate::oob::Oob;
-use crate::platform::{Platform, Segment};
+use crate::platform::{Platform, Segment, Step};
 use crate::raw::{bytes_of, bytes_of_mut};
 use crate::window::Window;
 
@@ -182,6 +182,7 @@ where
         mine.fail(Failure::Argument(e));
     }
     exchange(oob, &mine, table)?;
+    platform.checkpoint(Step::Requested, rank);
     verdict(table, rank, Stage::Request)?;
     let params = LayoutParams { nranks, mode: request.mode, align: request.align, page };
     let layout = Layout::new(params, |r| table[r as usize].size).map_err(CollectiveError::Layout)?;
@@ -194,6 +195,7 @@ where
     if rank == 0 {
         match create_segment(platform, &layout, digest, table, &mut name) {
             Ok(s) => {
+                platform.checkpoint(Step::Created, rank);
                 mine.set_name(&name);
                 created = Some(s);
             }
@@ -229,7 +231,10 @@ where
         Ok(w)
     });
     let window = match attached {
-        Ok(w) => Some(w),
+        Ok(w) => {
+            platform.checkpoint(Step::Attached, rank);
+            Some(w)
+        }
         Err(f) => {
             mine.fail(f);
             None
@@ -239,6 +244,7 @@ where
 
     // 5. The name goes, whatever happened.
     unlink(&shared);
+    platform.checkpoint(Step::Unlinked, rank);
     if let Err(e) = gathered {
         // The others may have finished this allgather and be waiting in the
         // window fence below: ask them, through the poison word, to flush too.
@@ -253,7 +259,10 @@ where
 
     // 6. Everyone is in.
     match window.fence() {
-        Ok(()) => Ok(window),
+        Ok(()) => {
+            platform.checkpoint(Step::Ready, rank);
+            Ok(window)
+        }
         Err(e) => match window.poisoned() {
             Some(Poison { kind: PoisonKind::Flush, rank: failed }) => {
                 flush(oob, &mine, Failure::Fence(e), table);

@@ -54,6 +54,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "die" => die(&comm, args),
         "stall" => stall(&comm, args),
         "full" => full(&comm, args),
+        "crash" => crash(&comm),
         "signals" => crate::signals::interrupted_waits(&comm, args),
         _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
     }
@@ -396,4 +397,26 @@ fn full<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let win = comm.window(4096).alloc().map_err(s)?;
     win.write(me, 0, &[1u64]).map_err(s)?;
     win.free().map_err(s)
+}
+
+/// Run with `KPCCL_TEST_CRASH=<step>:<rank>`: that rank aborts during window
+/// creation; every other rank must get an error — from the creation, or from
+/// its first fence if the window was already made — and never hang.
+fn crash<O: Oob>(comm: &Comm<O>) -> Res {
+    let me = comm.rank();
+    let win = match comm.window(4096).alloc() {
+        Err(e) => {
+            println!("rank {me}: creation failed as expected: {e}");
+            return Ok(());
+        }
+        Ok(w) => w,
+    };
+    match win.fence() {
+        Err(e) => {
+            println!("rank {me}: fence failed as expected: {e}");
+            let _ = win.free();
+            Ok(())
+        }
+        Ok(()) => Err(format!("rank {me}: the fence succeeded although a rank crashed")),
+    }
 }
