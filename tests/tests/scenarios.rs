@@ -194,3 +194,14 @@ fn a_crash_at_any_step_of_creation_leaks_nothing_the_sweep_misses() {
         }
     }
 }
+
+#[test]
+fn a_forked_child_does_not_share_the_window() {
+    // qemu-user (the aarch64 runs here) accepts MADV_DONTFORK and ignores it.
+    let qemu = std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").is_ok_and(|r| r.contains("qemu"));
+    scenario(
+        2,
+        "fork",
+        &[if qemu && cfg!(target_arch = "aarch64") { "expect_fault=false" } else { "expect_fault=true" }],
+    );
+}

@@ -7,6 +7,7 @@
 
 mod args;
 mod checks;
+mod fork;
 mod scenarios;
 mod signals;
 

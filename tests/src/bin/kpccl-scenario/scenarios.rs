@@ -55,6 +55,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "stall" => stall(&comm, args),
         "full" => full(&comm, args),
         "crash" => crash(&comm),
+        "fork" => crate::fork::child_does_not_share_the_window(&comm, args),
         "signals" => crate::signals::interrupted_waits(&comm, args),
         _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
     }
