@@ -423,7 +423,12 @@ pub fn run(opts: &Options) -> Result<Context, String> {
             failures.push(format!("{name}: {e}"));
         }
     };
-    let rounds = if opts.smoke { 1 } else { opts.rounds.max(1) };
+    let fences = ["ref", "rust", "c", "mpi"].iter().any(|p| opts.part(p));
+    let rounds = match (fences, opts.smoke) {
+        (false, _) => 0,
+        (true, true) => 1,
+        (true, false) => opts.rounds.max(1),
+    };
     let idle_reps = if opts.smoke { 1 } else { 3 };
     // Benchmarks on a busy 2-core machine measure the scheduler, not the
     // fences: before each phase wait a little for other work to finish.
@@ -437,10 +442,15 @@ pub fn run(opts: &Options) -> Result<Context, String> {
     for round in 0..rounds {
         quiet(&mut patience);
         eprintln!("kpccl-bench: fence round {}/{rounds}", round + 1);
-        if opts.part("ref") {
-            step("reference", reference("bare", &budget, &out));
-            step("reference (pause)", reference("hint", &budget, &out));
-        }
+        // The reference at both ends of the round, so that it sees the same
+        // machine (vCPU placement, neighbours) as the measurements between.
+        let reference_pair = |step: &mut dyn FnMut(&str, Step)| {
+            if opts.part("ref") {
+                step("reference", reference("bare", &budget, &out));
+                step("reference (pause)", reference("hint", &budget, &out));
+            }
+        };
+        reference_pair(&mut step);
         for &n in &opts.ranks {
             if opts.part("rust") {
                 let idle_reps = if round == 0 { idle_reps } else { 0 };
@@ -472,6 +482,7 @@ pub fn run(opts: &Options) -> Result<Context, String> {
                 }
             }
         }
+        reference_pair(&mut step);
     }
     let free = shm_free().unwrap_or(0);
     ctx.sizes = CREATE_SIZES.iter().copied().filter(|&s| s < (1 << 30) || free >= 3 * s).collect();

@@ -77,7 +77,7 @@ fn reference_mode(args: &[String]) -> Result<(), String> {
 fn drive(args: &[String]) -> Result<(), String> {
     let mut opts = Options {
         smoke: false,
-        rounds: 3,
+        rounds: 5,
         work: std::env::temp_dir().join(format!("kpccl-bench-{}", std::process::id())),
         no_mpi: false,
         variants: Vec::new(),

@@ -36,10 +36,10 @@ impl Budget {
     pub const FULL: Budget = Budget {
         warmup: 2000,
         warmup_ns: 50_000_000,
-        samples: 15,
+        samples: 9,
         sample_ns: 10_000_000,
         max_iters: 200_000,
-        max_ns: 400_000_000,
+        max_ns: 300_000_000,
     };
     /// The smoke run's plan: a few operations, to show that everything runs.
     pub const SMOKE: Budget = Budget { warmup: 4, warmup_ns: 1, samples: 2, sample_ns: 1, max_iters: 4, max_ns: 1 };

@@ -416,23 +416,28 @@ pub fn render(ctx: &Context, m: &Machine, crit: &[Criterion], svg: Option<&str>,
 
 const METHOD: &str = "## Method
 
-- **Latency** (`bench/src/measure.rs`, `bench/c/bench.h`, the same protocol in Rust, C and MPI):
-  untimed warm-up (2000 operations), a timed warm-up that sets the operations per sample
-  (≈ 10 ms per sample; rank 0's count is used by every rank, since fences must match), then 15
-  samples per run. A sample is the time per operation, averaged over the ranks that take part.
-  Each fence program runs once per round, in 3 rounds that interleave every program, so a
-  disturbance of the machine hits all of them alike; samples of all rounds are pooled.
+- **Latency** (`bench/src/measure.rs`; `bench/c/bench.h` is the same protocol in C, for the C
+  API and MPI): a warm-up in doubling chunks (up to 2000 operations or 50 ms), then samples of
+  k operations, k chosen from the previous chunk so that a sample lasts about 10 ms, until 9
+  samples or 300 ms. Every decision is rank 0's, handed to all ranks between chunks (outside
+  the timed region): fences must match. A sample is the time per operation, averaged over the
+  ranks that take part.
+- **Rounds**: every fence program runs once per round, 5 rounds, so that a disturbance of the
+  machine (other processes, the host moving the VM's vCPUs) hits all of them alike; samples of
+  all rounds are pooled. The reference runs at both ends of each round. Before each round the
+  driver waits (at most 2 minutes in all) until other processes leave the machine ≤ 10 % busy.
 - **Reference** (`bench/src/reference.rs`): two processes (`fork`) share a memfd page; each
   stores `epoch + 1` to its own 128-byte-aligned word with Release and spins with Acquire
-  loads (no spin hint) until the other's word reaches the same epoch — exactly the pattern of a
-  peer fence, with nothing else. `ref/flag-pause` is the same with a `pause` in the spin loop.
+  loads (no spin hint) until the other's word reaches the same epoch — the pattern of a peer
+  fence with nothing else. `ref/flag-pause` is the same with a `pause` in the spin loop.
 - **Ping-pong**: both ranks of a pair call the fence in a loop; the time is per fence.
   4 and 8 ranks run 2 and 4 disjoint pairs at once; `fence()` runs over every rank.
 - **kpccl** ranks are separate processes started by the kpccl launcher (no MPI, no binding);
   the C programs link `libkpccl.so`. Open MPI runs under `mpirun` with the flags shown above
   (shared memory only, no binding either).
-- **Window creation**: rank 0's time from an out-of-band barrier (MPI: `MPI_Barrier`) to the
-  end of the collective free, for windows of the given total size (each rank owns size / N).
+- **Window creation**: rank 0's time from a barrier to the end of the collective free, for
+  windows of the given total size (each rank owns size / N); 30 repetitions up to 1 MiB, 6 at
+  64 MiB, 3 at 1 GiB.
 - **Copy**: rank 0 copies 8 MiB from a private buffer into rank 1's segment
   (`Window::write`), and the same buffer into another private buffer (`copy_from_slice`,
   i.e. `memcpy`), alternating, 20 copies per sample.
