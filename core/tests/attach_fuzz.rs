@@ -1,0 +1,140 @@
+//! Fuzzing the attach-time validation: a byte of the header or rank table is
+//! corrupted between creation and a peer's attach. The attaching rank must
+//! refuse the window (and so every rank must fail) whenever the byte matters,
+//! and nothing may panic, hang or leak a name, whatever the byte.
+//!
+//! Not under Miri: the injected corruption itself is a plain write racing
+//! with rank 0's reads of its header (an artefact of the injection).
+#![cfg(not(miri))]
+#![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+mod support;
+
+use core::mem::offset_of;
+use core::time::Duration;
+
+use kpccl_core::layout::shared::{Header, RankEntry};
+use kpccl_core::protocol::Record;
+use kpccl_core::sync::AtomicU32;
+use kpccl_core::{LayoutMode, Platform, PlatformError, ProcessIdentity, Segment, WaitOutcome, WindowRequest};
+use proptest::prelude::*;
+use support::{HeapSegment, ThreadPlatform, run};
+
+/// A thread platform that flips bits of one byte of a segment when it is opened.
+#[derive(Clone, Debug)]
+struct Corrupting {
+    inner: ThreadPlatform,
+    offset: usize,
+    xor: u8,
+}
+
+impl Platform for Corrupting {
+    type Segment = HeapSegment;
+    fn create(&self, name: &str, len: u64) -> Result<HeapSegment, PlatformError> {
+        self.inner.create(name, len)
+    }
+    fn open(&self, name: &str, len: u64) -> Result<HeapSegment, PlatformError> {
+        let s = self.inner.open(name, len)?;
+        assert!(self.offset < s.len());
+        // SAFETY: in bounds (asserted).
+        let byte = unsafe { s.base().as_ptr().add(self.offset) };
+        // SAFETY: a byte of the header or rank table, which no rank writes after creation.
+        unsafe { *byte ^= self.xor };
+        Ok(s)
+    }
+    fn unlink(&self, name: &str) -> Result<(), PlatformError> {
+        self.inner.unlink(name)
+    }
+    fn page_size(&self) -> u64 {
+        self.inner.page_size()
+    }
+    fn cpu_count(&self) -> u32 {
+        self.inner.cpu_count()
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn random(&self, buf: &mut [u8]) -> Result<(), PlatformError> {
+        self.inner.random(buf)
+    }
+    fn identity(&self) -> ProcessIdentity {
+        self.inner.identity()
+    }
+    fn is_alive(&self, who: &ProcessIdentity) -> bool {
+        self.inner.is_alive(who)
+    }
+    fn yield_now(&self) {
+        self.inner.yield_now();
+    }
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
+        self.inner.wait(word, expected, deadline_ns)
+    }
+    fn wake(&self, word: &AtomicU32) {
+        self.inner.wake(word);
+    }
+}
+
+const NRANKS: u32 = 2;
+const HEADER: usize = size_of::<Header>();
+const TABLE_END: usize = HEADER + NRANKS as usize * size_of::<RankEntry>();
+
+/// Whether a corrupted byte at `offset` must make the attach fail: any byte
+/// of the header but the poison word, and the checked fields of an entry.
+fn matters(offset: usize) -> bool {
+    let poison = offset_of!(Header, poison);
+    if offset < HEADER {
+        return !(poison..poison + 4).contains(&offset);
+    }
+    let within = (offset - HEADER) % size_of::<RankEntry>();
+    within < offset_of!(RankEntry, padding)
+}
+
+/// Creates a 2-rank window with rank 1's view corrupted at `offset`; returns
+/// whether each rank got a window.
+fn attach_with_corruption(offset: usize, xor: u8) -> Vec<bool> {
+    let platform = Corrupting { inner: ThreadPlatform::new(4096), offset, xor };
+    let probe = platform.clone();
+    let made = run(NRANKS, Duration::from_secs(20), move |rank, oob| {
+        let mut table = vec![Record::default(); NRANKS as usize];
+        let mut request = WindowRequest { size: 256, mode: LayoutMode::Contiguous, ..WindowRequest::default() };
+        request.policy.timeout_ns = 2_000_000_000;
+        kpccl_core::create_window(&platform, &oob, rank, NRANKS, &request, Ok(()), &mut table).is_ok()
+    });
+    assert_eq!(probe.inner.leaked(), Vec::<String>::new(), "a name was left behind");
+    made
+}
+
+fn check(offset: usize, xor: u8) {
+    let made = attach_with_corruption(offset, xor);
+    if matters(offset) {
+        assert_eq!(made, vec![false, false], "a corrupted byte at {offset} (^{xor:#x}) was accepted");
+    } else {
+        assert_eq!(made[0], made[1], "ranks disagree on a window corrupted at {offset}");
+    }
+}
+
+/// The regression corpus: one byte of every header field and of every
+/// checked rank-table field, plus the unchecked padding and the poison word.
+#[test]
+fn corpus() {
+    let fields = [0, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 80, 120, 128, 131, 132, 200, 255];
+    let entry = [0, 8, 16, 24, 32, 36, 40, 63];
+    let offsets = fields.into_iter().chain([0, 1].into_iter().flat_map(|r| entry.map(|o| HEADER + r * 64 + o)));
+    for offset in offsets {
+        check(offset, 0x01);
+        check(offset, 0x80);
+    }
+}
+
+proptest! {
+    // No regression files: the corpus above is the committed one.
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn any_corrupted_byte(offset in 0..TABLE_END, xor in 1..=255u8) {
+        check(offset, xor);
+    }
+}
