@@ -205,3 +205,8 @@ fn a_forked_child_does_not_share_the_window() {
         &[if qemu && cfg!(target_arch = "aarch64") { "expect_fault=false" } else { "expect_fault=true" }],
     );
 }
+
+#[test]
+fn soak_for_a_few_seconds_on_8_ranks() {
+    scenario(8, "soak", &["seconds=3"]);
+}

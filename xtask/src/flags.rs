@@ -26,6 +26,9 @@ Tasks:
                                  built for aarch64-unknown-linux-gnu, run under qemu (as in test-aarch64).
   demo [-n N] [-- ARGS...]       the main demo: N ranks (default 4) share a window without MPI
                                  (`cargo run --release -p kpccl-tests --bin kpccl-demo -- -n N ARGS...`).
+  soak [--minutes M] [-n N]      N ranks (default 8) for M minutes (default 10): windows of random
+                                 uneven sizes made and freed, random-pairing handoffs and window
+                                 fences, every word verified; no segment may be left.
   help                           this text.
 ";
 
@@ -38,6 +41,7 @@ pub(crate) enum Task {
     Header { check: bool },
     CTest { aarch64: bool },
     Install { prefix: std::path::PathBuf },
+    Soak { minutes: u64, ranks: u32 },
 }
 
 pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
@@ -65,6 +69,20 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
                 }
             }
             Ok(Task::TestAarch64 { install, cross })
+        }
+        "soak" => {
+            let (mut minutes, mut ranks) = (10, 8);
+            while let Some(arg) = args.next() {
+                let value = args.next().ok_or_else(|| crate::cmd::err!("{arg} needs a value"))?;
+                match arg.as_str() {
+                    "--minutes" => {
+                        minutes = value.parse().map_err(|_| crate::cmd::err!("--minutes takes a whole number"))?
+                    }
+                    "-n" => ranks = value.parse().map_err(|_| crate::cmd::err!("-n takes a rank count"))?,
+                    _ => bail!("`soak` does not take {arg:?}"),
+                }
+            }
+            Ok(Task::Soak { minutes, ranks })
         }
         "demo" => {
             let mut ranks = 4;

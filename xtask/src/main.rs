@@ -16,6 +16,7 @@ mod flags;
 mod header;
 mod install;
 mod report;
+mod soak;
 mod test;
 mod test_aarch64;
 
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
         Task::Header { check } => header::run(check),
         Task::Install { prefix } => install::run(&prefix),
         Task::CTest { aarch64 } => c_tests::standalone(aarch64),
+        Task::Soak { minutes, ranks } => soak::run(minutes, ranks),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

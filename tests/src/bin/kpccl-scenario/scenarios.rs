@@ -55,6 +55,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "stall" => stall(&comm, args),
         "full" => full(&comm, args),
         "crash" => crash(&comm),
+        "soak" => soak(&comm, args),
         "fork" => crate::fork::child_does_not_share_the_window(&comm, args),
         "signals" => crate::signals::interrupted_waits(&comm, args),
         _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
@@ -134,14 +135,29 @@ fn handoff<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
     let rounds = args.rounds("rounds", 2000)?;
     let len: usize = args.get("words", 64)?;
-    let seed: u64 = args.get("seed", 7)?;
     let win = comm.window(len * 8).alloc().map_err(s)?;
-    let mut got = vec![0u64; len];
+    let fences = handoff_rounds(&win, 0..rounds, args.get("seed", 7)?)?;
+    if me == 0 {
+        println!("handoff: {rounds} rounds, {n} ranks, rank 0 made {fences} peer fences, all words verified");
+    }
+    win.free().map_err(s)
+}
+
+/// The words a rank can hand to `peer` and back: what fits both segments.
+fn shared_words(win: &Window, a: u32, b: u32) -> Result<usize, String> {
+    Ok(win.segment(a).map_err(s)?.len.min(win.segment(b).map_err(s)?.len) / 8)
+}
+
+/// Random pairings for `rounds`, data ordered only by `peer_fence`; returns the fences made.
+fn handoff_rounds(win: &Window, rounds: std::ops::Range<u64>, seed: u64) -> Result<u64, String> {
+    let (me, n) = (win.rank(), win.nranks());
     let mut fences = 0u64;
-    for round in 0..rounds {
+    for round in rounds {
         let perm = Rng::new(seed.wrapping_add(round)).permutation(n);
         let pos = perm.iter().position(|&r| r == me).expect("every rank is in the permutation");
         let Some(&peer) = perm.get(pos ^ 1) else { continue };
+        let len = shared_words(win, me, peer)?;
+        let mut got = vec![0u64; len];
         // Even rounds: write my own segment, the peer reads it. Odd rounds:
         // write into the peer's segment, I read mine; a leading fence first
         // makes sure the peer is done with its segment from earlier rounds.
@@ -158,29 +174,66 @@ fn handoff<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
         win.peer_fence(peer).map_err(s)?;
         fences += 2;
     }
-    if me == 0 {
-        println!("handoff: {rounds} rounds, {n} ranks, rank 0 made {fences} peer fences, all words verified");
-    }
-    win.free().map_err(s)
+    Ok(fences)
 }
 
 /// Every rank writes, `fence()`, every rank reads every segment.
 fn fence<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
-    let (me, n) = (comm.rank(), comm.nranks());
     let rounds = args.rounds("rounds", 1000)?;
     let len: usize = args.get("words", 32)?;
     let win = comm.window(len * 8).alloc().map_err(s)?;
-    let mut got = vec![0u64; len];
-    for round in 0..rounds {
+    fence_rounds(&win, 0..rounds)?;
+    win.free().map_err(s)
+}
+
+/// Each round every rank fills its own segment, `fence()`, and every rank
+/// checks every segment.
+fn fence_rounds(win: &Window, rounds: std::ops::Range<u64>) -> Res {
+    let (me, n) = (win.rank(), win.nranks());
+    for round in rounds {
+        let len = win.local_segment().len / 8;
         win.write(me, 0, &words(round, me, len)).map_err(s)?;
         win.fence().map_err(s)?;
         for r in 0..n {
+            let mut got = vec![0u64; win.segment(r).map_err(s)?.len / 8];
             win.read(r, 0, &mut got).map_err(s)?;
             verify(&got, round, r)?;
         }
         win.fence().map_err(s)?;
     }
-    win.free().map_err(s)
+    Ok(())
+}
+
+/// Minutes of everything at once: windows of random uneven sizes made and
+/// freed over and over, random-pairing handoffs and window fences in each,
+/// every word verified; runs `seconds` by rank 0's clock.
+fn soak<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let me = comm.rank();
+    let seconds: u64 = args.get("seconds", 5)?;
+    let start = Instant::now();
+    let (mut cycle, mut round, mut fences) = (0u64, 0u64, 0u64);
+    loop {
+        // Rank 0's clock decides for everyone, so every rank makes the same number of cycles.
+        let go = u8::from(me != 0 || start.elapsed().as_secs() < seconds);
+        let mut all = vec![0u8; comm.nranks() as usize];
+        comm.oob().allgather(&[go], &mut all).map_err(s)?;
+        if all[0] == 0 {
+            break;
+        }
+        let mut rng = Rng::new(cycle * 1000 + u64::from(me));
+        let size = (rng.next() % 16_384) as usize * 8 * usize::from(!rng.next().is_multiple_of(8));
+        let mode = if cycle.is_multiple_of(3) { LayoutMode::Aligned } else { LayoutMode::Contiguous };
+        let win = comm.window(size).layout(mode).alloc().map_err(s)?;
+        fences += handoff_rounds(&win, round..round + 50, cycle)?;
+        fence_rounds(&win, round + 50..round + 60)?;
+        win.free().map_err(s)?;
+        round += 60;
+        cycle += 1;
+    }
+    if me == 0 {
+        println!("soak: {cycle} windows, {round} rounds, rank 0 made {fences} peer fences, all words verified");
+    }
+    Ok(())
 }
 
 /// Many alloc/free cycles: no growth in fds, mappings or segments.
