@@ -18,6 +18,10 @@ use crate::platform::PosixPlatform;
 /// before `peer_fence(j)` (or `fence()`) is seen by rank `j` after its
 /// matching call. The copy helpers are bounds-checked; [`Window::segment`]
 /// gives raw pointers for everything else.
+///
+/// A child `fork`ed from this process does not inherit the mapping
+/// (`MADV_DONTFORK`): touching the window there faults, and the child must
+/// neither use nor drop the parent's `Window` (`std::mem::forget` it).
 #[derive(Debug)]
 pub struct Window {
     inner: kpccl_core::Window<PosixPlatform>,
