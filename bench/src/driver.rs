@@ -79,7 +79,7 @@ impl Variant {
     /// The variants `--experiments` measures.
     #[must_use]
     pub fn experiments() -> Vec<Variant> {
-        ["aligned@2,8:KPCCL_LAYOUT=aligned", "spin0@2,4,8:KPCCL_SPIN=0", "spin20000@4,8:KPCCL_SPIN=20000"]
+        ["aligned@2,8:KPCCL_LAYOUT=aligned", "spin0@4,8:KPCCL_SPIN=0"]
             .iter()
             .map(|v| Variant::parse(v).expect("built-in variants parse"))
             .collect()

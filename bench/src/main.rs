@@ -77,13 +77,13 @@ fn reference_mode(args: &[String]) -> Result<(), String> {
 fn drive(args: &[String]) -> Result<(), String> {
     let mut opts = Options {
         smoke: false,
-        rounds: 5,
+        rounds: 4,
         work: std::env::temp_dir().join(format!("kpccl-bench-{}", std::process::id())),
         no_mpi: false,
         variants: Vec::new(),
         ranks: driver::RANKS.to_vec(),
         parts: Vec::new(),
-        patience: Duration::from_secs(120),
+        patience: Duration::from_secs(60),
     };
     let (mut out, mut svg_path, mut criterion) = (None, None, None);
     let mut it = args.iter();

@@ -422,10 +422,10 @@ const METHOD: &str = "## Method
   samples or 300 ms. Every decision is rank 0's, handed to all ranks between chunks (outside
   the timed region): fences must match. A sample is the time per operation, averaged over the
   ranks that take part.
-- **Rounds**: every fence program runs once per round, 5 rounds, so that a disturbance of the
+- **Rounds**: every fence program runs once per round, 4 rounds, so that a disturbance of the
   machine (other processes, the host moving the VM's vCPUs) hits all of them alike; samples of
   all rounds are pooled. The reference runs at both ends of each round. Before each round the
-  driver waits (at most 2 minutes in all) until other processes leave the machine ≤ 10 % busy.
+  driver waits (at most a minute in all) until other processes leave the machine ≤ 10 % busy.
 - **Reference** (`bench/src/reference.rs`): two processes (`fork`) share a memfd page; each
   stores `epoch + 1` to its own 128-byte-aligned word with Release and spins with Acquire
   loads (no spin hint) until the other's word reaches the same epoch — the pattern of a peer

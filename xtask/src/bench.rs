@@ -1,7 +1,7 @@
 //! `cargo xtask bench [--smoke] [ARGS...]`: the benchmark suite of issue 6
 //! (the `kpccl-bench` crate, `bench/`).
 //!
-//! Full run (release build, about 5 minutes on a 2-core machine): the
+//! Full run (optimized build, about 5 minutes on a quiet 2-core machine): the
 //! criterion micro-benchmarks, then the multi-process suite, which writes
 //! `BENCHMARKS.md` and `docs/fence-latency.svg`.
 //!
@@ -51,12 +51,11 @@ fn target_dir() -> PathBuf {
 fn run(args: &[String]) -> Result<()> {
     let smoke = args.iter().any(|a| a == "--smoke");
     let rest: Vec<&String> = args.iter().filter(|a| *a != "--smoke").collect();
-    let profile: &[&str] = if smoke { &[] } else { &["--release"] };
+    // The bench profile (release settings) for the build, criterion and the
+    // driver alike, so that `cargo bench` and the rest share their artifacts.
+    let profile: &[&str] = if smoke { &[] } else { &["--profile", "bench"] };
     let work = target_dir().join(if smoke { "kpccl-bench-smoke" } else { "kpccl-bench" });
     std::fs::create_dir_all(&work).map_err(|e| err!("{}: {e}", work.display()))?;
-
-    // libkpccl.so is linked by the C benchmark; it must sit next to kpccl-bench.
-    Cmd::cargo().arg("build").args(profile).args(["-p", "kpccl-ffi", "-p", "kpccl-bench"]).run()?;
 
     // The criterion micro-benchmarks; their output is parsed into the report.
     let criterion = if smoke {
@@ -64,12 +63,14 @@ fn run(args: &[String]) -> Result<()> {
     } else {
         Cmd::cargo()
             .args(["bench", "-p", "kpccl-bench", "--bench", "micro", "--"])
-            .args(["--warm-up-time", "1", "--measurement-time", "3"])
+            .args(["--warm-up-time", "1", "--measurement-time", "2"])
             .run_tee()?
     };
     if !criterion.success {
         bail!("the criterion benchmarks failed ({})", criterion.status);
     }
+    // libkpccl.so is linked by the C benchmark; it must sit next to kpccl-bench.
+    Cmd::cargo().arg("build").args(profile).args(["-p", "kpccl-ffi", "-p", "kpccl-bench"]).run()?;
     let criterion_out = work.join("criterion.txt");
     std::fs::write(&criterion_out, &criterion.stdout).map_err(|e| err!("{}: {e}", criterion_out.display()))?;
 
