@@ -1,0 +1,18 @@
+//! Ascend device memory shared between processes, after the ACL runtime's IPC calls
+//! (`aclrtIpcMemGetExportKey`, `aclrtIpcMemSetImportPid`, `aclrtIpcMemImportByKey`,
+//! `aclrtIpcMemClose`).
+//!
+//! [`runtime::AclRuntime`] is the one trait for the device runtime. [`sim::HostSim`]
+//! implements it on the host: "device" memory is shared memory and the export keys,
+//! whitelists and import counts live in a per-user registry, so two real processes
+//! share memory with the same rules and return codes as the hardware
+//! (`../shared/research/ascend-ipc.md`).
+#![deny(unsafe_code)]
+#![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+pub mod codes;
+#[allow(unsafe_code)] // declares the unsafe `memcpy` of the trait
+pub mod runtime;
+pub mod sim;
+
+pub use runtime::{AclError, AclResult, AclRuntime, IpcKey};

@@ -1,0 +1,126 @@
+//! The device-runtime trait: the IPC-relevant ACL calls, each returning the ACL code
+//! on failure.
+
+use core::ffi::c_void;
+use core::fmt;
+
+use crate::codes::{self, ACL_IPC_KEY_LEN};
+
+/// An IPC key: 65 opaque bytes, NUL-terminated, compared up to the first NUL.
+///
+/// On the v2 driver it is 64 lowercase hex characters and a NUL; newer chips use
+/// binary keys, so nothing here assumes UTF-8.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpcKey(pub [u8; ACL_IPC_KEY_LEN]);
+
+impl IpcKey {
+    /// The 65 raw bytes, to send to another process byte for byte.
+    pub fn as_bytes(&self) -> &[u8; ACL_IPC_KEY_LEN] {
+        &self.0
+    }
+
+    /// A key from 65 received bytes.
+    pub fn from_bytes(bytes: [u8; ACL_IPC_KEY_LEN]) -> Self {
+        Self(bytes)
+    }
+
+    /// The bytes before the first NUL (all 65 if there is none).
+    pub fn significant(&self) -> &[u8] {
+        let end = self.0.iter().position(|&b| b == 0).unwrap_or(ACL_IPC_KEY_LEN);
+        &self.0[..end]
+    }
+}
+
+impl fmt::Debug for IpcKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IpcKey({})", String::from_utf8_lossy(self.significant()))
+    }
+}
+
+/// A failed ACL call: the `aclError` code it returned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct AclError {
+    code: i32,
+}
+
+impl AclError {
+    /// An error carrying `code` (which should not be 0).
+    pub const fn new(code: i32) -> Self {
+        Self { code }
+    }
+
+    /// The `aclError` code, e.g. 507899.
+    pub const fn code(&self) -> i32 {
+        self.code
+    }
+}
+
+impl fmt::Debug for AclError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AclError({} {})", self.code, codes::name(self.code))
+    }
+}
+
+impl fmt::Display for AclError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ACL error {} ({})", self.code, codes::name(self.code))
+    }
+}
+
+impl std::error::Error for AclError {}
+
+/// The result of an ACL call.
+pub type AclResult<T> = Result<T, AclError>;
+
+/// `Ok(())` for 0, else the code as an error.
+pub fn check(code: i32) -> AclResult<()> {
+    if code == codes::ACL_SUCCESS { Ok(()) } else { Err(AclError::new(code)) }
+}
+
+/// The IPC-relevant calls of the ACL runtime (`acl_rt.h`), with its return codes.
+///
+/// Pointers are device virtual addresses; they are passed through, never
+/// dereferenced by callers of this trait except through [`AclRuntime::memcpy`].
+pub trait AclRuntime {
+    /// `aclInit(NULL)`.
+    fn init(&self) -> AclResult<()>;
+    /// `aclFinalize()`.
+    fn finalize(&self) -> AclResult<()>;
+    /// `aclrtSetDevice(device)`: the calling thread's current device.
+    fn set_device(&self, device: i32) -> AclResult<()>;
+    /// `aclrtResetDevice(device)`.
+    fn reset_device(&self, device: i32) -> AclResult<()>;
+    /// `aclrtMalloc(&ptr, size, policy)` on the current device.
+    fn malloc(&self, size: usize, policy: u32) -> AclResult<*mut c_void>;
+    /// `aclrtFree(ptr)`.
+    fn free(&self, ptr: *mut c_void) -> AclResult<()>;
+    /// `aclrtMemcpy(dst, dst_max, src, count, kind)`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `dst_max` bytes and `src` for `count` bytes, in the
+    /// memory space `kind` names.
+    unsafe fn memcpy(
+        &self,
+        dst: *mut c_void,
+        dst_max: usize,
+        src: *const c_void,
+        count: usize,
+        kind: u32,
+    ) -> AclResult<()>;
+    /// `aclrtSynchronizeDevice()`.
+    fn synchronize_device(&self) -> AclResult<()>;
+    /// `aclrtDeviceCanAccessPeer(&can, device, peer)`.
+    fn device_can_access_peer(&self, device: i32, peer: i32) -> AclResult<bool>;
+    /// `aclrtDeviceEnablePeerAccess(peer, flags)`: current device to `peer`.
+    fn device_enable_peer_access(&self, peer: i32, flags: u32) -> AclResult<()>;
+    /// `aclrtDeviceGetBareTgid(&pid)`: this process as the host sees it.
+    fn device_get_bare_tgid(&self) -> AclResult<i32>;
+    /// `aclrtIpcMemGetExportKey(ptr, size, key, 65, flags)`.
+    fn ipc_mem_get_export_key(&self, ptr: *mut c_void, size: usize, flags: u64) -> AclResult<IpcKey>;
+    /// `aclrtIpcMemSetImportPid(key, pids, pids.len())`: at most 31 pids.
+    fn ipc_mem_set_import_pid(&self, key: &IpcKey, pids: &[i32]) -> AclResult<()>;
+    /// `aclrtIpcMemImportByKey(&ptr, key, flags)`.
+    fn ipc_mem_import_by_key(&self, key: &IpcKey, flags: u64) -> AclResult<*mut c_void>;
+    /// `aclrtIpcMemClose(key)`: unmaps one import, or destroys the exporter's key.
+    fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()>;
+}

@@ -1,0 +1,388 @@
+//! [`AclRuntime`] for [`HostSim`]: the rules and codes of contract §5.
+
+use core::ffi::c_void;
+
+use super::key::{self, Parsed};
+use super::mem::{self, PAGE};
+use super::registry::{self, Importer, Record, WlEntry};
+use super::state::{self, Alloc, Import};
+use super::{HostSim, device_count, procinfo};
+use crate::codes::*;
+use crate::runtime::{AclError, AclResult, AclRuntime, IpcKey};
+
+fn fail<T>(code: i32) -> AclResult<T> {
+    Err(AclError::new(code))
+}
+
+fn registry_io(e: std::io::Error) -> AclError {
+    let _ = e;
+    AclError::new(ACL_ERROR_RT_INTERNAL_ERROR)
+}
+
+fn current() -> AclResult<i32> {
+    state::current().ok_or(AclError::new(ACL_ERROR_RT_CONTEXT_NULL))
+}
+
+fn valid_device(dev: i32) -> AclResult<()> {
+    if (0..device_count()).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
+}
+
+impl HostSim {
+    /// `aclrtIpcMemGetExportKey` with an explicit key buffer length, as the C ABI
+    /// passes it (anything but at least 65 is refused with 107000).
+    pub fn export_key_with_len(&self, ptr: *mut c_void, size: usize, len: usize, flags: u64) -> AclResult<IpcKey> {
+        if ptr.is_null() {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        if size == 0 || len < ACL_IPC_KEY_LEN || flags > 1 {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        }
+        current()?;
+        let addr = ptr as usize;
+        let guard = state::proc();
+        let p = guard.as_ref().expect("state is set by proc()");
+        if p.import_at(addr).is_some() || !addr.is_multiple_of(PAGE) {
+            return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        }
+        let Some(a) = p
+            .allocs
+            .iter()
+            .find(|a| addr >= a.map.addr && addr.checked_add(size).is_some_and(|e| e <= a.map.addr + a.len))
+        else {
+            return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        };
+        let me = procinfo::own_pid();
+        let tgid = procinfo::bare_tgid();
+        let record = || Record {
+            key: String::new(),
+            creator_tgid: tgid,
+            creator_pid: me,
+            creator_start: procinfo::start_ticks(me).unwrap_or(0),
+            dev: a.dev,
+            fd: std::os::fd::AsRawFd::as_raw_fd(&a.file),
+            offset: addr - a.map.addr,
+            size,
+            need_wlist: flags == ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT,
+            valid: true,
+            revoked: false,
+            wlist: Vec::new(),
+            importers: Vec::new(),
+        };
+        registry::with(|reg| {
+            reg.counter += 1;
+            let k = key::format(tgid, reg.counter, a.dev);
+            let mut r = record();
+            r.key = String::from_utf8_lossy(k.significant()).into_owned();
+            reg.records.push(r);
+            k
+        })
+        .map_err(registry_io)
+    }
+}
+
+impl AclRuntime for HostSim {
+    fn init(&self) -> AclResult<()> {
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        if p.inited {
+            return fail(ACL_ERROR_REPEAT_INITIALIZE);
+        }
+        p.inited = true;
+        Ok(())
+    }
+
+    fn finalize(&self) -> AclResult<()> {
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        if !p.inited {
+            return fail(ACL_ERROR_REPEAT_FINALIZE);
+        }
+        p.inited = false;
+        Ok(())
+    }
+
+    fn set_device(&self, device: i32) -> AclResult<()> {
+        valid_device(device)?;
+        state::set_current(device);
+        Ok(())
+    }
+
+    fn reset_device(&self, device: i32) -> AclResult<()> {
+        valid_device(device)?;
+        if state::current() == Some(device) {
+            state::set_current(-1);
+        }
+        Ok(())
+    }
+
+    fn malloc(&self, size: usize, _policy: u32) -> AclResult<*mut c_void> {
+        if size == 0 {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        let dev = current()?;
+        let len = size.div_ceil(32) * 32 + 32;
+        let file = mem::create(mem::page_round(len)).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
+        let map = mem::map(&file, 0, len).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
+        let addr = map.addr;
+        state::proc().as_mut().expect("state is set by proc()").allocs.push(Alloc { map, file, len, dev });
+        Ok(addr as *mut c_void)
+    }
+
+    fn free(&self, ptr: *mut c_void) -> AclResult<()> {
+        if ptr.is_null() {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        let addr = ptr as usize;
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        let Some(i) = p.allocs.iter().position(|a| a.map.addr == addr) else {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        };
+        let me = procinfo::own_pid();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&p.allocs[i].file);
+        let strict = self.strict;
+        let refused = registry::with(|reg| {
+            let live = |r: &Record| r.creator_pid == me && r.fd == fd && r.valid && !r.revoked;
+            if strict && reg.records.iter().any(|r| live(r) && !r.importers.is_empty()) {
+                return true;
+            }
+            for r in reg.records.iter_mut().filter(|r| live(r)) {
+                // The driver frees every importer's pages of the keys on this range.
+                r.revoked = true;
+            }
+            false
+        })
+        .map_err(registry_io)?;
+        if refused {
+            return fail(ACL_ERROR_RT_IPC_ERROR);
+        }
+        let a = p.allocs.swap_remove(i);
+        mem::unmap(&a.map);
+        // Importers' mappings now fault (SIGBUS), as their pages are gone.
+        let _ = a.file.set_len(0);
+        Ok(())
+    }
+
+    unsafe fn memcpy(
+        &self,
+        dst: *mut c_void,
+        dst_max: usize,
+        src: *const c_void,
+        count: usize,
+        kind: u32,
+    ) -> AclResult<()> {
+        if dst.is_null() || src.is_null() || kind > 5 {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        if dst_max == 0 || count > dst_max {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        }
+        let cur = current()?;
+        {
+            let g = state::proc();
+            let p = g.as_ref().expect("state is set by proc()");
+            for addr in [dst as usize, src as usize] {
+                if let Some(imp) = p.import_at(addr).filter(|i| i.owner_dev != i.dev) {
+                    let host_side =
+                        matches!(kind, ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_DEVICE_TO_HOST | ACL_MEMCPY_DEFAULT);
+                    if host_side {
+                        return fail(ACL_ERROR_RT_PARAM_INVALID);
+                    }
+                    if !p.p2p.contains(&(cur, imp.owner_dev)) {
+                        return fail(if self.strict { ACL_ERROR_RT_IPC_ERROR } else { ACL_ERROR_RT_PARAM_INVALID });
+                    }
+                }
+            }
+        }
+        if dst.cast_const() == src {
+            return Ok(());
+        }
+        // SAFETY: the caller guarantees both ranges are valid for `count` bytes;
+        // `copy` allows overlap.
+        unsafe { core::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), count) };
+        Ok(())
+    }
+
+    fn synchronize_device(&self) -> AclResult<()> {
+        current().map(|_| ())
+    }
+
+    fn device_can_access_peer(&self, device: i32, peer: i32) -> AclResult<bool> {
+        if device == peer {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        valid_device(device)?;
+        valid_device(peer)?;
+        Ok(true)
+    }
+
+    fn device_enable_peer_access(&self, peer: i32, flags: u32) -> AclResult<()> {
+        if flags != 0 {
+            return fail(ACL_ERROR_FEATURE_UNSUPPORTED);
+        }
+        let cur = current()?;
+        if peer == cur {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        valid_device(peer)?;
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        if !p.p2p.contains(&(cur, peer)) {
+            p.p2p.push((cur, peer));
+        }
+        Ok(())
+    }
+
+    fn device_get_bare_tgid(&self) -> AclResult<i32> {
+        Ok(procinfo::bare_tgid())
+    }
+
+    fn ipc_mem_get_export_key(&self, ptr: *mut c_void, size: usize, flags: u64) -> AclResult<IpcKey> {
+        self.export_key_with_len(ptr, size, ACL_IPC_KEY_LEN, flags)
+    }
+
+    fn ipc_mem_set_import_pid(&self, key: &IpcKey, pids: &[i32]) -> AclResult<()> {
+        if pids.is_empty() || pids.len() > ACL_IPC_MAX_PIDS_PER_CALL {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        }
+        current()?;
+        let Parsed::Hex(name) = key::parse(key) else {
+            return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        };
+        let me = procinfo::own_pid();
+        let now = procinfo::now_ticks();
+        let code = registry::with(|reg| {
+            let Some(r) = reg.find(&name) else { return ACL_ERROR_RT_DRV_INTERNAL_ERROR };
+            if r.creator_pid != me {
+                return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
+            }
+            if !r.valid {
+                return if r.importers.is_empty() {
+                    ACL_ERROR_RT_DRV_INTERNAL_ERROR
+                } else {
+                    ACL_ERROR_RT_INVALID_HANDLE
+                };
+            }
+            if !r.need_wlist {
+                return ACL_ERROR_RT_NO_PERMISSION;
+            }
+            let creator = r.creator_tgid;
+            let wanted: Vec<i32> = pids.iter().copied().filter(|&p| p != 0 && p != creator).collect();
+            if wanted.is_empty() {
+                return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
+            }
+            for pid in wanted {
+                r.wlist.retain(|w| w.pid != pid);
+                r.wlist.push(WlEntry { pid, set_time: now });
+            }
+            ACL_SUCCESS
+        })
+        .map_err(registry_io)?;
+        crate::runtime::check(code)
+    }
+
+    fn ipc_mem_import_by_key(&self, key: &IpcKey, flags: u64) -> AclResult<*mut c_void> {
+        if flags > 1 {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        }
+        let name = match key::parse(key) {
+            Parsed::Hex(n) => n,
+            Parsed::Malformed => return fail(ACL_ERROR_RT_PARAM_INVALID),
+            Parsed::NotHex if flags == 0 => return fail(ACL_ERROR_RT_PARAM_INVALID),
+            Parsed::NotHex => return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR),
+        };
+        let cur = current()?;
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        if let Some(imp) = p.imports.iter_mut().find(|i| i.key == name) {
+            if imp.dev != cur {
+                return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+            }
+            imp.refs += 1;
+            return Ok(imp.map.addr as *mut c_void);
+        }
+        let me = procinfo::own_pid();
+        let my_start = procinfo::start_ticks(me).unwrap_or(0);
+        let tgid = procinfo::bare_tgid();
+        let result = registry::with(|reg| {
+            let Some(r) = reg.find(&name) else { return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR) };
+            if !r.valid || r.revoked {
+                return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+            }
+            if r.need_wlist {
+                match r.wlist.iter().find(|w| w.pid == tgid) {
+                    Some(w) if my_start <= w.set_time => {}
+                    _ => return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR),
+                }
+            }
+            let file = mem::open_foreign(r.creator_pid, r.fd).map_err(|_| ACL_ERROR_RT_DRV_INTERNAL_ERROR)?;
+            let map = mem::map(&file, r.offset, r.size).map_err(|_| ACL_ERROR_RT_MEMORY_ALLOCATION)?;
+            r.importers.push(Importer { pid: me, start: my_start, dev: cur });
+            Ok((map, r.dev))
+        })
+        .map_err(registry_io)?;
+        let (map, owner_dev) = result.map_err(AclError::new)?;
+        if owner_dev != cur
+            && flags == ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS
+            && !p.p2p.contains(&(cur, owner_dev))
+        {
+            p.p2p.push((cur, owner_dev));
+        }
+        let addr = map.addr;
+        p.imports.push(Import { key: name, map, refs: 1, dev: cur, owner_dev });
+        Ok(addr as *mut c_void)
+    }
+
+    fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()> {
+        let Parsed::Hex(name) = key::parse(key) else {
+            return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        };
+        let me = procinfo::own_pid();
+        {
+            let mut g = state::proc();
+            let p = g.as_mut().expect("state is set by proc()");
+            if let Some(i) = p.imports.iter().position(|i| i.key == name) {
+                p.imports[i].refs -= 1;
+                if p.imports[i].refs > 0 {
+                    return Ok(());
+                }
+                let imp = p.imports.swap_remove(i);
+                mem::unmap(&imp.map);
+                return registry::with(|reg| {
+                    if let Some(r) = reg.find(&name)
+                        && let Some(j) = r.importers.iter().position(|x| x.pid == me)
+                    {
+                        r.importers.remove(j);
+                    }
+                })
+                .map_err(registry_io);
+            }
+        }
+        let strict = self.strict;
+        let code = registry::with(|reg| {
+            let Some(r) = reg.find(&name) else { return ACL_ERROR_RT_DRV_INTERNAL_ERROR };
+            if r.creator_pid != me {
+                return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
+            }
+            if !r.valid {
+                return if r.importers.is_empty() {
+                    ACL_ERROR_RT_DRV_INTERNAL_ERROR
+                } else {
+                    ACL_ERROR_RT_INVALID_HANDLE
+                };
+            }
+            if !r.importers.is_empty() && strict {
+                return ACL_ERROR_RT_IPC_ERROR;
+            }
+            // Importers' pages are freed by the driver; the record lives until they close.
+            r.valid = false;
+            r.revoked = true;
+            ACL_SUCCESS
+        })
+        .map_err(registry_io)?;
+        crate::runtime::check(code)
+    }
+}

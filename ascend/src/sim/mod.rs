@@ -1,0 +1,60 @@
+//! A host simulator of the ACL IPC calls (contract §5): "device" memory is shared
+//! memory, keys and whitelists live in a per-user registry shared by the processes of
+//! the machine, and every call returns the codes the hardware does.
+//!
+//! Strict mode (`ASCEND_SIM_STRICT=1`, or [`HostSim::strict`]) refuses with 507022
+//! what the hardware accepts and punishes later: the exporter closing or freeing
+//! memory that importers still map.
+
+mod key;
+#[allow(unsafe_code)]
+mod mem;
+mod procinfo;
+#[allow(unsafe_code)]
+mod registry;
+mod state;
+
+pub use registry::sweep;
+
+/// The simulated runtime. All instances of a process share its state, as the real
+/// runtime's process-wide context does.
+#[derive(Debug, Clone, Copy)]
+pub struct HostSim {
+    strict: bool,
+}
+
+impl HostSim {
+    /// The simulator, strict if `ASCEND_SIM_STRICT` is set to `1`.
+    pub fn new() -> Self {
+        Self { strict: std::env::var("ASCEND_SIM_STRICT").is_ok_and(|v| v == "1") }
+    }
+
+    /// The simulator in strict mode.
+    pub fn strict() -> Self {
+        Self { strict: true }
+    }
+
+    /// The simulator in faithful mode (what the hardware does).
+    pub fn faithful() -> Self {
+        Self { strict: false }
+    }
+
+    /// Whether misuse is reported at once.
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+}
+
+impl Default for HostSim {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[allow(unsafe_code)]
+mod imp;
+
+/// Number of simulated devices: `ASCEND_SIM_DEVICES`, default 8.
+pub fn device_count() -> i32 {
+    std::env::var("ASCEND_SIM_DEVICES").ok().and_then(|v| v.parse().ok()).unwrap_or(8)
+}

@@ -1,0 +1,58 @@
+//! Process identity for the simulator: bare tgid, start time, liveness, and a clock in
+//! the same unit as start times (clock ticks since boot).
+
+/// `USER_HZ`: `/proc` reports times in these ticks on every Linux architecture.
+const TICKS_PER_SEC: u64 = 100;
+
+/// `(state, starttime)` of `pid` from its stat line.
+fn stat(pid: i32) -> Option<(u8, u64)> {
+    // "/proc/./": qemu-user intercepts "/proc/self/stat" and "/proc/<own pid>/stat"
+    // and fakes fields; this path reaches the kernel's view for every pid.
+    let text = std::fs::read_to_string(format!("/proc/./{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    // starttime is field 22 of the line; `state` was field 3.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// The start time of `pid` in ticks since boot, if it runs.
+pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
+    stat(pid).map(|(_, s)| s)
+}
+
+/// Whether `pid` still runs and is the process that started at `start`.
+pub(crate) fn alive(pid: i32, start: u64) -> bool {
+    match stat(pid) {
+        Some((state, s)) => !matches!(state, b'Z' | b'X') && s == start,
+        None => false,
+    }
+}
+
+/// Now, in ticks since boot (the unit of [`start_ticks`]).
+pub(crate) fn now_ticks() -> u64 {
+    let text = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+    let secs = text.split_ascii_whitespace().next().unwrap_or("0");
+    let (whole, frac) = secs.split_once('.').unwrap_or((secs, "0"));
+    let whole: u64 = whole.parse().unwrap_or(0);
+    let frac: u64 = format!("{frac:0<2}")[..2].parse().unwrap_or(0);
+    whole * TICKS_PER_SEC + frac
+}
+
+/// This process's pid as the host sees it: the first `NSpid:` value of
+/// `/proc/self/status`, else `getpid()`.
+pub(crate) fn bare_tgid() -> i32 {
+    let own = std::process::id();
+    let status = std::fs::read_to_string(format!("/proc/./{own}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .and_then(|v| v.split_ascii_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| i32::try_from(own).unwrap_or(i32::MAX))
+}
+
+/// This process's pid (`getpid()`).
+pub(crate) fn own_pid() -> i32 {
+    i32::try_from(std::process::id()).unwrap_or(i32::MAX)
+}

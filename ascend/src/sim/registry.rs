@@ -1,0 +1,256 @@
+//! The machine-wide state of the simulator, per user: a text file of key records in
+//! `$ASCEND_SIM_DIR` (default `/dev/shm/ascend-sim-<uid>/`), read and rewritten under
+//! `flock` on `registry.lock`. Records of dead processes are swept on every access
+//! (the driver's recycle on exit) and the directory is removed when it empties.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::PathBuf;
+
+use super::procinfo;
+
+/// A whitelist entry: an importer's bare tgid and when it was set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WlEntry {
+    pub(crate) pid: i32,
+    pub(crate) set_time: u64,
+}
+
+/// A process that holds an import of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Importer {
+    pub(crate) pid: i32,
+    pub(crate) start: u64,
+    pub(crate) dev: i32,
+}
+
+/// One exported key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub(crate) key: String,
+    pub(crate) creator_tgid: i32,
+    pub(crate) creator_pid: i32,
+    pub(crate) creator_start: u64,
+    pub(crate) dev: i32,
+    pub(crate) fd: i32,
+    pub(crate) offset: usize,
+    pub(crate) size: usize,
+    pub(crate) need_wlist: bool,
+    pub(crate) valid: bool,
+    pub(crate) revoked: bool,
+    pub(crate) wlist: Vec<WlEntry>,
+    pub(crate) importers: Vec<Importer>,
+}
+
+/// All records and the export counter.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub(crate) counter: u64,
+    pub(crate) records: Vec<Record>,
+}
+
+impl Registry {
+    /// The record of `key`, if any.
+    pub(crate) fn find(&mut self, key: &str) -> Option<&mut Record> {
+        self.records.iter_mut().find(|r| r.key == key)
+    }
+
+    /// Applies process deaths: a dead creator destroys its keys and revokes their
+    /// pages; dead importers drop their imports; empty destroyed records go.
+    fn sweep(&mut self) {
+        for r in &mut self.records {
+            if r.valid && !procinfo::alive(r.creator_pid, r.creator_start) {
+                r.valid = false;
+                r.revoked = true;
+            }
+            r.importers.retain(|i| procinfo::alive(i.pid, i.start));
+        }
+        self.records.retain(|r| r.valid || !r.importers.is_empty());
+    }
+
+    fn parse(text: &str) -> Self {
+        let mut reg = Self::default();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            match f.as_slice() {
+                ["C", n] => reg.counter = n.parse().unwrap_or(0),
+                ["K", rest @ ..] if rest.len() == 13 => {
+                    if let Some(r) = parse_record(rest) {
+                        reg.records.push(r);
+                    }
+                }
+                _ => {}
+            }
+        }
+        reg
+    }
+
+    fn render(&self) -> String {
+        let mut out = format!("C {}\n", self.counter);
+        for r in &self.records {
+            let wl = join(r.wlist.iter().map(|w| format!("{}:{}", w.pid, w.set_time)));
+            let im = join(r.importers.iter().map(|i| format!("{}:{}:{}", i.pid, i.start, i.dev)));
+            out += &format!(
+                "K {} {} {} {} {} {} {} {} {} {} {} {wl} {im}\n",
+                r.key,
+                r.creator_tgid,
+                r.creator_pid,
+                r.creator_start,
+                r.dev,
+                r.fd,
+                r.offset,
+                r.size,
+                u8::from(r.need_wlist),
+                u8::from(r.valid),
+                u8::from(r.revoked),
+            );
+        }
+        out
+    }
+}
+
+fn join(items: impl Iterator<Item = String>) -> String {
+    let v: Vec<String> = items.collect();
+    if v.is_empty() { "-".into() } else { v.join(",") }
+}
+
+fn parse_list<T>(s: &str, f: impl Fn(&[&str]) -> Option<T>) -> Option<Vec<T>> {
+    if s == "-" {
+        return Some(Vec::new());
+    }
+    s.split(',').map(|e| f(&e.split(':').collect::<Vec<_>>())).collect()
+}
+
+fn parse_record(f: &[&str]) -> Option<Record> {
+    Some(Record {
+        key: f[0].to_owned(),
+        creator_tgid: f[1].parse().ok()?,
+        creator_pid: f[2].parse().ok()?,
+        creator_start: f[3].parse().ok()?,
+        dev: f[4].parse().ok()?,
+        fd: f[5].parse().ok()?,
+        offset: f[6].parse().ok()?,
+        size: f[7].parse().ok()?,
+        need_wlist: f[8] == "1",
+        valid: f[9] == "1",
+        revoked: f[10] == "1",
+        wlist: parse_list(f[11], |p| {
+            Some(WlEntry { pid: p.first()?.parse().ok()?, set_time: p.get(1)?.parse().ok()? })
+        })?,
+        importers: parse_list(f[12], |p| {
+            Some(Importer {
+                pid: p.first()?.parse().ok()?,
+                start: p.get(1)?.parse().ok()?,
+                dev: p.get(2)?.parse().ok()?,
+            })
+        })?,
+    })
+}
+
+/// The registry directory: `$ASCEND_SIM_DIR`, else `/dev/shm/ascend-sim-<uid>`.
+pub(crate) fn dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("ASCEND_SIM_DIR") {
+        return PathBuf::from(d);
+    }
+    let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    PathBuf::from(format!("/dev/shm/ascend-sim-{uid}"))
+}
+
+fn flock(file: &File, op: i32) -> io::Result<()> {
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Locks the registry (creating the directory if needed); the lock file is
+/// re-checked after locking so a concurrent removal is never missed.
+fn lock() -> io::Result<File> {
+    let dir = dir();
+    let path = dir.join("registry.lock");
+    let mut last = io::Error::other("registry lock: no attempt");
+    for _ in 0..10_000 {
+        if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+            last = e;
+            continue;
+        }
+        let file = match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        flock(&file, libc::LOCK_EX)?;
+        match fs::metadata(&path) {
+            Ok(m) if m.ino() == file.metadata()?.ino() => return Ok(file),
+            _ => continue,
+        }
+    }
+    Err(last)
+}
+
+/// Runs `f` on the swept registry under the lock and writes the result back;
+/// removes the registry directory when no record is left.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
+    let lock = lock()?;
+    let dir = dir();
+    let data = dir.join("registry");
+    let mut reg = Registry::parse(&fs::read_to_string(&data).unwrap_or_default());
+    if reg.counter == 0 {
+        // A fresh registry: start the counter from the clock so keys of a removed
+        // registry are never handed out again.
+        reg.counter = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(1));
+    }
+    reg.sweep();
+    let out = f(&mut reg);
+    reg.sweep();
+    if reg.records.is_empty() {
+        let _ = fs::remove_file(&data);
+        let _ = fs::remove_file(dir.join("registry.lock"));
+        let _ = fs::remove_dir(&dir);
+    } else {
+        let tmp = dir.join("registry.tmp");
+        let mut file = File::create(&tmp)?;
+        file.write_all(reg.render().as_bytes())?;
+        fs::rename(&tmp, &data)?;
+    }
+    drop(lock);
+    Ok(out)
+}
+
+/// Sweeps dead processes' records now (and removes the directory if empty).
+pub fn sweep() -> io::Result<()> {
+    with(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let r = Record {
+            key: "ab".into(),
+            creator_tgid: 1,
+            creator_pid: 2,
+            creator_start: 3,
+            dev: 4,
+            fd: 5,
+            offset: 6,
+            size: 7,
+            need_wlist: true,
+            valid: true,
+            revoked: false,
+            wlist: vec![WlEntry { pid: 9, set_time: 10 }, WlEntry { pid: 11, set_time: 12 }],
+            importers: vec![Importer { pid: 13, start: 14, dev: 15 }],
+        };
+        let reg = Registry { counter: 42, records: vec![r.clone()] };
+        let back = Registry::parse(&reg.render());
+        assert_eq!(back.counter, 42);
+        assert_eq!(back.records, vec![r]);
+    }
+}

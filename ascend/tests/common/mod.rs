@@ -1,0 +1,48 @@
+//! Shared test support: forked processes, the generic suite, and its instantiation.
+
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+pub mod proc;
+pub mod suite;
+
+use std::sync::{Mutex, PoisonError};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs one suite case: one at a time (tests fork), skipped when the backend is
+/// absent, and checked to leave no simulator state behind.
+pub fn run<R>(make: impl FnOnce() -> Option<R>, case: impl FnOnce(&R)) {
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(rt) = make() else { return };
+    case(&rt);
+    kpccl_ascend::sim::sweep().expect("sweep the simulator registry");
+    let dir = std::path::PathBuf::from(std::env::var_os("ASCEND_SIM_DIR").unwrap_or_else(|| sim_default_dir().into()));
+    assert!(!dir.exists(), "simulator state left behind in {}", dir.display());
+}
+
+fn sim_default_dir() -> String {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    format!("/dev/shm/ascend-sim-{uid}")
+}
+
+/// One `#[test]` per checklist row, for the backend made by `$make`
+/// (an expression of type `Option<impl AclRuntime + Sync>`; `None` skips).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@ $make;
+            happy_same_device, happy_cross_device, not_whitelisted, disable_validation,
+            pid_limit, double_import_and_double_close, foreign_close,
+            exporter_close_before_importers, free_while_exported, export_checks,
+            reexport_imported, process_death, runtime_checks);
+    };
+    (@ $make:expr; $($case:ident),*) => {
+        $(
+            #[test]
+            fn $case() {
+                common::run(|| $make, common::suite::$case);
+            }
+        )*
+    };
+}

@@ -1,0 +1,367 @@
+//! The conformance suite: one function per row of the contract's checklist, generic
+//! over the runtime. Exporter is the test process, importers are forked children.
+
+#![allow(dead_code)]
+
+use core::ffi::c_void;
+
+use kpccl_ascend::codes::*;
+use kpccl_ascend::{AclRuntime, IpcKey};
+
+use super::proc::{Chan, spawn};
+
+const SIZE: usize = 1 << 20;
+
+fn code<T: core::fmt::Debug>(r: Result<T, kpccl_ascend::AclError>) -> i32 {
+    r.err().map_or(0, |e| e.code())
+}
+
+fn send_key(c: &mut Chan, k: &IpcKey) {
+    c.send(k.as_bytes());
+}
+
+fn recv_key(c: &mut Chan) -> IpcKey {
+    IpcKey::from_bytes(c.recv::<65>())
+}
+
+fn fill<R: AclRuntime>(rt: &R, ptr: *mut c_void, byte: u8) {
+    let host = vec![byte; 4096];
+    // SAFETY: `ptr` is device memory of at least 4096 bytes, `host` is 4096 bytes.
+    unsafe { rt.memcpy(ptr, 4096, host.as_ptr().cast(), 4096, ACL_MEMCPY_HOST_TO_DEVICE) }.unwrap();
+}
+
+fn read<R: AclRuntime>(rt: &R, ptr: *mut c_void) -> Vec<u8> {
+    let mut host = vec![0u8; 4096];
+    // SAFETY: as in `fill`.
+    unsafe { rt.memcpy(host.as_mut_ptr().cast(), 4096, ptr, 4096, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
+    host
+}
+
+/// Exporter side: device `dev`, a 1 MiB block filled with `byte`.
+fn exporter<R: AclRuntime>(rt: &R, dev: i32, byte: u8) -> *mut c_void {
+    rt.set_device(dev).unwrap();
+    let p = rt.malloc(SIZE, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+    fill(rt, p, byte);
+    p
+}
+
+/// Happy path on one device: whitelist, import, read, write back, close in order.
+pub fn happy_same_device<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 0x5a);
+    let child = spawn(|c| {
+        rt.set_device(0).unwrap();
+        c.send_i32(rt.device_get_bare_tgid().unwrap());
+        let k = recv_key(c);
+        let q = rt.ipc_mem_import_by_key(&k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
+        assert_ne!(q, core::ptr::null_mut());
+        assert!(read(rt, q).iter().all(|&b| b == 0x5a));
+        fill(rt, q, 0xa5);
+        rt.synchronize_device().unwrap();
+        rt.ipc_mem_close(&k).unwrap();
+        c.send_i32(1);
+    });
+    let mut child = child;
+    let tgid = child.chan.recv_i32();
+    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT).unwrap();
+    rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
+    send_key(&mut child.chan, &k);
+    assert_eq!(child.chan.recv_i32(), 1);
+    child.join();
+    assert!(read(rt, p).iter().all(|&b| b == 0xa5));
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// Happy path across devices: flag ENABLE_PEER_ACCESS, and explicit peer access
+/// with flag 0; host copies to a cross-device imported address are refused.
+pub fn happy_cross_device<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 0x33);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION).unwrap();
+    for flag in [ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT] {
+        let mut child = spawn(|c| {
+            let k = recv_key(c);
+            rt.set_device(1).unwrap();
+            assert!(rt.device_can_access_peer(1, 0).unwrap());
+            if flag == ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT {
+                rt.device_enable_peer_access(0, 0).unwrap();
+            }
+            let q = rt.ipc_mem_import_by_key(&k, flag).unwrap();
+            let local = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+            // SAFETY: both are device blocks of at least 4096 bytes.
+            unsafe { rt.memcpy(local, 4096, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) }.unwrap();
+            assert!(read(rt, local).iter().all(|&b| b == 0x33));
+            let host = [0u8; 16];
+            // SAFETY: `q` is an imported block of at least 16 bytes.
+            let r = unsafe { rt.memcpy(q, 16, host.as_ptr().cast(), 16, ACL_MEMCPY_HOST_TO_DEVICE) };
+            assert_eq!(code(r), ACL_ERROR_RT_PARAM_INVALID);
+            rt.free(local).unwrap();
+            rt.ipc_mem_close(&k).unwrap();
+        });
+        send_key(&mut child.chan, &k);
+        child.join();
+    }
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// A process missing from the whitelist gets 507899.
+pub fn not_whitelisted<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 1);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT).unwrap();
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        c.send_i32(rt.device_get_bare_tgid().unwrap());
+        let _ = c.recv_i32();
+        // Whitelisted now: the import succeeds.
+        rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        rt.ipc_mem_close(&k).unwrap();
+    });
+    send_key(&mut child.chan, &k);
+    let tgid = child.chan.recv_i32();
+    rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
+    child.chan.send_i32(1);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// SetImportPid on a key exported with DISABLE_PID_VALIDATION gives 207006, and
+/// anyone may import it.
+pub fn disable_validation<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 2);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION).unwrap();
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        let q = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        assert!(read(rt, q).iter().all(|&b| b == 2));
+        rt.ipc_mem_close(&k).unwrap();
+    });
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[child.pid])), ACL_ERROR_RT_NO_PERMISSION);
+    send_key(&mut child.chan, &k);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// 31 pids per call pass, 32 and 0 give 107000; only the creator may set pids.
+pub fn pid_limit<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 3);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 0).unwrap();
+    let pids: Vec<i32> = (100_000..100_032).collect();
+    rt.ipc_mem_set_import_pid(&k, &pids[..31]).unwrap();
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &pids)), ACL_ERROR_RT_PARAM_INVALID);
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[])), ACL_ERROR_RT_PARAM_INVALID);
+    let me = rt.device_get_bare_tgid().unwrap();
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[0, me])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[1234])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    });
+    send_key(&mut child.chan, &k);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// Importing twice gives the same pointer and needs two closes; a third close (the
+/// importer's double close) gives 507899.
+pub fn double_import_and_double_close<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 4);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        let a = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        let b = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        assert_eq!(a, b);
+        rt.ipc_mem_close(&k).unwrap();
+        assert!(read(rt, a).iter().all(|&x| x == 4), "still mapped after one close");
+        rt.ipc_mem_close(&k).unwrap();
+        assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    });
+    send_key(&mut child.chan, &k);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "exporter double close");
+    rt.free(p).unwrap();
+}
+
+/// A process that neither created nor imported the key cannot close it.
+pub fn foreign_close<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 5);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    });
+    send_key(&mut child.chan, &k);
+    child.join();
+    // The key survived the foreign close.
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        rt.ipc_mem_close(&k).unwrap();
+    });
+    send_key(&mut child.chan, &k);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// Faithful: the exporter's close while an importer maps the key returns 0; new
+/// imports fail, a second exporter close gives 107017, the importer's close still 0.
+pub fn exporter_close_before_importers<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 6);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+    let mut holder = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        c.send_i32(1);
+        let _ = c.recv_i32();
+        rt.ipc_mem_close(&k).unwrap();
+    });
+    send_key(&mut holder.chan, &k);
+    assert_eq!(holder.chan.recv_i32(), 1);
+    rt.ipc_mem_close(&k).unwrap();
+    let mut late = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    });
+    send_key(&mut late.chan, &k);
+    late.join();
+    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_INVALID_HANDLE);
+    holder.chan.send_i32(1);
+    holder.join();
+    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    rt.free(p).unwrap();
+}
+
+/// Faithful: freeing exported memory returns 0; later imports fail with 507899 and
+/// the exporter's close still returns 0.
+pub fn free_while_exported<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 7);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+    rt.free(p).unwrap();
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    });
+    send_key(&mut child.chan, &k);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+}
+
+/// Exports must be page-aligned, inside one allocation, with valid size, len, flags.
+pub fn export_checks<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 8);
+    // SAFETY: offsets inside the allocation, only used as addresses.
+    let inner = unsafe { p.cast::<u8>().add(64) }.cast::<c_void>();
+    assert_eq!(code(rt.ipc_mem_get_export_key(inner, 4096, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    assert_eq!(code(rt.ipc_mem_get_export_key(p, SIZE * 2, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    assert_eq!(code(rt.ipc_mem_get_export_key(p, 0, 0)), ACL_ERROR_RT_PARAM_INVALID);
+    assert_eq!(code(rt.ipc_mem_get_export_key(p, SIZE, 2)), ACL_ERROR_RT_PARAM_INVALID);
+    assert_eq!(code(rt.ipc_mem_get_export_key(core::ptr::null_mut(), SIZE, 0)), ACL_ERROR_INVALID_PARAM);
+    // A page-aligned sub-range is fine, and each export is a new key of the driver's format.
+    // SAFETY: as above.
+    let page = unsafe { p.cast::<u8>().add(4096) }.cast::<c_void>();
+    let a = rt.ipc_mem_get_export_key(page, 4096, 1).unwrap();
+    let b = rt.ipc_mem_get_export_key(page, 4096, 1).unwrap();
+    assert_ne!(a, b);
+    for k in [a, b] {
+        assert_eq!(k.0[64], 0);
+        assert!(k.0[..64].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)));
+        rt.ipc_mem_close(&k).unwrap();
+    }
+    rt.free(p).unwrap();
+}
+
+/// An imported address cannot be exported again.
+pub fn reexport_imported<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 9);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        let q = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        assert_eq!(code(rt.ipc_mem_get_export_key(q, 4096, 1)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        rt.ipc_mem_close(&k).unwrap();
+    });
+    send_key(&mut child.chan, &k);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// When the exporter dies its keys are destroyed: imports then fail with 507899.
+/// When an importer dies its import is dropped: the exporter's close finds none.
+pub fn process_death<R: AclRuntime>(rt: &R) {
+    let mut exp = spawn(|c| {
+        let p = exporter(rt, 0, 10);
+        let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+        send_key(c, &k);
+        let _ = c.recv_i32(); // killed while waiting
+    });
+    let k = recv_key(&mut exp.chan);
+    rt.set_device(0).unwrap();
+    let q = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+    assert!(read(rt, q).iter().all(|&b| b == 10));
+    rt.ipc_mem_close(&k).unwrap();
+    exp.kill();
+    assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+
+    let p = exporter(rt, 0, 11);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+    let mut imp = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(0).unwrap();
+        rt.ipc_mem_import_by_key(&k, 0).unwrap();
+        c.send_i32(1);
+        let _ = c.recv_i32(); // killed while waiting
+    });
+    send_key(&mut imp.chan, &k);
+    assert_eq!(imp.chan.recv_i32(), 1);
+    imp.kill();
+    rt.ipc_mem_close(&k).unwrap();
+    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "no importer kept the key");
+    rt.free(p).unwrap();
+}
+
+/// Argument and context checks of the non-IPC calls.
+pub fn runtime_checks<R: AclRuntime + Sync>(rt: &R) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert_eq!(code(rt.malloc(4096, 0)), ACL_ERROR_RT_CONTEXT_NULL);
+            rt.set_device(0).unwrap();
+            assert_eq!(code(rt.malloc(0, 0)), ACL_ERROR_INVALID_PARAM);
+            assert_eq!(code(rt.device_can_access_peer(0, 0)), ACL_ERROR_INVALID_PARAM);
+            assert_eq!(code(rt.device_enable_peer_access(0, 0)), ACL_ERROR_INVALID_PARAM);
+            assert_eq!(code(rt.device_enable_peer_access(1, 1)), ACL_ERROR_FEATURE_UNSUPPORTED);
+            let p = rt.malloc(4096, 0).unwrap();
+            // SAFETY: count > destMax is refused before any access.
+            let r = unsafe { rt.memcpy(p, 16, p, 32, ACL_MEMCPY_DEVICE_TO_DEVICE) };
+            assert_eq!(code(r), ACL_ERROR_RT_PARAM_INVALID);
+            // SAFETY: bad kind is refused before any access.
+            let r = unsafe { rt.memcpy(p, 16, p, 16, 9) };
+            assert_eq!(code(r), ACL_ERROR_INVALID_PARAM);
+            rt.free(p).unwrap();
+            assert_eq!(code(rt.free(p)), ACL_ERROR_RT_PARAM_INVALID);
+            rt.reset_device(0).unwrap();
+        });
+    });
+    let mut child = spawn(|_| {
+        rt.init().unwrap();
+        assert_eq!(code(rt.init()), ACL_ERROR_REPEAT_INITIALIZE);
+        rt.finalize().unwrap();
+        assert_eq!(code(rt.finalize()), ACL_ERROR_REPEAT_FINALIZE);
+    });
+    assert_eq!(child.wait(), 0);
+}

@@ -1,0 +1,37 @@
+//! The conformance suite against the in-process simulator, plus its strict mode.
+#![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+mod common;
+
+use kpccl_ascend::AclRuntime;
+use kpccl_ascend::codes::*;
+use kpccl_ascend::sim::HostSim;
+
+conformance_tests!(Some(HostSim::faithful()));
+
+/// Strict mode refuses the exporter's close and free while an importer maps the key.
+#[test]
+fn strict_mode_reports_misuse() {
+    common::run(
+        || Some(HostSim::strict()),
+        |rt: &HostSim| {
+            rt.set_device(0).unwrap();
+            let p = rt.malloc(1 << 20, 0).unwrap();
+            let k = rt.ipc_mem_get_export_key(p, 1 << 20, 1).unwrap();
+            let mut imp = common::proc::spawn(|c| {
+                rt.set_device(0).unwrap();
+                rt.ipc_mem_import_by_key(&k, 0).unwrap();
+                c.send_i32(1);
+                let _ = c.recv_i32();
+                rt.ipc_mem_close(&k).unwrap();
+            });
+            assert_eq!(imp.chan.recv_i32(), 1);
+            assert_eq!(rt.ipc_mem_close(&k).unwrap_err().code(), ACL_ERROR_RT_IPC_ERROR);
+            assert_eq!(rt.free(p).unwrap_err().code(), ACL_ERROR_RT_IPC_ERROR);
+            imp.chan.send_i32(1);
+            imp.join();
+            rt.ipc_mem_close(&k).unwrap();
+            rt.free(p).unwrap();
+        },
+    );
+}
