@@ -10,6 +10,8 @@
 #![deny(unsafe_code)]
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
+#[allow(unsafe_code)] // calls into the loaded library
+pub mod acl;
 pub mod codes;
 #[allow(unsafe_code)] // declares the unsafe `memcpy` of the trait
 pub mod runtime;

@@ -1,0 +1,322 @@
+//! The real ACL runtime, `libascendcl.so`, bound at run time (the cudarc pattern):
+//! each symbol resolved on its own into a struct of typed function pointers, loaded
+//! once per process into a `OnceLock`. A missing library or symbol is an error that
+//! names it.
+
+use core::ffi::{c_char, c_void};
+use core::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use libloading::Library;
+
+use crate::codes::ACL_IPC_KEY_LEN;
+use crate::runtime::{AclResult, AclRuntime, IpcKey, check};
+
+/// The library's file name.
+pub const LIBRARY: &str = "libascendcl.so";
+
+/// Why the runtime could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError {
+    /// No candidate could be opened: each path tried, with the loader's message.
+    Library(Vec<(String, String)>),
+    /// The library lacks these symbols.
+    Symbols {
+        /// The library that was opened.
+        library: String,
+        /// The missing symbol names.
+        missing: Vec<&'static str>,
+    },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Library(tried) => {
+                write!(f, "cannot load {LIBRARY}; tried")?;
+                for (path, why) in tried {
+                    write!(f, " [{path}: {why}]")?;
+                }
+                write!(f, " (set ASCEND_HOME_PATH, or use the simulator)")
+            }
+            Self::Symbols { library, missing } => {
+                write!(f, "{library} lacks {}", missing.join(", "))
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+type FnI = unsafe extern "C" fn(i32) -> i32;
+type FnV = unsafe extern "C" fn() -> i32;
+
+/// The resolved entry points of one loaded `libascendcl.so`.
+#[derive(Debug)]
+pub struct AclApi {
+    library: String,
+    init: unsafe extern "C" fn(*const c_char) -> i32,
+    finalize: FnV,
+    set_device: FnI,
+    reset_device: FnI,
+    malloc: unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> i32,
+    free: unsafe extern "C" fn(*mut c_void) -> i32,
+    memcpy: unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, u32) -> i32,
+    synchronize_device: FnV,
+    can_access_peer: unsafe extern "C" fn(*mut i32, i32, i32) -> i32,
+    enable_peer_access: unsafe extern "C" fn(i32, u32) -> i32,
+    get_bare_tgid: unsafe extern "C" fn(*mut i32) -> i32,
+    get_export_key: unsafe extern "C" fn(*mut c_void, usize, *mut c_char, usize, u64) -> i32,
+    set_import_pid: unsafe extern "C" fn(*const c_char, *mut i32, usize) -> i32,
+    import_by_key: unsafe extern "C" fn(*mut *mut c_void, *const c_char, u64) -> i32,
+    close: unsafe extern "C" fn(*const c_char) -> i32,
+    _lib: Library,
+}
+
+/// Resolves `name` in `lib` as a `T`, or records it as missing.
+///
+/// # Safety
+/// `T` must be the function-pointer type of the symbol's C prototype.
+unsafe fn sym<T: Copy>(lib: &Library, name: &'static str, missing: &mut Vec<&'static str>) -> Option<T> {
+    let cname = format!("{name}\0");
+    // SAFETY: the caller guarantees `T` matches the symbol's prototype.
+    match unsafe { lib.get::<T>(cname.as_bytes()) } {
+        Ok(s) => Some(*s),
+        Err(_) => {
+            missing.push(name);
+            None
+        }
+    }
+}
+
+impl AclApi {
+    /// Opens the library at `path` (a bare name goes through the loader's search).
+    pub fn open(path: &Path) -> Result<Self, LoadError> {
+        let shown = path.display().to_string();
+        // SAFETY: loading runs the library's initialisers; libascendcl (or the
+        // simulator) has no initialiser with preconditions on the caller.
+        let lib =
+            unsafe { Library::new(path) }.map_err(|e| LoadError::Library(vec![(shown.clone(), e.to_string())]))?;
+        let mut m = Vec::new();
+        macro_rules! get {
+            ($name:literal) => {
+                // SAFETY: each field's type is the prototype of `$name` in acl_rt.h /
+                // acl_base.h (contract §1.2).
+                unsafe { sym(&lib, $name, &mut m) }
+            };
+        }
+        let api = (
+            get!("aclInit"),
+            get!("aclFinalize"),
+            get!("aclrtSetDevice"),
+            get!("aclrtResetDevice"),
+            get!("aclrtMalloc"),
+            get!("aclrtFree"),
+            get!("aclrtMemcpy"),
+            get!("aclrtSynchronizeDevice"),
+            get!("aclrtDeviceCanAccessPeer"),
+            get!("aclrtDeviceEnablePeerAccess"),
+            get!("aclrtDeviceGetBareTgid"),
+            get!("aclrtIpcMemGetExportKey"),
+            get!("aclrtIpcMemSetImportPid"),
+            get!("aclrtIpcMemImportByKey"),
+            get!("aclrtIpcMemClose"),
+        );
+        let (
+            Some(init),
+            Some(finalize),
+            Some(set_device),
+            Some(reset_device),
+            Some(malloc),
+            Some(free),
+            Some(memcpy),
+            Some(synchronize_device),
+            Some(can_access_peer),
+            Some(enable_peer_access),
+            Some(get_bare_tgid),
+            Some(get_export_key),
+            Some(set_import_pid),
+            Some(import_by_key),
+            Some(close),
+        ) = api
+        else {
+            return Err(LoadError::Symbols { library: shown, missing: m });
+        };
+        Ok(Self {
+            library: shown,
+            init,
+            finalize,
+            set_device,
+            reset_device,
+            malloc,
+            free,
+            memcpy,
+            synchronize_device,
+            can_access_peer,
+            enable_peer_access,
+            get_bare_tgid,
+            get_export_key,
+            set_import_pid,
+            import_by_key,
+            close,
+            _lib: lib,
+        })
+    }
+
+    /// Searches `$ASCEND_HOME_PATH/lib64`, then the loader's default paths.
+    pub fn search() -> Result<Self, LoadError> {
+        let mut candidates = Vec::new();
+        if let Some(home) = std::env::var_os("ASCEND_HOME_PATH") {
+            candidates.push(PathBuf::from(home).join("lib64").join(LIBRARY));
+        }
+        candidates.push(PathBuf::from(LIBRARY));
+        let mut tried = Vec::new();
+        for c in candidates {
+            match Self::open(&c) {
+                Ok(api) => return Ok(api),
+                Err(LoadError::Library(mut t)) => tried.append(&mut t),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(LoadError::Library(tried))
+    }
+
+    /// The path the library was opened by.
+    pub fn library(&self) -> &str {
+        &self.library
+    }
+}
+
+/// [`AclRuntime`] over a loaded `libascendcl.so`.
+#[derive(Debug, Clone, Copy)]
+pub struct AclBackend {
+    api: &'static AclApi,
+}
+
+static DEFAULT: OnceLock<Result<AclApi, LoadError>> = OnceLock::new();
+
+impl AclBackend {
+    /// The runtime found by [`AclApi::search`], loaded once per process.
+    pub fn load() -> Result<Self, LoadError> {
+        match DEFAULT.get_or_init(AclApi::search) {
+            Ok(api) => Ok(Self { api }),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The runtime at `path`. It stays loaded for the life of the process
+    /// (unloading a device runtime is never safe).
+    pub fn load_from(path: &Path) -> Result<Self, LoadError> {
+        Ok(Self { api: Box::leak(Box::new(AclApi::open(path)?)) })
+    }
+
+    /// Whether a real runtime loads on this machine.
+    pub fn is_available() -> bool {
+        Self::load().is_ok()
+    }
+
+    /// The loaded entry points.
+    pub fn api(&self) -> &'static AclApi {
+        self.api
+    }
+}
+
+impl AclRuntime for AclBackend {
+    fn init(&self) -> AclResult<()> {
+        // SAFETY: aclInit(NULL) is allowed; the pointer is the ACL prototype's.
+        check(unsafe { (self.api.init)(core::ptr::null()) })
+    }
+
+    fn finalize(&self) -> AclResult<()> {
+        // SAFETY: no arguments.
+        check(unsafe { (self.api.finalize)() })
+    }
+
+    fn set_device(&self, device: i32) -> AclResult<()> {
+        // SAFETY: plain integer argument.
+        check(unsafe { (self.api.set_device)(device) })
+    }
+
+    fn reset_device(&self, device: i32) -> AclResult<()> {
+        // SAFETY: plain integer argument.
+        check(unsafe { (self.api.reset_device)(device) })
+    }
+
+    fn malloc(&self, size: usize, policy: u32) -> AclResult<*mut c_void> {
+        let mut p = core::ptr::null_mut();
+        // SAFETY: `p` is a valid out pointer.
+        check(unsafe { (self.api.malloc)(&raw mut p, size, policy) })?;
+        Ok(p)
+    }
+
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a device address, validated by the runtime's tables
+    fn free(&self, ptr: *mut c_void) -> AclResult<()> {
+        // SAFETY: the runtime looks the pointer up in its own tables and refuses
+        // unknown ones.
+        check(unsafe { (self.api.free)(ptr) })
+    }
+
+    unsafe fn memcpy(
+        &self,
+        dst: *mut c_void,
+        dst_max: usize,
+        src: *const c_void,
+        count: usize,
+        kind: u32,
+    ) -> AclResult<()> {
+        // SAFETY: the caller guarantees the ranges, as the trait requires.
+        check(unsafe { (self.api.memcpy)(dst, dst_max, src, count, kind) })
+    }
+
+    fn synchronize_device(&self) -> AclResult<()> {
+        // SAFETY: no arguments.
+        check(unsafe { (self.api.synchronize_device)() })
+    }
+
+    fn device_can_access_peer(&self, device: i32, peer: i32) -> AclResult<bool> {
+        let mut can = 0;
+        // SAFETY: `can` is a valid out pointer.
+        check(unsafe { (self.api.can_access_peer)(&raw mut can, device, peer) })?;
+        Ok(can != 0)
+    }
+
+    fn device_enable_peer_access(&self, peer: i32, flags: u32) -> AclResult<()> {
+        // SAFETY: plain integer arguments.
+        check(unsafe { (self.api.enable_peer_access)(peer, flags) })
+    }
+
+    fn device_get_bare_tgid(&self) -> AclResult<i32> {
+        let mut pid = 0;
+        // SAFETY: `pid` is a valid out pointer.
+        check(unsafe { (self.api.get_bare_tgid)(&raw mut pid) })?;
+        Ok(pid)
+    }
+
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a device address, validated by the runtime's tables
+    fn ipc_mem_get_export_key(&self, ptr: *mut c_void, size: usize, flags: u64) -> AclResult<IpcKey> {
+        let mut key = [0u8; ACL_IPC_KEY_LEN];
+        // SAFETY: `key` has the 65 bytes `len` announces; the runtime validates `ptr`.
+        check(unsafe { (self.api.get_export_key)(ptr, size, key.as_mut_ptr().cast(), ACL_IPC_KEY_LEN, flags) })?;
+        Ok(IpcKey(key))
+    }
+
+    fn ipc_mem_set_import_pid(&self, key: &IpcKey, pids: &[i32]) -> AclResult<()> {
+        let mut pids = pids.to_vec();
+        // SAFETY: `key` is 65 bytes; `pids` holds `len` values (the C prototype takes a
+        // non-const pointer but only reads it).
+        check(unsafe { (self.api.set_import_pid)(key.0.as_ptr().cast(), pids.as_mut_ptr(), pids.len()) })
+    }
+
+    fn ipc_mem_import_by_key(&self, key: &IpcKey, flags: u64) -> AclResult<*mut c_void> {
+        let mut p = core::ptr::null_mut();
+        // SAFETY: `p` is a valid out pointer; `key` is 65 bytes.
+        check(unsafe { (self.api.import_by_key)(&raw mut p, key.0.as_ptr().cast(), flags) })?;
+        Ok(p)
+    }
+
+    fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()> {
+        // SAFETY: `key` is 65 bytes.
+        check(unsafe { (self.api.close)(key.0.as_ptr().cast()) })
+    }
+}
