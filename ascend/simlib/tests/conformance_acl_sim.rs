@@ -1,0 +1,27 @@
+//! The conformance suite against the acl backend loading this crate's
+//! `libascendcl.so` end to end (dlopen, symbol lookup, C ABI, simulator).
+#![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::path::PathBuf;
+
+use kpccl_ascend::acl::AclBackend;
+
+/// The simulator library cargo built next to this test (`target/<profile>/deps`, or
+/// its parent).
+fn simlib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("deps directory");
+    [deps.join("libascendcl.so"), deps.join("../libascendcl.so")]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("libascendcl.so not built next to {}", exe.display()))
+}
+
+fn backend() -> Option<AclBackend> {
+    Some(AclBackend::load_from(&simlib()).expect("load the simulator library"))
+}
+
+conformance_tests!(backend());
