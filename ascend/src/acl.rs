@@ -16,6 +16,9 @@ use crate::runtime::{AclResult, AclRuntime, IpcKey, check};
 /// The library's file name.
 pub const LIBRARY: &str = "libascendcl.so";
 
+/// The symbol by which the simulator library identifies itself.
+const SIM_MARKER: &[u8] = b"kpcclAscendSimulator\0";
+
 /// Why the runtime could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoadError {
@@ -71,7 +74,19 @@ pub struct AclApi {
     set_import_pid: unsafe extern "C" fn(*const c_char, *mut i32, usize) -> i32,
     import_by_key: unsafe extern "C" fn(*mut *mut c_void, *const c_char, u64) -> i32,
     close: unsafe extern "C" fn(*const c_char) -> i32,
+    simulator: bool,
     _lib: Library,
+}
+
+/// The loader's message with its causes (libloading keeps `dlerror()` text in `source`).
+fn describe(e: &libloading::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
 }
 
 /// Resolves `name` in `lib` as a `T`, or records it as missing.
@@ -96,8 +111,9 @@ impl AclApi {
         let shown = path.display().to_string();
         // SAFETY: loading runs the library's initialisers; libascendcl (or the
         // simulator) has no initialiser with preconditions on the caller.
-        let lib =
-            unsafe { Library::new(path) }.map_err(|e| LoadError::Library(vec![(shown.clone(), e.to_string())]))?;
+        let lib = unsafe { Library::new(path) }.map_err(|e| LoadError::Library(vec![(shown.clone(), describe(&e))]))?;
+        // SAFETY: only the presence of the marker is tested; it is never called.
+        let simulator = unsafe { lib.get::<unsafe extern "C" fn() -> i32>(SIM_MARKER) }.is_ok();
         let mut m = Vec::new();
         macro_rules! get {
             ($name:literal) => {
@@ -160,6 +176,7 @@ impl AclApi {
             set_import_pid,
             import_by_key,
             close,
+            simulator,
             _lib: lib,
         })
     }
@@ -180,6 +197,12 @@ impl AclApi {
             }
         }
         Err(LoadError::Library(tried))
+    }
+
+    /// Whether the library is the kpccl simulator (`ascend/simlib`), which exports
+    /// `kpcclAscendSimulator`, rather than CANN's runtime.
+    pub fn is_simulator(&self) -> bool {
+        self.simulator
     }
 
     /// The path the library was opened by.

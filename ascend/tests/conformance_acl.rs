@@ -11,6 +11,13 @@ use kpccl_ascend::acl::{AclApi, AclBackend, LoadError};
 
 fn real() -> Option<AclBackend> {
     match AclBackend::load() {
+        // `cargo test` puts target/<profile>/deps on LD_LIBRARY_PATH, where the
+        // simulator library may sit: that is not a real runtime.
+        Ok(b) if b.api().is_simulator() => {
+            let lib = b.api().library();
+            let _ = writeln!(std::io::stderr(), "SKIP: {lib} is the kpccl simulator, not CANN's runtime");
+            None
+        }
         Ok(b) => Some(b),
         Err(e) => {
             // Straight to stderr, past the test harness's capture, so the skip shows.

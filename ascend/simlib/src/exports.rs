@@ -35,6 +35,13 @@ unsafe fn read_key(key: *const c_char) -> IpcKey {
     IpcKey(k)
 }
 
+/// Not an ACL call: marks this library as the kpccl simulator (returns 1), so loaders
+/// can tell it from CANN's runtime.
+#[unsafe(no_mangle)]
+pub extern "C" fn kpcclAscendSimulator() -> i32 {
+    1
+}
+
 /// `aclError aclInit(const char *configPath)`.
 ///
 /// # Safety

@@ -21,7 +21,9 @@ fn simlib() -> PathBuf {
 }
 
 fn backend() -> Option<AclBackend> {
-    Some(AclBackend::load_from(&simlib()).expect("load the simulator library"))
+    let b = AclBackend::load_from(&simlib()).expect("load the simulator library");
+    assert!(b.api().is_simulator());
+    Some(b)
 }
 
 conformance_tests!(backend());

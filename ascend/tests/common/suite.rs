@@ -365,3 +365,47 @@ pub fn runtime_checks<R: AclRuntime + Sync>(rt: &R) {
     });
     assert_eq!(child.wait(), 0);
 }
+
+/// Key parsing and lookup: malformed keys give 107000, unparseable ones 107000 with
+/// flag 0 but 507899 with flag 1, unknown ones 507899; a process cannot import one key
+/// on two devices; SetImportPid on a destroyed key an importer holds gives 107017.
+pub fn key_checks<R: AclRuntime>(rt: &R) {
+    rt.set_device(0).unwrap();
+    let no_nul = IpcKey([b'a'; 65]);
+    let mut empty = IpcKey([0; 65]);
+    assert_eq!(code(rt.ipc_mem_import_by_key(&no_nul, 0)), ACL_ERROR_RT_PARAM_INVALID);
+    assert_eq!(code(rt.ipc_mem_import_by_key(&empty, 0)), ACL_ERROR_RT_PARAM_INVALID);
+    empty.0[..4].copy_from_slice(b"zz!?");
+    assert_eq!(code(rt.ipc_mem_import_by_key(&empty, 0)), ACL_ERROR_RT_PARAM_INVALID);
+    assert_eq!(code(rt.ipc_mem_import_by_key(&empty, 1)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    assert_eq!(code(rt.ipc_mem_import_by_key(&empty, 2)), ACL_ERROR_RT_PARAM_INVALID);
+    let mut unknown = IpcKey([b'0'; 65]);
+    unknown.0[64] = 0;
+    assert_eq!(code(rt.ipc_mem_import_by_key(&unknown, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    assert_eq!(code(rt.ipc_mem_close(&unknown)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+
+    let p = exporter(rt, 0, 12);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 0).unwrap();
+    let mut child = spawn(|c| {
+        rt.set_device(1).unwrap();
+        c.send_i32(rt.device_get_bare_tgid().unwrap());
+        let k = recv_key(c);
+        rt.ipc_mem_import_by_key(&k, 1).unwrap();
+        rt.set_device(2).unwrap();
+        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 1)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        c.send_i32(1);
+        let _ = c.recv_i32();
+        rt.set_device(1).unwrap();
+        rt.ipc_mem_close(&k).unwrap();
+    });
+    let tgid = child.chan.recv_i32();
+    rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
+    send_key(&mut child.chan, &k);
+    assert_eq!(child.chan.recv_i32(), 1);
+    rt.ipc_mem_close(&k).unwrap();
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[tgid])), ACL_ERROR_RT_INVALID_HANDLE);
+    child.chan.send_i32(1);
+    child.join();
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[tgid])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    rt.free(p).unwrap();
+}
