@@ -21,7 +21,8 @@ cargo xtask bench [--smoke] [ARGS...]
   and copies against a bare flag exchange and Open MPI; writes BENCHMARKS.md and
   docs/fence-latency.svg. --smoke: everything once, a few iterations, report under
   target/kpccl-bench-smoke/ (no timing checked). ARGS go to the kpccl-bench driver
-  (--rounds N, --no-mpi, --experiments, …).";
+  (--rounds N, --ranks 2,8, --parts ref,rust,c,mpi,create,copy, --no-mpi, --variant TAG:KPCCL_X=V,
+  --patience SECONDS); --no-experiments drops the design variants measured by default.";
 
 /// `cargo xtask bench …`: run from `main` before the other tasks' flags are parsed.
 pub(crate) fn main(args: impl Iterator<Item = String>) -> ExitCode {
