@@ -6,7 +6,7 @@
 //! | `KPCCL_SHM_DIR` | directory for window segments (a tmpfs) | `/dev/shm` |
 //! | `KPCCL_LAYOUT` | `contiguous` or `aligned` (page per rank) | `contiguous` |
 //! | `KPCCL_TIMEOUT_MS` | give up a fence wait after this long; `0` = never (a dead peer still ends it) | `0` |
-//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 20000, or 64 when ranks outnumber CPUs |
+//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 1000, or 64 when ranks outnumber CPUs |
 //! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |
 //! | `KPCCL_LOG` | `off`, `error`, `warn`, `info` or `debug` | `warn` |
 

@@ -106,7 +106,11 @@ impl kpccl_core::Platform for PosixPlatform {
     }
 
     fn cpu_count(&self) -> u32 {
-        std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        // Read once: it parses cgroup files (~33 µs), and every window creation asks.
+        static CPUS: OnceLock<u32> = OnceLock::new();
+        *CPUS.get_or_init(|| {
+            std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        })
     }
 
     fn now_ns(&self) -> u64 {

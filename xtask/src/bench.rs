@@ -49,6 +49,11 @@ fn target_dir() -> PathBuf {
     env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
 }
 
+/// `cargo xtask bench --smoke`, as a step of `cargo xtask test`.
+pub(crate) fn smoke() -> Result<()> {
+    run(&["--smoke".to_owned()])
+}
+
 fn run(args: &[String]) -> Result<()> {
     let smoke = args.iter().any(|a| a == "--smoke");
     let rest: Vec<&String> = args.iter().filter(|a| *a != "--smoke").collect();

@@ -29,6 +29,8 @@ Tasks:
   soak [--minutes M] [-n N]      N ranks (default 8) for M minutes (default 10): windows of random
                                  uneven sizes made and freed, random-pairing handoffs and window
                                  fences, every word verified; no segment may be left.
+  bench [--smoke] [ARGS...]      the benchmark suite (bench/): writes BENCHMARKS.md and
+                                 docs/fence-latency.svg; --smoke runs it once (part of `test`).
   help                           this text.
 ";
 

@@ -24,6 +24,7 @@ pub(crate) fn run(quick: bool) -> Result<()> {
         ("miri (kpccl-core)", Box::new(move || if quick { Ok(skipped_quick()) } else { miri() })),
         ("rustdoc", Box::new(doc)),
         ("C tests (host)", Box::new(|| c_test_step(&CTests::host()))),
+        ("benchmarks (smoke: once, no timing checked)", Box::new(bench_smoke)),
     ];
     let names: Vec<&str> = plan.iter().map(|(name, _)| *name).collect();
     let mut steps = Steps::new(plan.len());
@@ -163,6 +164,11 @@ fn doc() -> Result<Done> {
         .env("RUSTDOCFLAGS", extend_flags("RUSTDOCFLAGS", "-D warnings"))
         .args(["doc", "--workspace", "--no-deps"])
         .run()?;
+    Ok(Done::Ran(String::new()))
+}
+
+fn bench_smoke() -> Result<Done> {
+    crate::bench::smoke()?;
     Ok(Done::Ran(String::new()))
 }
 
