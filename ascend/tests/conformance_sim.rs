@@ -35,3 +35,34 @@ fn strict_mode_reports_misuse() {
         },
     );
 }
+
+/// Faithful mode: after the exporter's close, an importer's view faults at its next
+/// access (from its next simulator call on), as the driver frees its pages.
+#[test]
+fn importer_view_revoked_after_exporter_close() {
+    common::run(
+        || Some(HostSim::faithful()),
+        |rt: &HostSim| {
+            rt.set_device(0).unwrap();
+            let p = rt.malloc(1 << 20, 0).unwrap();
+            let k = rt.ipc_mem_get_export_key(p, 1 << 20, 1).unwrap();
+            let mut imp = common::proc::spawn(|c| {
+                rt.set_device(0).unwrap();
+                let q = rt.ipc_mem_import_by_key(&k, 0).unwrap().cast::<u8>();
+                // SAFETY: `q` maps at least one readable byte until revoked.
+                let _ = unsafe { q.read_volatile() };
+                c.send_i32(1);
+                let _ = c.recv_i32();
+                rt.synchronize_device().unwrap();
+                // SAFETY: deliberately touches the revoked view: the child must fault.
+                let _ = unsafe { q.read_volatile() };
+                c.send_i32(2);
+            });
+            assert_eq!(imp.chan.recv_i32(), 1);
+            rt.ipc_mem_close(&k).unwrap();
+            imp.chan.send_i32(1);
+            assert_eq!(imp.wait(), 128 + libc::SIGSEGV, "the importer's access must fault");
+            rt.free(p).unwrap();
+        },
+    );
+}

@@ -23,6 +23,25 @@ fn current() -> AclResult<i32> {
     state::current().ok_or(AclError::new(ACL_ERROR_RT_CONTEXT_NULL))
 }
 
+/// Makes this process's views of keys the exporter destroyed, freed or lost with its
+/// death inaccessible (the driver frees those pages; the simulator applies it at the
+/// importer's next call).
+fn revoke_stale_imports() {
+    let mut g = state::proc();
+    let p = g.as_mut().expect("state is set by proc()");
+    let live: Vec<String> = p.imports.iter().filter(|i| !i.revoked).map(|i| i.key.clone()).collect();
+    if live.is_empty() {
+        return;
+    }
+    let stale: Vec<String> =
+        registry::with(|reg| live.into_iter().filter(|k| reg.find(k).is_none_or(|r| r.revoked)).collect())
+            .unwrap_or_default();
+    for imp in p.imports.iter_mut().filter(|i| stale.contains(&i.key)) {
+        mem::revoke(&imp.map);
+        imp.revoked = true;
+    }
+}
+
 fn valid_device(dev: i32) -> AclResult<()> {
     if (0..device_count()).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
 }
@@ -181,6 +200,7 @@ impl AclRuntime for HostSim {
             return fail(ACL_ERROR_RT_PARAM_INVALID);
         }
         let cur = current()?;
+        revoke_stale_imports();
         {
             let g = state::proc();
             let p = g.as_ref().expect("state is set by proc()");
@@ -207,7 +227,9 @@ impl AclRuntime for HostSim {
     }
 
     fn synchronize_device(&self) -> AclResult<()> {
-        current().map(|_| ())
+        current()?;
+        revoke_stale_imports();
+        Ok(())
     }
 
     fn device_can_access_peer(&self, device: i32, peer: i32) -> AclResult<bool> {
@@ -332,7 +354,7 @@ impl AclRuntime for HostSim {
             p.p2p.push((cur, owner_dev));
         }
         let addr = map.addr;
-        p.imports.push(Import { key: name, map, refs: 1, dev: cur, owner_dev });
+        p.imports.push(Import { key: name, map, refs: 1, dev: cur, owner_dev, revoked: false });
         Ok(addr as *mut c_void)
     }
 

@@ -70,3 +70,11 @@ pub(crate) fn unmap(m: &Mapping) {
     // SAFETY: `m` came from `map` and is unmapped once; callers stop using the range.
     unsafe { libc::munmap(ptr, m.len) };
 }
+
+/// Makes a mapping inaccessible: any later access faults, as an importer's access to
+/// pages the driver freed.
+pub(crate) fn revoke(m: &Mapping) {
+    let ptr = m.addr as *mut c_void;
+    // SAFETY: `m` is a live mapping of ours; only its protection changes.
+    unsafe { libc::mprotect(ptr, m.len, libc::PROT_NONE) };
+}

@@ -26,6 +26,9 @@ pub(crate) struct Import {
     pub(crate) refs: u32,
     pub(crate) dev: i32,
     pub(crate) owner_dev: i32,
+    /// The exporter destroyed the key or freed the memory: the view was made
+    /// inaccessible.
+    pub(crate) revoked: bool,
 }
 
 /// The state of this process.
