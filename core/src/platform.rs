@@ -70,7 +70,8 @@ pub trait Segment {
         self.len() == 0
     }
     /// Backs `offset..offset + len` with memory now, so that running out of
-    /// memory is an error here rather than a fault on first touch.
+    /// memory is an error here rather than a fault on first touch, and places
+    /// it for the calling process (its NUMA node): each rank reserves what it owns.
     fn reserve(&self, offset: u64, len: u64) -> Result<(), PlatformError>;
 }
 

@@ -5,7 +5,6 @@
 use core::mem::{align_of, size_of};
 use core::ptr::NonNull;
 
-use crate::layout::shared::LINE;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// Plain old data: `#[repr(C)]`, only integer fields (and arrays of them), no
@@ -104,27 +103,6 @@ impl Mapped {
         // SAFETY: in bounds and aligned; called only on regions no other rank
         // touches at that moment (the creator's header, a rank's own pages).
         unsafe { p.cast::<T>().as_ptr().write_volatile(v) }
-    }
-
-    /// Writes a zero byte into every page that starts in `offset..offset + len`,
-    /// so the pages are populated now by this process (NUMA first touch).
-    ///
-    /// The byte is the last of the page's first line (or the range's last
-    /// byte, if the range ends sooner), never the first (found by Miri): the
-    /// first bytes of a line may hold a peer's atomic word, e.g. the doorbell
-    /// at the start of this rank's sync block, which a rank whose attach
-    /// allgather failed bumps (poisoning the window) while this rank may
-    /// still be touching. Atomic words sit at the start of lines only.
-    pub(crate) fn touch(&self, offset: u64, len: u64, page: u64) {
-        let end = offset.saturating_add(len);
-        let mut at = offset.next_multiple_of(page);
-        while at < end {
-            let p = self.at(at.saturating_add(LINE).min(end) - 1, 1, 1).expect("touch outside the window");
-            // SAFETY: in bounds; the byte belongs to this rank's own range, and no
-            // rank reads or writes it before the creation barrier.
-            unsafe { p.as_ptr().write_volatile(0) };
-            at += page;
-        }
     }
 
     /// A pointer to `offset..offset + len` if it lies inside (for data segments).

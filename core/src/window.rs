@@ -145,10 +145,6 @@ impl<P: Platform> Window<P> {
         }
     }
 
-    pub(crate) fn mapped(&self) -> &Mapped {
-        &self.mem
-    }
-
     pub(crate) fn segment_handle(&self) -> &P::Segment {
         &self.segment
     }

@@ -8,7 +8,7 @@
 //!                line 0            WaitRecord (j's doorbell)
 //!                line 1 + k        window-fence slot of round k, written by (j - 2^k) mod n
 //!                line 1 + R + i    peer-fence slot written by rank i
-//!              (page-padded in aligned mode, so j's first touch places it on j's node)
+//!              (page-padded in aligned mode, so j's reservation places it on j's node)
 //! data_base    data segments, in rank order
 //! ```
 //! Every rank computes the same layout from the same allgathered inputs; the
@@ -44,7 +44,7 @@ pub enum LayoutMode {
     #[default]
     Contiguous,
     /// Every segment starts on a page and is padded to a page, so its owner's
-    /// first touch puts it on the owner's NUMA node.
+    /// reservation (its first touch) puts it on the owner's NUMA node.
     Aligned,
 }
 
