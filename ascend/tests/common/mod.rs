@@ -35,7 +35,8 @@ macro_rules! conformance_tests {
             happy_same_device, happy_cross_device, not_whitelisted, disable_validation,
             pid_limit, double_import_and_double_close, foreign_close,
             exporter_close_before_importers, free_while_exported, export_checks,
-            reexport_imported, process_death, runtime_checks, key_checks);
+            reexport_imported, process_death, runtime_checks, key_checks,
+            cross_device_without_peer_access);
     };
     (@ $make:expr; $($case:ident),*) => {
         $(

@@ -409,3 +409,25 @@ pub fn key_checks<R: AclRuntime>(rt: &R) {
     assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[tgid])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
     rt.free(p).unwrap();
 }
+
+/// Cross-device import with flag 0 and no peer access: the import succeeds (as on
+/// the hardware) but device-to-device copies from it are refused.
+pub fn cross_device_without_peer_access<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 13);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
+    let mut child = spawn(|c| {
+        let k = recv_key(c);
+        rt.set_device(3).unwrap();
+        let q = rt.ipc_mem_import_by_key(&k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
+        let local = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+        // SAFETY: both are device blocks of at least 4096 bytes.
+        let r = unsafe { rt.memcpy(local, 4096, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) };
+        assert_ne!(code(r), 0, "copy without peer access must fail");
+        rt.free(local).unwrap();
+        rt.ipc_mem_close(&k).unwrap();
+    });
+    send_key(&mut child.chan, &k);
+    child.join();
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}
