@@ -91,6 +91,7 @@ impl<O: Oob> Comm<O> {
             align: kpccl_core::layout::MIN_SEGMENT_ALIGN,
             timeout: self.config.timeout,
             spins: self.config.spins,
+            memory_kind: kpccl_core::protocol::MEMORY_KIND_HOST,
         }
     }
 }
@@ -120,6 +121,7 @@ pub struct WindowBuilder<'c, O: Oob> {
     align: u64,
     timeout: Option<Duration>,
     spins: Option<u32>,
+    memory_kind: u32,
 }
 
 impl<O: Oob> WindowBuilder<'_, O> {
@@ -144,6 +146,14 @@ impl<O: Oob> WindowBuilder<'_, O> {
     /// Spin polls before yielding (default: `KPCCL_SPIN`, else by load).
     pub fn spins(mut self, spins: u32) -> Self {
         self.spins = Some(spins);
+        self
+    }
+
+    /// What the window's data is, the same on every rank (default: host
+    /// memory). Device kinds are built by their crate (`kpccl-ascend`) over a
+    /// host window of this kind, so ranks asking for different kinds fail together.
+    pub fn memory_kind(mut self, kind: u32) -> Self {
+        self.memory_kind = kind;
         self
     }
 
@@ -176,7 +186,13 @@ impl<O: Oob> WindowBuilder<'_, O> {
 
     fn create(self, local: Result<(), ArgError>) -> Result<Window, Error> {
         let c = self.comm;
-        let request = WindowRequest { size: self.size, mode: self.mode, align: self.align, policy: self.policy() };
+        let request = WindowRequest {
+            size: self.size,
+            mode: self.mode,
+            align: self.align,
+            policy: self.policy(),
+            memory_kind: self.memory_kind,
+        };
         let mut table = vec![Record::default(); c.nranks as usize];
         let inner = kpccl_core::create_window(&c.platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
             .inspect_err(|e| {

@@ -44,11 +44,25 @@ pub struct WindowRequest {
     pub align: u64,
     /// How this rank waits in the window's fences.
     pub policy: WaitPolicy,
+    /// Where the data lives ([`MEMORY_KIND_HOST`], [`MEMORY_KIND_ASCEND`]; the
+    /// same on every rank): a device window still has its fence slots here.
+    pub memory_kind: u32,
 }
+
+/// A window of host shared memory.
+pub const MEMORY_KIND_HOST: u32 = 0;
+/// A window whose data segments are Ascend device memory (`kpccl-ascend`).
+pub const MEMORY_KIND_ASCEND: u32 = 1;
 
 impl Default for WindowRequest {
     fn default() -> Self {
-        Self { size: 0, mode: LayoutMode::Contiguous, align: 64, policy: WaitPolicy::DEFAULT }
+        Self {
+            size: 0,
+            mode: LayoutMode::Contiguous,
+            align: 64,
+            policy: WaitPolicy::DEFAULT,
+            memory_kind: MEMORY_KIND_HOST,
+        }
     }
 }
 
@@ -178,6 +192,7 @@ where
     mine.mode = request.mode.code();
     mine.align = request.align;
     mine.page = page;
+    mine.memory_kind = request.memory_kind;
     if let Err(e) = local.and_then(|()| check_request(rank, nranks, request, page)) {
         mine.fail(Failure::Argument(e));
     }
