@@ -12,9 +12,13 @@
 
 #[allow(unsafe_code)] // calls into the loaded library
 pub mod acl;
+pub mod backend;
 pub mod codes;
 #[allow(unsafe_code)] // declares the unsafe `memcpy` of the trait
 pub mod runtime;
 pub mod sim;
+pub mod window;
 
+pub use backend::{BackendError, Runtime};
 pub use runtime::{AclError, AclResult, AclRuntime, IpcKey};
+pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder};
