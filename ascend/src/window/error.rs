@@ -107,11 +107,11 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Acl { call, code, peer } => {
-                write!(f, "{} failed", call.name())?;
-                if let Some(p) = peer {
-                    write!(f, " (segment of rank {p})")?;
+                write!(f, "{} failed: {}", call.name(), AclError::new(code))?;
+                match peer {
+                    Some(p) => write!(f, ", for rank {p}'s segment"),
+                    None => Ok(()),
                 }
-                write!(f, ": {}", AclError::new(code))
             }
             Self::NoRuntime => write!(f, "no Ascend runtime (KPCCL_ASCEND)"),
             Self::Argument => write!(f, "invalid arguments"),
