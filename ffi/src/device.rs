@@ -1,0 +1,81 @@
+//! Windows of either memory kind behind one handle: host shared memory, or
+//! Ascend device memory (`KPCCL_SHM_MEMORY_ASCEND`, through `kpccl-ascend`).
+//! Queries of a device window return device addresses; fences use its host
+//! fence slots.
+
+use core::ffi::c_void;
+
+use kpccl_ascend::DeviceWindow;
+use kpccl_posix::{Comm, Oob, Window};
+
+use crate::attr::Options;
+use crate::error::Error;
+
+/// Errors of both kinds: a host window's error is the `Host` case.
+type WinError = kpccl_ascend::window::Error;
+
+/// The window behind a handle.
+#[derive(Debug)]
+pub(crate) enum AnyWindow {
+    /// Host shared memory.
+    Host(Window),
+    /// Ascend device memory.
+    Device(DeviceWindow),
+}
+
+impl AnyWindow {
+    pub(crate) fn rank(&self) -> u32 {
+        match self {
+            Self::Host(w) => w.rank(),
+            Self::Device(w) => w.rank(),
+        }
+    }
+
+    pub(crate) fn nranks(&self) -> u32 {
+        match self {
+            Self::Host(w) => w.nranks(),
+            Self::Device(w) => w.nranks(),
+        }
+    }
+
+    pub(crate) fn peer_fence(&self, peer: u32) -> Result<(), WinError> {
+        match self {
+            Self::Host(w) => Ok(w.peer_fence(peer)?),
+            Self::Device(w) => w.peer_fence(peer),
+        }
+    }
+
+    pub(crate) fn fence(&self) -> Result<(), WinError> {
+        match self {
+            Self::Host(w) => Ok(w.fence()?),
+            Self::Device(w) => w.fence(),
+        }
+    }
+
+    /// Rank `rank`'s segment: its address in this process (a device address
+    /// for device windows; `NULL` when empty) and its length.
+    pub(crate) fn segment(&self, rank: u32) -> Result<(*mut c_void, usize), WinError> {
+        let (ptr, len) = match self {
+            Self::Host(w) => w.segment(rank).map(|s| (s.ptr.as_ptr().cast::<c_void>(), s.len))?,
+            Self::Device(w) => w.segment(rank).map(|s| (s.ptr, s.len))?,
+        };
+        Ok((if len == 0 { core::ptr::null_mut() } else { ptr }, len))
+    }
+
+    /// Frees the window (collective).
+    pub(crate) fn free(self) -> Result<(), WinError> {
+        match self {
+            Self::Host(w) => Ok(w.free()?),
+            Self::Device(w) => w.free(),
+        }
+    }
+}
+
+/// Allocates a device window on `device`, with the runtime `KPCCL_ASCEND` names.
+pub(crate) fn alloc<O: Oob>(comm: &Comm<O>, size: usize, device: i32, options: &Options) -> Result<AnyWindow, Error> {
+    let mut builder = DeviceWindow::builder(comm, size).device(device).backend(kpccl_ascend::backend::from_env());
+    if let Some(timeout) = options.timeout {
+        builder = builder.timeout(timeout);
+    }
+    Ok(AnyWindow::Device(builder.alloc()?))
+}
