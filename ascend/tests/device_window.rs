@@ -113,7 +113,8 @@ fn neighbours(w: &DeviceWindow) -> Result<(), String> {
 /// every segment through its own address for it and checks it.
 fn handoff<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     let (me, n) = (comm.rank(), comm.nranks());
-    let w = DeviceWindow::builder(comm, SEG).device(me as i32).runtime(HostSim::new()).alloc().map_err(e)?;
+    // The runtime KPCCL_ASCEND names: the simulator, in process or as a library.
+    let w = DeviceWindow::builder(comm, SEG).device(me as i32).alloc().map_err(e)?;
     for p in 0..n {
         let s = w.segment(p).map_err(e)?;
         if s.ptr.is_null() || s.len != SEG || s.device != p as i32 {
@@ -253,6 +254,25 @@ fn dead_peer<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
 fn handoff_on_2_and_4_ranks_on_distinct_devices() {
     launch(2, "handoff", &[]);
     launch(4, "handoff", &[]);
+}
+
+/// The directory holding the simulator library cargo built next to this test, if any.
+fn simlib_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?.to_path_buf();
+    [deps.clone(), deps.join("..")].into_iter().find(|d| d.join("libascendcl.so").exists())
+}
+
+#[test]
+fn handoff_through_the_simulator_library_as_libascendcl() {
+    let Some(dir) = simlib_dir() else {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP: libascendcl.so (kpccl-ascend-simlib) is not built");
+        return;
+    };
+    let dir = dir.to_string_lossy().into_owned();
+    launch(2, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
+    launch(4, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
 }
 
 #[test]
