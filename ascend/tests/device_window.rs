@@ -13,7 +13,7 @@ use kpccl_ascend::codes::{ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_INVALID_
 use kpccl_ascend::window::{Call, Error, Failure, Fault};
 use kpccl_ascend::{DeviceWindow, sim::HostSim};
 use kpccl_posix::launch::{Launch, RunOob};
-use kpccl_posix::{Comm, Oob};
+use kpccl_posix::{Comm, Oob, OobError};
 
 /// The variable naming the case a rank process runs.
 const CASE_ENV: &str = "KPCCL_ASCEND_TEST_CASE";
@@ -69,6 +69,13 @@ fn rank_main() {
     let Ok(case) = std::env::var(CASE_ENV) else { return };
     let oob = RunOob::from_env().expect("reach the launcher").expect("started by the launcher");
     let (rank, n) = (oob.rank(), oob.nranks());
+    if case == "flaky_oob" {
+        if let Err(e) = flaky_oob(oob) {
+            eprintln!("rank {rank}: {case}: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
     let comm = Comm::new(oob, rank, n).expect("communicator");
     let result = match case.as_str() {
         "handoff" => handoff(&comm),
@@ -247,6 +254,63 @@ fn dead_peer<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
             Ok(())
         }
         Err(err) => Err(format!("free took {:?}: {err}", start.elapsed())),
+    }
+}
+
+/// An out-of-band layer whose `fail_at`-th allgather fails on rank 1, before
+/// or after taking part.
+struct Flaky {
+    inner: RunOob,
+    fail_at: u32,
+    after: bool,
+    calls: std::cell::Cell<u32>,
+}
+
+impl Oob for Flaky {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        self.calls.set(self.calls.get() + 1);
+        if self.inner.rank() == 1 && self.calls.get() == self.fail_at {
+            if self.after {
+                self.inner.allgather(send, recv)?;
+            }
+            return Err(OobError { code: 17 });
+        }
+        self.inner.allgather(send, recv)
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
+/// Rank 1's allgather fails at a device stage (`FLAKY=<call>,<before|after>`;
+/// call 1 makes the communicator, 2-4 the host window, 5-7 the device
+/// stages): every rank fails, none hangs, and the next window works.
+fn flaky_oob(oob: RunOob) -> Result<(), String> {
+    let spec = std::env::var("FLAKY").map_err(|_| "FLAKY unset")?;
+    let (call, when) = spec.split_once(',').ok_or("FLAKY=<call>,<before|after>")?;
+    let (rank, n) = (oob.rank(), oob.nranks());
+    let flaky =
+        Flaky { inner: oob, fail_at: call.parse().map_err(|_| "call")?, after: when == "after", calls: 0.into() };
+    let comm = Comm::new(flaky, rank, n).map_err(|e| e.to_string())?;
+    match DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc() {
+        Ok(_) => return Err(format!("the window was made though rank 1's allgather {call} failed")),
+        Err(Error::Local(Failure::Oob(17))) if rank == 1 => {}
+        Err(Error::Peer { rank: 1, failure: Failure::Oob(_) }) if rank != 1 => {}
+        Err(err) => return Err(format!("unexpected error: {err:?}")),
+    }
+    // The ranks are still in step.
+    let w = DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc().map_err(e)?;
+    w.fence().map_err(e)?;
+    w.free().map_err(e)
+}
+
+#[test]
+fn a_failing_oob_call_at_any_device_stage_fails_every_rank() {
+    for call in ["5", "6", "7"] {
+        for when in ["before", "after"] {
+            launch(3, "flaky_oob", &[("FLAKY", &format!("{call},{when}"))]);
+        }
     }
 }
 

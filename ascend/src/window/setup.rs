@@ -13,7 +13,11 @@
 //!
 //! Every gathered record carries its rank's status, so all ranks reach the
 //! same verdict and fail together; on failure, imports are closed, a fence
-//! stands for the barrier, then keys are closed and memory freed.
+//! stands for the barrier, then keys are closed and memory freed. A rank
+//! whose out-of-band call fails poisons the host window, then makes one
+//! "flush" allgather (see `record`): the others either meet it in the
+//! current allgather or their next, or, after the last one, find the poison
+//! in step 5's fence and flush too.
 
 use kpccl_core::Oob;
 use kpccl_core::fence::{Poison, PoisonKind};
@@ -44,6 +48,12 @@ pub(crate) fn create<O: Oob>(
     let (me, n) = (comm.rank(), comm.nranks());
     let oob = comm.oob();
     let mut table = vec![Record::default(); n as usize];
+    // A rank whose allgather fails leaves the protocol: it poisons the host
+    // window first, so that no rank waits for it in a fence (the failure
+    // path's barrier, or step 5, where the poison asks for the flush).
+    let poison = || {
+        host.raw().poison(Poison { kind: PoisonKind::Flush, rank: me });
+    };
 
     // 2. Ident.
     let mut mine = Record::new(Stage::Ident, me, n);
@@ -64,7 +74,7 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    record::gather(oob, &mine, &mut table, || {})?;
+    record::gather(oob, &mine, &mut table, poison)?;
     record::verdict(&table, Stage::Ident, local)?;
     let mut state = state.take().expect("a rank without a runtime reported a failure");
     let tgids: Vec<i32> = table.iter().map(|r| r.tgid).collect();
@@ -80,7 +90,7 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    record::gather(oob, &mine, &mut table, || {})?;
+    record::gather(oob, &mine, &mut table, poison)?;
     record::verdict(&table, Stage::Export, local)?;
     let keys: Vec<_> = table.iter().map(Record::key).collect();
 
@@ -91,11 +101,6 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    // The last allgather: if this rank's call fails after the others finished it,
-    // they wait in the fence below; the poison word sends them to the flush.
-    let poison = || {
-        host.raw().poison(Poison { kind: PoisonKind::Flush, rank: me });
-    };
     let verdict =
         record::gather(oob, &mine, &mut table, poison).and_then(|()| record::verdict(&table, Stage::Import, local));
     if let Err(e) = verdict {
