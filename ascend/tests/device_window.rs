@@ -84,6 +84,8 @@ fn rank_main() {
         "bad_device" => bad_device(&comm),
         "no_runtime" => no_runtime(&comm),
         "dead_peer" => dead_peer(&comm),
+        "dropped" => dropped(&comm),
+        "no_validation" => no_validation(&comm),
         other => Err(format!("unknown case {other}")),
     };
     if let Err(e) = result {
@@ -312,6 +314,46 @@ fn a_failing_oob_call_at_any_device_stage_fails_every_rank() {
             launch(3, "flaky_oob", &[("FLAKY", &format!("{call},{when}"))]);
         }
     }
+}
+
+/// Windows dropped without `free` release their imports, keys and memory.
+fn dropped<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    for round in 0..3 {
+        let w = DeviceWindow::builder(comm, 4096 << round).device(me as i32).alloc().map_err(e)?;
+        w.fence().map_err(e)?;
+        drop(w);
+    }
+    Ok(())
+}
+
+/// Keys exported without a PID whitelist are imported all the same; a rank
+/// that keeps the whitelist while the others do not fails every rank.
+fn no_validation<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let w = DeviceWindow::builder(comm, 4096).device(me as i32).disable_pid_validation(true).alloc().map_err(e)?;
+    w.write(me, 0, &[me as u8; 16]).map_err(e)?;
+    w.fence().map_err(e)?;
+    let mut got = [0u8; 16];
+    w.read((me + 1) % comm.nranks(), 0, &mut got).map_err(e)?;
+    if got != [((me + 1) % comm.nranks()) as u8; 16] {
+        return Err(format!("read {got:?}"));
+    }
+    w.free().map_err(e)?;
+    match DeviceWindow::builder(comm, 4096).device(me as i32).disable_pid_validation(me != 0).alloc() {
+        Err(Error::Mismatch { rank: 1, .. }) => Ok(()),
+        other => Err(format!("disagreeing validation settings gave {other:?}")),
+    }
+}
+
+#[test]
+fn dropped_windows_release_everything() {
+    launch(3, "dropped", &[]);
+}
+
+#[test]
+fn pid_validation_can_be_disabled_on_every_rank() {
+    launch(3, "no_validation", &[]);
 }
 
 #[test]

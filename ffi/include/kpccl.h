@@ -140,7 +140,8 @@ typedef enum kpccl_shm_memory_kind_t {
   /**
    * Ascend NPU memory on device `attr.device`: segments are exported and
    * imported with the ACL IPC calls (`KPCCL_ASCEND=acl|sim|auto` picks the
-   * runtime); queries return device addresses.
+   * runtime; `KPCCL_ASCEND_PID_VALIDATION=0` exports without a PID
+   * whitelist); queries return device addresses.
    */
   KPCCL_SHM_MEMORY_ASCEND = 1,
 } kpccl_shm_memory_kind_t;

@@ -28,7 +28,8 @@ pub enum kpccl_shm_memory_kind_t {
     KPCCL_SHM_MEMORY_HOST = 0,
     /// Ascend NPU memory on device `attr.device`: segments are exported and
     /// imported with the ACL IPC calls (`KPCCL_ASCEND=acl|sim|auto` picks the
-    /// runtime); queries return device addresses.
+    /// runtime; `KPCCL_ASCEND_PID_VALIDATION=0` exports without a PID
+    /// whitelist); queries return device addresses.
     KPCCL_SHM_MEMORY_ASCEND = 1,
 }
 

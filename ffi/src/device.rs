@@ -71,9 +71,17 @@ impl AnyWindow {
     }
 }
 
-/// Allocates a device window on `device`, with the runtime `KPCCL_ASCEND` names.
+/// The variable that turns the PID whitelist off (`0`); the same on every rank.
+const VALIDATION_ENV: &str = "KPCCL_ASCEND_PID_VALIDATION";
+
+/// Allocates a device window on `device`, with the runtime `KPCCL_ASCEND` names
+/// (and without a PID whitelist if `KPCCL_ASCEND_PID_VALIDATION=0`).
 pub(crate) fn alloc<O: Oob>(comm: &Comm<O>, size: usize, device: i32, options: &Options) -> Result<AnyWindow, Error> {
-    let mut builder = DeviceWindow::builder(comm, size).device(device).backend(kpccl_ascend::backend::from_env());
+    let no_validation = std::env::var(VALIDATION_ENV).is_ok_and(|v| v == "0");
+    let mut builder = DeviceWindow::builder(comm, size)
+        .device(device)
+        .backend(kpccl_ascend::backend::from_env())
+        .disable_pid_validation(no_validation);
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
     }
