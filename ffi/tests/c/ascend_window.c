@@ -11,6 +11,7 @@
  * - an ACL failure on one rank fails every rank, with the ACL code in the
  *   failing rank's kpccl_last_error;
  * - ranks asking for host and device memory fail together;
+ * - KPCCL_ASCEND_PID_VALIDATION=0 exports without a whitelist;
  * - nothing is left in the simulator's registry afterwards.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -147,6 +148,10 @@ int main(int argc, char **argv)
         bad_device(comm);
         mixed_kinds(comm);
         handoff(comm);
+        /* Keys without a PID whitelist (every rank sets it the same). */
+        setenv("KPCCL_ASCEND_PID_VALIDATION", "0", 1);
+        handoff(comm);
+        unsetenv("KPCCL_ASCEND_PID_VALIDATION");
         CHECK_OK(kpccl_shm_comm_destroy(comm));
     }
     MPI_Barrier(world);
