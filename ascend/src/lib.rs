@@ -7,6 +7,10 @@
 //! whitelists and import counts live in a per-user registry, so two real processes
 //! share memory with the same rules and return codes as the hardware
 //! (`../shared/research/ascend-ipc.md`).
+//!
+//! [`DeviceWindow`] is a kpccl window whose segments are device memory, shared
+//! by those calls, with its fence slots in host shared memory; [`backend`]
+//! picks its runtime (`KPCCL_ASCEND=acl|sim|auto`).
 #![deny(unsafe_code)]
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
