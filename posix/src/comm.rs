@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use kpccl_core::error::ArgError;
+use kpccl_core::fence::Barrier;
 use kpccl_core::protocol::Record;
 use kpccl_core::{LayoutMode, Oob, WaitPolicy, WindowRequest};
 
@@ -91,6 +92,7 @@ impl<O: Oob> Comm<O> {
             align: kpccl_core::layout::MIN_SEGMENT_ALIGN,
             timeout: self.config.timeout,
             spins: self.config.spins,
+            barrier: self.config.barrier,
         }
     }
 }
@@ -120,6 +122,7 @@ pub struct WindowBuilder<'c, O: Oob> {
     align: u64,
     timeout: Option<Duration>,
     spins: Option<u32>,
+    barrier: Option<Barrier>,
 }
 
 impl<O: Oob> WindowBuilder<'_, O> {
@@ -144,6 +147,13 @@ impl<O: Oob> WindowBuilder<'_, O> {
     /// Spin polls before yielding (default: `KPCCL_SPIN`, else by load).
     pub fn spins(mut self, spins: u32) -> Self {
         self.spins = Some(spins);
+        self
+    }
+
+    /// The window fence to ask for (default: `KPCCL_BARRIER`, else flat when
+    /// ranks outnumber CPUs). The window runs flat if any rank asks for it.
+    pub fn barrier(mut self, barrier: Barrier) -> Self {
+        self.barrier = Some(barrier);
         self
     }
 
@@ -176,7 +186,12 @@ impl<O: Oob> WindowBuilder<'_, O> {
 
     fn create(self, local: Result<(), ArgError>) -> Result<Window, Error> {
         let c = self.comm;
-        let request = WindowRequest { size: self.size, mode: self.mode, align: self.align, policy: self.policy() };
+        let barrier = self.barrier.unwrap_or_else(|| {
+            use kpccl_core::Platform;
+            Barrier::for_load(c.nranks, c.platform.cpu_count())
+        });
+        let request =
+            WindowRequest { size: self.size, mode: self.mode, align: self.align, policy: self.policy(), barrier };
         let mut table = vec![Record::default(); c.nranks as usize];
         let inner = kpccl_core::create_window(&c.platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
             .inspect_err(|e| {
