@@ -9,7 +9,7 @@ use kpccl_core::protocol::Record;
 use kpccl_core::{LayoutMode, Oob, WaitPolicy, WindowRequest};
 
 use crate::log::{self, Level};
-use crate::platform::PosixPlatform;
+use crate::platform::{PosixPlatform, Reserve};
 use crate::{Config, Error, Window};
 
 /// A communicator: `nranks` processes on this node that create windows
@@ -93,6 +93,7 @@ impl<O: Oob> Comm<O> {
             timeout: self.config.timeout,
             spins: self.config.spins,
             barrier: self.config.barrier,
+            reserve: self.config.reserve,
         }
     }
 }
@@ -123,6 +124,7 @@ pub struct WindowBuilder<'c, O: Oob> {
     timeout: Option<Duration>,
     spins: Option<u32>,
     barrier: Option<Barrier>,
+    reserve: Reserve,
 }
 
 impl<O: Oob> WindowBuilder<'_, O> {
@@ -154,6 +156,12 @@ impl<O: Oob> WindowBuilder<'_, O> {
     /// ranks outnumber CPUs). The window runs flat if any rank asks for it.
     pub fn barrier(mut self, barrier: Barrier) -> Self {
         self.barrier = Some(barrier);
+        self
+    }
+
+    /// When the window's memory is allocated (default: `KPCCL_RESERVE`, else eager).
+    pub fn reserve(mut self, reserve: Reserve) -> Self {
+        self.reserve = reserve;
         self
     }
 
@@ -193,7 +201,8 @@ impl<O: Oob> WindowBuilder<'_, O> {
         let request =
             WindowRequest { size: self.size, mode: self.mode, align: self.align, policy: self.policy(), barrier };
         let mut table = vec![Record::default(); c.nranks as usize];
-        let inner = kpccl_core::create_window(&c.platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
+        let platform = c.platform.clone().with_reserve(self.reserve);
+        let inner = kpccl_core::create_window(&platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
             .inspect_err(|e| {
                 log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank));
             })?;

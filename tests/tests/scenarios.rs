@@ -45,9 +45,7 @@ fn scenario_with(n: u32, scenario: &str, args: &[&str], envs: &[(&str, &str)]) {
     for (k, v) in envs {
         launch = launch.env(k, v);
     }
-    let report = launch
-        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), &argv)
-        .expect("the launcher starts");
+    let report = launch.run(env!("CARGO_BIN_EXE_kpccl-scenario"), &argv).expect("the launcher starts");
     assert!(report.success(), "{scenario} {args:?} on {n} ranks failed: {report}");
     assert_eq!(dir.leftovers(), Vec::<String>::new(), "segments left behind by {scenario}");
 }
@@ -159,14 +157,22 @@ fn full_segment_directory_is_an_error_not_sigbus() {
         eprintln!("SKIPPED full_segment_directory_is_an_error_not_sigbus: cannot mount a tmpfs here (not root?)");
         return;
     }
-    let report = Launch::new(4)
-        .timeout(Duration::from_secs(60))
-        .env("KPCCL_SHM_DIR", &path)
-        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["full", "size=524288"])
-        .expect("the launcher starts");
+    // Eager: the owners' reservations fail; lazy: the creator's free-space check.
+    let reports: Vec<_> = ["eager", "lazy"]
+        .map(|reserve| {
+            Launch::new(4)
+                .timeout(Duration::from_secs(60))
+                .env("KPCCL_SHM_DIR", &path)
+                .env("KPCCL_RESERVE", reserve)
+                .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["full", "size=524288"])
+                .expect("the launcher starts")
+        })
+        .into();
     let left = dir.leftovers();
     let _ = std::process::Command::new("umount").arg(&path).status();
-    assert!(report.success(), "full on 4 ranks failed: {report}");
+    for (reserve, report) in ["eager", "lazy"].iter().zip(&reports) {
+        assert!(report.success(), "full on 4 ranks with KPCCL_RESERVE={reserve} failed: {report}");
+    }
     assert_eq!(left, Vec::<String>::new(), "segments left in the full directory");
 }
 

@@ -6,7 +6,7 @@ mod futex;
 mod shm;
 
 pub(crate) use futex::{futex_wait, futex_wake};
-pub(crate) use shm::{Fd, Mapping, map_shared};
+pub(crate) use shm::{Fd, Mapping, free_space, map_shared};
 
 use std::io;
 
