@@ -95,12 +95,14 @@ impl<P: Platform> Window<P> {
     }
 
     /// The pairwise fence with `peer` (see [`fence::peer_fence`]).
+    #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), FenceError> {
         fence::peer_fence(self, self, self.rank, peer, &self.policy)
     }
 
     /// The fence with every rank of the window (see [`fence::window_fence`]
     /// and [`fence::flat_fence`]).
+    #[inline]
     pub fn fence(&self) -> Result<(), FenceError> {
         match self.barrier {
             Barrier::Dissemination => fence::window_fence(self, self, self.rank, &self.policy),
@@ -188,21 +190,27 @@ impl<P: Platform> SyncArea for Window<P> {
     fn nranks(&self) -> u32 {
         self.layout.nranks()
     }
+    #[inline]
     fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
         self.mem.u64_at(self.layout.peer_slot(writer, reader))
     }
+    #[inline]
     fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
         self.mem.u64_at(self.layout.round_slot(round, reader))
     }
+    #[inline]
     fn doorbell(&self, rank: u32) -> &AtomicU32 {
         self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, doorbell) as u64)
     }
+    #[inline]
     fn sleeping(&self, rank: u32) -> &AtomicU32 {
         self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, sleeping) as u64)
     }
+    #[inline]
     fn poison_word(&self) -> &AtomicU32 {
         self.mem.u32_at(core::mem::offset_of!(Header, poison) as u64)
     }
+    #[inline]
     fn arrivals(&self) -> &AtomicU64 {
         self.mem.u64_at(core::mem::offset_of!(Header, arrivals) as u64)
     }

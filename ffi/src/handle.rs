@@ -45,6 +45,7 @@ pub(crate) fn register<T>(p: NonNull<T>, kind: Kind) {
 
 /// Checks that `p` is a live handle of `kind`. Lock-free for the handles the
 /// fast table holds (every fence goes through here).
+#[inline]
 pub(crate) fn check<T>(p: *mut T, arg: &'static str, kind: Kind) -> Result<NonNull<T>, Error> {
     let p = NonNull::new(p).ok_or(Error::Null(arg))?;
     if fast::contains(p.as_ptr().addr(), kind) {
@@ -90,6 +91,7 @@ mod fast {
     static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(EMPTY) }; SLOTS];
 
     /// Handles are boxes of 8-aligned structs, so the low bits are free for the kind.
+    #[inline]
     fn entry(addr: usize, kind: Kind) -> u64 {
         addr as u64
             | match kind {
@@ -98,6 +100,7 @@ mod fast {
             }
     }
 
+    #[inline]
     fn probe(addr: usize) -> impl Iterator<Item = &'static AtomicU64> {
         // Fibonacci hashing of the address without its always-zero low bits.
         let home = ((addr as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize;
@@ -125,6 +128,7 @@ mod fast {
         }
     }
 
+    #[inline]
     pub(super) fn contains(addr: usize, kind: Kind) -> bool {
         let e = entry(addr, kind);
         // Acquire: pairs with `insert`'s Release store.
