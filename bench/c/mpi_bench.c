@@ -15,7 +15,8 @@
  * rank writing one byte per page of its own segment before the free
  * (mpi/create-touch/N/SIZE): the cost of memory that is actually used.
  * Then the same two through kpccl's C API, with out-of-band callbacks over
- * MPI as KPCCL programs usually have them (kpccl-mpi/create…/N/SIZE), so
+ * MPI as KPCCL programs usually have them (kpccl-mpi/create…/N/SIZE; with
+ * KPCCL_RESERVE=lazy, kpccl-mpi-lazy/create…/N/SIZE), so
  * both libraries' creations run over the same collectives.
  */
 #include "bench.h"
@@ -151,12 +152,12 @@ static int oob_barrier(void *group)
     return MPI_Barrier(*(MPI_Comm *)group);
 }
 
-/* One creation (and teardown) of a window with `mine` bytes per rank;
- * `lib` 0 is MPI, 1 is kpccl; `use` also touches every page of our segment. */
-static int create_once(struct ctx *c, kpccl_shm_comm_h comm, int lib, int use, size_t mine)
+/* One creation (and teardown) of a window with `mine` bytes per rank, by MPI
+ * (`comm` NULL) or by kpccl on `comm`; `use` also touches every page of our segment. */
+static int create_once(kpccl_shm_comm_h comm, int use, size_t mine)
 {
     void *base;
-    if (lib == 0) {
+    if (!comm) {
         MPI_Win win;
         if (MPI_Win_allocate_shared((MPI_Aint)mine, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win))
             return -1;
@@ -173,52 +174,67 @@ static int create_once(struct ctx *c, kpccl_shm_comm_h comm, int lib, int use, s
         touch(base, mine);
         kpccl_shm_win_fence(win);
     }
-    (void)c;
     return kpccl_shm_win_free(win) == KPCCL_OK ? 0 : -1;
 }
+
+/* A kpccl communicator whose windows reserve their memory as `reserve` says
+ * (KPCCL_RESERVE is read when a communicator is created). */
+static kpccl_shm_comm_h comm_reserving(struct ctx *c, const char *reserve)
+{
+    static kpccl_shm_oob_cb_t cbs = {oob_allgather, oob_barrier};
+    static MPI_Comm world;
+    world = MPI_COMM_WORLD;
+    kpccl_shm_comm_h comm = NULL;
+    setenv("KPCCL_RESERVE", reserve, 1);
+    if (kpccl_shm_comm_create(c->nranks, c->rank, c->rank, &cbs, &world, &comm) != KPCCL_OK)
+        fprintf(stderr, "mpi_bench: kpccl_shm_comm_create: %s\n", kpccl_last_error());
+    unsetenv("KPCCL_RESERVE");
+    return comm;
+}
+
+enum { LIBS = 3 };
 
 static int create(struct ctx *c, const char *reps_arg, const char *out, int nsizes, char **sizes)
 {
     unsigned small, mid, large;
     if (sscanf(reps_arg, "%u:%u:%u", &small, &mid, &large) != 3)
         return -1;
-    static kpccl_shm_oob_cb_t cbs = {oob_allgather, oob_barrier};
-    static MPI_Comm world;
-    world = MPI_COMM_WORLD;
-    kpccl_shm_comm_h comm = NULL;
-    if (kpccl_shm_comm_create(c->nranks, c->rank, c->rank, &cbs, &world, &comm) != KPCCL_OK) {
-        fprintf(stderr, "mpi_bench: kpccl_shm_comm_create: %s\n", kpccl_last_error());
+    kpccl_shm_comm_h comms[LIBS] = {NULL, comm_reserving(c, "eager"), comm_reserving(c, "lazy")};
+    if (!comms[1] || !comms[2])
         return -1;
-    }
-    static const char *const names[2][2] = {{"mpi/create", "mpi/create-touch"},
-                                            {"kpccl-mpi/create", "kpccl-mpi/create-touch"}};
+    static const char *const names[LIBS][2] = {{"mpi/create", "mpi/create-touch"},
+                                               {"kpccl-mpi/create", "kpccl-mpi/create-touch"},
+                                               {"kpccl-mpi-lazy/create", "kpccl-mpi-lazy/create-touch"}};
     for (int i = 0; i < nsizes; i++) {
         unsigned long long size = strtoull(sizes[i], NULL, 10);
         unsigned reps = size >= (1ull << 30) ? large : size >= (64ull << 20) ? mid : small;
         size_t mine = (size_t)(size / (unsigned long long)c->nranks);
-        double *s = calloc((size_t)reps * 4, sizeof *s);
+        double *s = calloc((size_t)reps * 2 * LIBS, sizeof *s);
         if (!s)
             return -1;
-        /* Interleaved: MPI, kpccl, MPI, kpccl… so that drift hits both alike. */
+        /* Interleaved: MPI, kpccl, kpccl lazy, MPI… so that drift hits all alike. */
         for (unsigned r = 0; r < reps; r++)
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 2 * LIBS; k++) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 uint64_t t = now_ns();
-                if (create_once(c, comm, k & 1, k >> 1, mine)) {
-                    fprintf(stderr, "mpi_bench: creation failed: %s\n", k & 1 ? kpccl_last_error() : "MPI");
+                if (create_once(comms[k % LIBS], k / LIBS, mine)) {
+                    fprintf(stderr, "mpi_bench: creation failed: %s\n", k % LIBS ? kpccl_last_error() : "MPI");
                     return -1;
                 }
                 s[(size_t)k * reps + r] = (double)(now_ns() - t);
             }
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 2 * LIBS; k++) {
             char key[128];
-            snprintf(key, sizeof key, "%s/%d/%llu", names[k & 1][k >> 1], c->nranks, size);
+            snprintf(key, sizeof key, "%s/%d/%llu", names[k % LIBS][k / LIBS], c->nranks, size);
             if (report(c, out, key, "ns", s + (size_t)k * reps, reps))
                 return -1;
         }
         free(s);
     }
-    return kpccl_shm_comm_destroy(comm) == KPCCL_OK ? 0 : -1;
+    int rc = 0;
+    for (int k = 1; k < LIBS; k++)
+        rc |= kpccl_shm_comm_destroy(comms[k]) != KPCCL_OK;
+    return rc ? -1 : 0;
 }
 
 int main(int argc, char **argv)

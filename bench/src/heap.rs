@@ -29,6 +29,7 @@ pub struct HeapArea {
     doorbell: Vec<Line>,
     sleeping: Vec<Line>,
     poison: Line,
+    arrivals: Line,
 }
 
 /// The upper half of a line's word viewed as a u32 would alias the u64; the
@@ -55,6 +56,7 @@ impl HeapArea {
             doorbell: lines(n_us),
             sleeping: lines(n_us),
             poison: Line::default(),
+            arrivals: Line::default(),
         }
     }
 }
@@ -78,6 +80,9 @@ impl SyncArea for HeapArea {
     }
     fn poison_word(&self) -> &AtomicU32 {
         word32(&self.poison)
+    }
+    fn arrivals(&self) -> &AtomicU64 {
+        &self.arrivals.word
     }
 }
 

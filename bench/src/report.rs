@@ -276,7 +276,11 @@ pub fn targets(r: &Results, sizes: &[u64]) -> Vec<Target> {
             met: idle.map(|v| v <= 5.0),
         });
     }
-    for (api, tag) in [("C, MPI OOB", "kpccl-mpi"), ("Rust, launcher OOB", "rust")] {
+    for (api, tag) in [
+        ("C, MPI OOB", "kpccl-mpi"),
+        ("C, MPI OOB, `KPCCL_RESERVE=lazy`", "kpccl-mpi-lazy"),
+        ("Rust, launcher OOB", "rust"),
+    ] {
         let mut worst: Option<(f64, u32, u64)> = None;
         let mut all_measured = true;
         for n in RANKS {
@@ -492,6 +496,9 @@ fn creation_table(w: &mut String, r: &Results, sizes: &[u64]) {
          size / N). *kpccl C, MPI OOB*: `kpccl_shm_win_alloc` / `kpccl_shm_win_free` in the same MPI \
          program, with out-of-band callbacks over `MPI_Allgather` / `MPI_Barrier` (as KPCCL programs \
          usually have them), interleaved with the MPI calls: the same collectives for both libraries. \
+         *kpccl C, lazy*: the same with `KPCCL_RESERVE=lazy` (memory allocated at first touch, as MPI \
+         does, after a free-space check; the default reserves it at creation so that a full directory is \
+         an error then rather than a SIGBUS later). \
          *kpccl Rust, launcher OOB*: the Rust API under the kpccl launcher, whose collectives go through \
          its hub over Unix sockets. *+ touch*: every rank also writes one byte per page of its own \
          segment before the free, i.e. the cost of memory that is used.\n"
@@ -499,25 +506,28 @@ fn creation_table(w: &mut String, r: &Results, sizes: &[u64]) {
     for (what, title) in [("create", "create + free"), ("create-touch", "create + touch + free")] {
         let _ = writeln!(
             w,
-            "| Ranks | Size | Open MPI {title} | kpccl C, MPI OOB | × MPI | kpccl Rust, launcher OOB | × MPI |"
+            "| Ranks | Size | Open MPI {title} | kpccl C, MPI OOB | × MPI | kpccl C, lazy | × MPI | kpccl Rust, launcher OOB | × MPI |"
         );
-        let _ = writeln!(w, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|");
         for n in RANKS {
             for &sz in sizes {
                 let m = get(r, &format!("mpi/{what}/{n}/{sz}"));
                 let kc = get(r, &format!("kpccl-mpi/{what}/{n}/{sz}"));
+                let kl = get(r, &format!("kpccl-mpi-lazy/{what}/{n}/{sz}"));
                 let kr = get(r, &format!("rust/{what}/{n}/{sz}"));
-                if m.is_none() && kc.is_none() && kr.is_none() {
+                if m.is_none() && kc.is_none() && kl.is_none() && kr.is_none() {
                     continue;
                 }
                 let rr = |a: Option<Summary>| ratio(a.zip(m).map(|(a, b)| a.median / b.median));
                 let _ = writeln!(
                     w,
-                    "| {n} | {} | {} | {} | {} | {} | {} |",
+                    "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     size(sz),
                     spread_cell(m),
                     spread_cell(kc),
                     rr(kc),
+                    spread_cell(kl),
+                    rr(kl),
                     spread_cell(kr),
                     rr(kr)
                 );

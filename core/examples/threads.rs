@@ -44,6 +44,7 @@ fn main() {
             mode: LayoutMode::Aligned,
             align: 64,
             policy: WaitPolicy::for_load(nranks, kpccl_core::Platform::cpu_count(&p)),
+            barrier: kpccl_core::fence::Barrier::for_load(nranks, kpccl_core::Platform::cpu_count(&p)),
             ..WindowRequest::default()
         };
         let w = create_window(&p, &oob, rank, nranks, &request, Ok(()), &mut table).expect("window");

@@ -303,6 +303,8 @@ pub enum Field {
     User,
     /// The memory kind (host or device).
     MemoryKind,
+    /// The window-fence algorithm (an unknown code).
+    Barrier,
 }
 
 impl fmt::Display for Field {
@@ -316,6 +318,7 @@ impl fmt::Display for Field {
             Self::PageSize => "page size",
             Self::User => "user id",
             Self::MemoryKind => "memory kind",
+            Self::Barrier => "window-fence algorithm",
         })
     }
 }

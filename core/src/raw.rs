@@ -54,6 +54,7 @@ impl Mapped {
     }
 
     /// Pointer to `offset`, if `offset..offset + size` lies inside and `offset` is `align`-aligned.
+    #[inline]
     fn at(&self, offset: u64, size: usize, align: usize) -> Option<NonNull<u8>> {
         let offset = usize::try_from(offset).ok()?;
         if offset.checked_add(size)? > self.len || !(self.base.as_ptr() as usize + offset).is_multiple_of(align) {
@@ -65,6 +66,7 @@ impl Mapped {
 
     /// The `AtomicU64` at `offset`. Panics if it is outside or misaligned: the
     /// offsets come from a validated layout, so that is a bug, not bad input.
+    #[inline]
     pub(crate) fn u64_at(&self, offset: u64) -> &AtomicU64 {
         let p = self.at(offset, 8, 8).expect("u64 slot outside the window");
         // SAFETY: in bounds and aligned (checked), mapped for `self`'s lifetime
@@ -73,6 +75,7 @@ impl Mapped {
     }
 
     /// The `AtomicU32` at `offset`; panics as [`Mapped::u64_at`].
+    #[inline]
     pub(crate) fn u32_at(&self, offset: u64) -> &AtomicU32 {
         let p = self.at(offset, 4, 4).expect("u32 word outside the window");
         // SAFETY: as in `u64_at`.

@@ -4,12 +4,12 @@
 use core::ptr::NonNull;
 
 use crate::error::FenceError;
-use crate::fence::{self, Poison, SyncArea, WaitEnv, WaitPolicy};
+use crate::fence::{self, Barrier, Poison, SyncArea, WaitEnv, WaitPolicy};
 use crate::layout::Layout;
 use crate::layout::shared::{Header, RankEntry, WaitRecord};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
 use crate::raw::{Mapped, bytes_of_mut};
-use crate::sync::Ordering::Acquire;
+use crate::sync::Ordering::{Acquire, Relaxed};
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// A rank's data segment inside the window.
@@ -32,6 +32,7 @@ pub struct Window<P: Platform> {
     layout: Layout,
     rank: u32,
     policy: WaitPolicy,
+    barrier: Barrier,
     // Last: dropped (unmapped) after everything that points into it.
     segment: P::Segment,
 }
@@ -43,12 +44,19 @@ unsafe impl<P: Platform + Send> Send for Window<P> where P::Segment: Send {}
 
 impl<P: Platform> Window<P> {
     /// Wraps a mapped, verified window.
-    pub(crate) fn new(platform: P, segment: P::Segment, layout: Layout, rank: u32, policy: WaitPolicy) -> Self {
+    pub(crate) fn new(
+        platform: P,
+        segment: P::Segment,
+        layout: Layout,
+        rank: u32,
+        policy: WaitPolicy,
+        barrier: Barrier,
+    ) -> Self {
         // SAFETY: `segment` owns the mapping and is dropped only with `self`,
         // after every borrow of `mem` (they borrow `self`).
         #[allow(unsafe_code)]
         let mem = unsafe { Mapped::new(segment.base(), segment.len()) };
-        Self { platform, mem, layout, rank, policy, segment }
+        Self { platform, mem, layout, rank, policy, barrier, segment }
     }
 
     /// This rank.
@@ -76,19 +84,30 @@ impl<P: Platform> Window<P> {
         self.policy = policy;
     }
 
+    /// How the window fence runs (the same on every rank).
+    pub fn barrier(&self) -> Barrier {
+        self.barrier
+    }
+
     /// The platform the window lives on.
     pub fn platform(&self) -> &P {
         &self.platform
     }
 
     /// The pairwise fence with `peer` (see [`fence::peer_fence`]).
+    #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), FenceError> {
         fence::peer_fence(self, self, self.rank, peer, &self.policy)
     }
 
-    /// The fence with every rank of the window (see [`fence::window_fence`]).
+    /// The fence with every rank of the window (see [`fence::window_fence`]
+    /// and [`fence::flat_fence`]).
+    #[inline]
     pub fn fence(&self) -> Result<(), FenceError> {
-        fence::window_fence(self, self, self.rank, &self.policy)
+        match self.barrier {
+            Barrier::Dissemination => fence::window_fence(self, self, self.rank, &self.policy),
+            Barrier::Flat => fence::flat_fence(self, self, self.rank, &self.policy),
+        }
     }
 
     /// Why the window was abandoned, if it was.
@@ -122,17 +141,21 @@ impl<P: Platform> Window<P> {
 
     /// The header as it is now in shared memory.
     pub fn header(&self) -> Header {
-        // The poison word is loaded atomically and the rest (written once, by
+        // The atomic words are loaded atomically and the rest (written once, by
         // the creator, before anyone attaches) copied: a plain read of the
         // whole header races with a rank poisoning the window meanwhile (found
         // by Miri: a rank whose attach allgather failed poisons while others
         // still verify the header).
-        let at = core::mem::offset_of!(Header, poison);
+        let poison = core::mem::offset_of!(Header, poison);
+        let arrivals = core::mem::offset_of!(Header, arrivals);
         let mut h = Header::default();
         let bytes = bytes_of_mut(core::slice::from_mut(&mut h));
-        self.mem.read_bytes(0, &mut bytes[..at]);
-        self.mem.read_bytes((at + 4) as u64, &mut bytes[at + 4..]);
+        for (from, to) in [(0, poison), (poison + 4, arrivals), (arrivals + 8, bytes.len())] {
+            self.mem.read_bytes(from as u64, &mut bytes[from..to]);
+        }
         h.poison = self.poison_word().load(Acquire);
+        // Relaxed: only compared with 0 at attach, before anyone has fenced.
+        h.arrivals = self.arrivals().load(Relaxed);
         h
     }
 
@@ -167,20 +190,29 @@ impl<P: Platform> SyncArea for Window<P> {
     fn nranks(&self) -> u32 {
         self.layout.nranks()
     }
+    #[inline]
     fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
         self.mem.u64_at(self.layout.peer_slot(writer, reader))
     }
+    #[inline]
     fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
         self.mem.u64_at(self.layout.round_slot(round, reader))
     }
+    #[inline]
     fn doorbell(&self, rank: u32) -> &AtomicU32 {
         self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, doorbell) as u64)
     }
+    #[inline]
     fn sleeping(&self, rank: u32) -> &AtomicU32 {
         self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, sleeping) as u64)
     }
+    #[inline]
     fn poison_word(&self) -> &AtomicU32 {
         self.mem.u32_at(core::mem::offset_of!(Header, poison) as u64)
+    }
+    #[inline]
+    fn arrivals(&self) -> &AtomicU64 {
+        self.mem.u64_at(core::mem::offset_of!(Header, arrivals) as u64)
     }
 }
 

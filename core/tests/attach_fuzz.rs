@@ -117,7 +117,8 @@ fn check(offset: usize, xor: u8) {
 /// checked rank-table field, plus the unchecked padding and the poison word.
 #[test]
 fn corpus() {
-    let fields = [0, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 80, 120, 128, 131, 132, 200, 255];
+    let fields =
+        [0, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64, 72, 80, 84, 120, 128, 131, 132, 200, 255, 256, 263, 300, 383];
     let entry = [0, 8, 16, 24, 32, 36, 40, 63];
     let offsets = fields.into_iter().chain([0, 1].into_iter().flat_map(|r| entry.map(|o| HEADER + r * 64 + o)));
     for offset in offsets {

@@ -11,8 +11,9 @@
 //! missing Release/Acquire edge in a fence shows up as a causality violation.
 #![cfg(loom)]
 
+use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
-use kpccl_core::fence::{SyncArea, WaitEnv, WaitPolicy, peer_fence, window_fence};
+use kpccl_core::fence::{SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, window_fence};
 use kpccl_core::layout::rounds;
 use kpccl_core::sync::{AtomicU32, AtomicU64, Ordering};
 use loom::cell::UnsafeCell;
@@ -31,6 +32,7 @@ struct Area {
     doorbell: Vec<AtomicU32>,
     sleeping: Vec<AtomicU32>,
     poison: AtomicU32,
+    arrivals: AtomicU64,
 }
 
 impl Area {
@@ -43,6 +45,7 @@ impl Area {
             doorbell: (0..n).map(|_| AtomicU32::new(0)).collect(),
             sleeping: (0..n).map(|_| AtomicU32::new(0)).collect(),
             poison: AtomicU32::new(0),
+            arrivals: AtomicU64::new(0),
         }
     }
 }
@@ -65,6 +68,9 @@ impl SyncArea for Area {
     }
     fn poison_word(&self) -> &AtomicU32 {
         &self.poison
+    }
+    fn arrivals(&self) -> &AtomicU64 {
+        &self.arrivals
     }
 }
 
@@ -265,19 +271,22 @@ fn peer_star<E: Mode>() {
     });
 }
 
-/// `n` ranks, `fences` window fences: in each, every rank publishes a new
-/// value and then reads every other rank's; the next value is written only
-/// after the next fence, when everyone is done reading the last.
-fn window<E: Mode>(n: u32, fences: u64) {
+/// A window-wide fence algorithm, as the models call it.
+type WindowFence<E> = fn(&Area, &E, u32, &WaitPolicy) -> Result<(), FenceError>;
+
+/// `n` ranks, `fences` window fences made with `fence`: in each, every rank
+/// publishes a new value and then reads every other rank's; the next value is
+/// written only after the next fence, when everyone is done reading the last.
+fn window<E: Mode>(n: u32, fences: u64, fence: WindowFence<E>) {
     model(move || {
         let (area, data, env) = (Arc::new(Area::new(n)), Arc::new(Data::new(n)), Arc::new(E::env()));
         ranks(n, move |me| {
             for f in 0..fences {
                 if f > 0 {
-                    window_fence(&*area, &*env, me, &E::POLICY).unwrap();
+                    fence(&area, &env, me, &E::POLICY).unwrap();
                 }
                 data.write(me, 1000 * f + u64::from(me));
-                window_fence(&*area, &*env, me, &E::POLICY).unwrap();
+                fence(&area, &env, me, &E::POLICY).unwrap();
                 for r in (0..n).filter(|&r| r != me) {
                     assert_eq!(data.read(r), 1000 * f + u64::from(r));
                 }
@@ -302,12 +311,12 @@ fn back_to_back_peer_fences() {
 
 #[test]
 fn window_fence_two_ranks() {
-    window::<Yielding>(2, 1);
+    window::<Yielding>(2, 1, window_fence);
 }
 
 #[test]
 fn window_fences_back_to_back_two_ranks() {
-    window::<Yielding>(2, 2);
+    window::<Yielding>(2, 2, window_fence);
 }
 
 // Sleeping waits: straight to the doorbell, on a futex that really blocks, so
@@ -330,10 +339,27 @@ fn one_rank_fences_two_peers_sleeping() {
 
 #[test]
 fn window_fence_two_ranks_sleeping() {
-    window::<Futex>(2, 1);
+    window::<Futex>(2, 1, window_fence);
 }
 
 #[test]
 fn window_fence_three_ranks_sleeping() {
-    window::<Futex>(3, 1);
+    window::<Futex>(3, 1, window_fence);
+}
+
+// The flat barrier (one shared arrival counter), both ways of waiting.
+
+#[test]
+fn flat_fences_back_to_back_two_ranks() {
+    window::<Yielding>(2, 2, flat_fence);
+}
+
+#[test]
+fn flat_fences_back_to_back_two_ranks_sleeping() {
+    window::<Futex>(2, 2, flat_fence);
+}
+
+#[test]
+fn flat_fence_three_ranks_sleeping() {
+    window::<Futex>(3, 1, flat_fence);
 }

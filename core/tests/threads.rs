@@ -14,6 +14,7 @@ use std::vec;
 use std::vec::Vec;
 
 use kpccl_core::error::{ArgError, Field, OobError};
+use kpccl_core::fence::Barrier;
 use kpccl_core::layout::{LayoutParams, MIN_SEGMENT_ALIGN};
 use kpccl_core::{
     CollectiveError, Failure, LayoutError, LayoutMode, Oob, Platform, Record, WaitPolicy, WindowRequest, create_comm,
@@ -56,12 +57,18 @@ struct Seen {
 /// Creates a window of `sizes.len()` thread ranks, hands data over with peer
 /// fences and with window fences, checks every word, frees the window.
 fn exchange(sizes: &[u64], mode: LayoutMode, align: u64, page: u64) {
+    exchange_with(sizes, mode, align, page, Barrier::Dissemination);
+}
+
+/// As [`exchange`], the last rank asking for `barrier` as the window fence
+/// (which every rank must then run).
+fn exchange_with(sizes: &[u64], mode: LayoutMode, align: u64, page: u64, barrier: Barrier) {
     let n = u32::try_from(sizes.len()).unwrap();
     let platform = ThreadPlatform::new(page);
     let sizes = Arc::new(sizes.to_vec());
     let seen = {
         let (platform, sizes) = (platform.clone(), Arc::clone(&sizes));
-        run(n, LIMIT, move |rank, oob| rank_main(&platform, &oob, rank, &sizes, mode, align))
+        run(n, LIMIT, move |rank, oob| rank_main(&platform, &oob, rank, &sizes, mode, align, barrier))
     };
     for (r, s) in seen.iter().enumerate() {
         assert_eq!(s, &seen[0], "rank {r} sees another window than rank 0");
@@ -88,14 +95,22 @@ fn rank_main(
     sizes: &[u64],
     mode: LayoutMode,
     align: u64,
+    barrier: Barrier,
 ) -> Seen {
     let n = u32::try_from(sizes.len()).unwrap();
     let mut table = vec![Record::default(); sizes.len()];
     create_comm(platform, oob, rank, n, Ok(()), &mut table).unwrap();
-    let request =
-        WindowRequest { size: sizes[rank as usize], mode, align, policy: policy(), ..WindowRequest::default() };
+    let asked = if rank == n - 1 { barrier } else { Barrier::Dissemination };
+    let request = WindowRequest {
+        size: sizes[rank as usize],
+        mode,
+        align,
+        policy: policy(),
+        barrier: asked,
+        ..WindowRequest::default()
+    };
     let w = create_window(platform, oob, rank, n, &request, Ok(()), &mut table).unwrap();
-    assert_eq!((w.rank(), w.nranks()), (rank, n));
+    assert_eq!((w.rank(), w.nranks(), w.barrier()), (rank, n, barrier));
     assert_eq!(w.poisoned(), None);
     let segs: Vec<_> = (0..n).map(|r| w.segment(r).unwrap()).collect();
     for (r, s) in segs.iter().enumerate() {
@@ -182,6 +197,12 @@ fn eight_ranks() {
     let sizes = [0, 64, 17, 4096, 8, 0, 1 << 10, 100];
     exchange(&sizes, LayoutMode::Contiguous, 64, 4096);
     exchange(&sizes, LayoutMode::Aligned, 64, if cfg!(miri) { 4096 } else { 65536 });
+}
+
+#[test]
+fn flat_barrier() {
+    exchange_with(&[8, 0, 4096], LayoutMode::Contiguous, 64, 4096, Barrier::Flat);
+    exchange_with(&[0, 64, 17, 4096, 8, 0, 1 << 10, 100], LayoutMode::Aligned, 64, 4096, Barrier::Flat);
 }
 
 #[test]

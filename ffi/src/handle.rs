@@ -38,12 +38,19 @@ fn live() -> std::sync::MutexGuard<'static, BTreeMap<usize, Kind>> {
 
 /// Registers a new handle.
 pub(crate) fn register<T>(p: NonNull<T>, kind: Kind) {
-    live().insert(p.as_ptr().addr(), kind);
+    let mut live = live();
+    live.insert(p.as_ptr().addr(), kind);
+    fast::insert(p.as_ptr().addr(), kind);
 }
 
-/// Checks that `p` is a live handle of `kind`.
+/// Checks that `p` is a live handle of `kind`. Lock-free for the handles the
+/// fast table holds (every fence goes through here).
+#[inline]
 pub(crate) fn check<T>(p: *mut T, arg: &'static str, kind: Kind) -> Result<NonNull<T>, Error> {
     let p = NonNull::new(p).ok_or(Error::Null(arg))?;
+    if fast::contains(p.as_ptr().addr(), kind) {
+        return Ok(p);
+    }
     match live().get(&p.as_ptr().addr()) {
         Some(k) if *k == kind => Ok(p),
         _ => Err(Error::Handle { arg, kind: kind.name() }),
@@ -58,9 +65,74 @@ pub(crate) fn take<T>(p: *mut T, arg: &'static str, kind: Kind) -> Result<NonNul
     match live.get(&p.as_ptr().addr()) {
         Some(k) if *k == kind => {
             live.remove(&p.as_ptr().addr());
+            fast::remove(p.as_ptr().addr(), kind);
             Ok(p)
         }
         _ => Err(Error::Handle { arg, kind: kind.name() }),
+    }
+}
+
+/// A lock-free cache of [`LIVE`]: an open-addressed table of `address | kind`
+/// words, written only under `LIVE`'s lock and read without it. A handle that
+/// finds no room near its hash stays in the map alone (the slow path).
+mod fast {
+    use kpccl_core::sync::AtomicU64;
+    use kpccl_core::sync::Ordering::{Acquire, Relaxed, Release};
+
+    use super::Kind;
+
+    const SLOTS: usize = 4096;
+    /// How far from its home slot an entry may sit.
+    const PROBES: usize = 16;
+    const EMPTY: u64 = 0;
+    /// A removed entry: lookups go past it, inserts reuse it.
+    const GONE: u64 = 1;
+
+    static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(EMPTY) }; SLOTS];
+
+    /// Handles are boxes of 8-aligned structs, so the low bits are free for the kind.
+    #[inline]
+    fn entry(addr: usize, kind: Kind) -> u64 {
+        addr as u64
+            | match kind {
+                Kind::Comm => 2,
+                Kind::Win => 4,
+            }
+    }
+
+    #[inline]
+    fn probe(addr: usize) -> impl Iterator<Item = &'static AtomicU64> {
+        // Fibonacci hashing of the address without its always-zero low bits.
+        let home = ((addr as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize;
+        (0..PROBES).map(move |i| &TABLE[(home + i) % SLOTS])
+    }
+
+    /// Under `LIVE`'s lock.
+    pub(super) fn insert(addr: usize, kind: Kind) {
+        // Relaxed: slots change only under the lock we hold.
+        if let Some(slot) = probe(addr).find(|s| matches!(s.load(Relaxed), EMPTY | GONE)) {
+            // Release: a reader that finds the entry also sees the handle's
+            // initialisation (C hands the handle over with its own synchronisation anyway).
+            slot.store(entry(addr, kind), Release);
+        }
+    }
+
+    /// Under `LIVE`'s lock.
+    pub(super) fn remove(addr: usize, kind: Kind) {
+        let e = entry(addr, kind);
+        // Relaxed: slots change only under the lock we hold.
+        if let Some(slot) = probe(addr).find(|s| s.load(Relaxed) == e) {
+            // Release: ordered before the handle is freed; a caller racing with
+            // the free breaks the API's contract either way.
+            slot.store(GONE, Release);
+        }
+    }
+
+    #[inline]
+    pub(super) fn contains(addr: usize, kind: Kind) -> bool {
+        let e = entry(addr, kind);
+        // Acquire: pairs with `insert`'s Release store.
+        probe(addr).map(|s| s.load(Acquire)).take_while(|&v| v != EMPTY).any(|v| v == e)
     }
 }
 
@@ -110,6 +182,26 @@ mod tests {
         assert!(take(p.as_ptr(), "h", Kind::Win).is_ok());
         assert!(matches!(take(p.as_ptr(), "h", Kind::Win), Err(Error::Handle { .. })));
         assert!(matches!(check(core::ptr::null_mut::<u64>(), "h", Kind::Win), Err(Error::Null("h"))));
+    }
+
+    #[test]
+    fn more_handles_than_the_fast_table_holds() {
+        let words: &'static mut [u64] = Vec::leak(vec![0u64; 6000]);
+        let ptrs: Vec<*mut u64> = words.iter_mut().map(core::ptr::from_mut).collect();
+        for &p in &ptrs {
+            register(NonNull::new(p).unwrap(), Kind::Comm);
+        }
+        for &p in &ptrs {
+            assert!(check(p, "h", Kind::Comm).is_ok());
+            assert!(check(p, "h", Kind::Win).is_err());
+        }
+        for &p in &ptrs {
+            assert!(take(p, "h", Kind::Comm).is_ok());
+        }
+        for &p in &ptrs {
+            assert!(check(p, "h", Kind::Comm).is_err());
+            assert!(take(p, "h", Kind::Comm).is_err());
+        }
     }
 
     #[test]

@@ -46,6 +46,7 @@ const _: () = assert!(core::mem::offset_of!(WinBox, head) == 0);
 ///
 /// # Safety
 /// No other thread frees `h` while the borrow lasts.
+#[inline(always)]
 unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<&'a AnyWindow, Error> {
     let p = handle::check(h.cast::<WinBox>(), "win", Kind::Win)?.as_ptr();
     // SAFETY: registered, so a live `WinBox` of ours. Only the fields are

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use kpccl_core::error::ArgError;
+use kpccl_core::fence::Barrier;
 use kpccl_core::protocol::Record;
 use kpccl_core::{LayoutMode, Oob, WaitPolicy, WindowRequest};
 
 use crate::log::{self, Level};
-use crate::platform::PosixPlatform;
+use crate::platform::{PosixPlatform, Reserve};
 use crate::{Config, Error, Window};
 
 /// A communicator: `nranks` processes on this node that create windows
@@ -91,6 +92,8 @@ impl<O: Oob> Comm<O> {
             align: kpccl_core::layout::MIN_SEGMENT_ALIGN,
             timeout: self.config.timeout,
             spins: self.config.spins,
+            barrier: self.config.barrier,
+            reserve: self.config.reserve,
             memory_kind: kpccl_core::protocol::MEMORY_KIND_HOST,
         }
     }
@@ -121,6 +124,8 @@ pub struct WindowBuilder<'c, O: Oob> {
     align: u64,
     timeout: Option<Duration>,
     spins: Option<u32>,
+    barrier: Option<Barrier>,
+    reserve: Reserve,
     memory_kind: u32,
 }
 
@@ -146,6 +151,19 @@ impl<O: Oob> WindowBuilder<'_, O> {
     /// Spin polls before yielding (default: `KPCCL_SPIN`, else by load).
     pub fn spins(mut self, spins: u32) -> Self {
         self.spins = Some(spins);
+        self
+    }
+
+    /// The window fence to ask for (default: `KPCCL_BARRIER`, else flat when
+    /// ranks outnumber CPUs). The window runs flat if any rank asks for it.
+    pub fn barrier(mut self, barrier: Barrier) -> Self {
+        self.barrier = Some(barrier);
+        self
+    }
+
+    /// When the window's memory is allocated (default: `KPCCL_RESERVE`, else eager).
+    pub fn reserve(mut self, reserve: Reserve) -> Self {
+        self.reserve = reserve;
         self
     }
 
@@ -186,15 +204,21 @@ impl<O: Oob> WindowBuilder<'_, O> {
 
     fn create(self, local: Result<(), ArgError>) -> Result<Window, Error> {
         let c = self.comm;
+        let barrier = self.barrier.unwrap_or_else(|| {
+            use kpccl_core::Platform;
+            Barrier::for_load(c.nranks, c.platform.cpu_count())
+        });
         let request = WindowRequest {
             size: self.size,
             mode: self.mode,
             align: self.align,
             policy: self.policy(),
+            barrier,
             memory_kind: self.memory_kind,
         };
         let mut table = vec![Record::default(); c.nranks as usize];
-        let inner = kpccl_core::create_window(&c.platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
+        let platform = c.platform.clone().with_reserve(self.reserve);
+        let inner = kpccl_core::create_window(&platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
             .inspect_err(|e| {
                 log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank));
             })?;

@@ -7,6 +7,8 @@
 //! | `KPCCL_LAYOUT` | `contiguous` or `aligned` (page per rank) | `contiguous` |
 //! | `KPCCL_TIMEOUT_MS` | give up a fence wait after this long; `0` = never (a dead peer still ends it) | `0` |
 //! | `KPCCL_SPIN` | polls with a spin hint before yielding | 1000, or 64 when ranks outnumber CPUs |
+//! | `KPCCL_BARRIER` | window fence: `dissemination`, `flat` (one counter; for more ranks than CPUs) or `auto` | `auto`: flat when ranks outnumber CPUs |
+//! | `KPCCL_RESERVE` | `eager`: allocate a window's memory at creation (no SIGBUS ever); `lazy`: at first touch, after a free-space check | `eager` |
 //! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |
 //! | `KPCCL_LOG` | `off`, `error`, `warn`, `info` or `debug` | `warn` |
 
@@ -14,10 +16,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kpccl_core::LayoutMode;
+use kpccl_core::fence::Barrier;
 
 use crate::Error;
 use crate::log::Level;
-use crate::platform::DEFAULT_SHM_DIR;
+use crate::platform::{DEFAULT_SHM_DIR, Reserve};
 
 /// Communicator-wide defaults, normally read from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +33,10 @@ pub struct Config {
     pub timeout: Option<Duration>,
     /// Spin count before yielding (`None`: chosen from ranks and CPUs).
     pub spins: Option<u32>,
+    /// The window fence this rank asks for (`None`: chosen from ranks and CPUs).
+    pub barrier: Option<Barrier>,
+    /// When windows' memory is allocated.
+    pub reserve: Reserve,
     /// Liveness check interval of a sleeping waiter.
     pub liveness: Duration,
     /// Log level.
@@ -43,6 +50,8 @@ impl Default for Config {
             layout: LayoutMode::Contiguous,
             timeout: None,
             spins: None,
+            barrier: None,
+            reserve: Reserve::Eager,
             liveness: Duration::from_millis(50),
             log: Level::Warn,
         }
@@ -80,6 +89,21 @@ impl Config {
         }
         if let Some(v) = var("KPCCL_SPIN") {
             c.spins = Some(v.trim().parse().map_err(|_| invalid("KPCCL_SPIN", v, "a spin count (an integer)"))?);
+        }
+        if let Some(v) = var("KPCCL_BARRIER") {
+            c.barrier = match v.as_str() {
+                "auto" => None,
+                "dissemination" => Some(Barrier::Dissemination),
+                "flat" => Some(Barrier::Flat),
+                _ => return Err(invalid("KPCCL_BARRIER", v, "auto, dissemination or flat")),
+            };
+        }
+        if let Some(v) = var("KPCCL_RESERVE") {
+            c.reserve = match v.as_str() {
+                "eager" => Reserve::Eager,
+                "lazy" => Reserve::Lazy,
+                _ => return Err(invalid("KPCCL_RESERVE", v, "eager or lazy")),
+            };
         }
         if let Some(ms) = millis("KPCCL_LIVENESS_MS")? {
             c.liveness = Duration::from_millis(ms.max(1));

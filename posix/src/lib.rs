@@ -39,7 +39,7 @@ pub use comm::{Comm, WindowBuilder};
 pub use config::Config;
 pub use error::Error;
 pub use kpccl_core::{DataSegment, LayoutMode, Oob, OobError};
-pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment};
+pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment, Reserve};
 pub use sweep::sweep;
 
 /// The system page size: the largest segment alignment a window accepts.

@@ -14,11 +14,25 @@ use crate::{liveness, sys};
 /// Where segments are created unless `KPCCL_SHM_DIR` says otherwise.
 pub const DEFAULT_SHM_DIR: &str = "/dev/shm";
 
+/// When a window's memory is allocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reserve {
+    /// At creation: every owner `fallocate`s its range, so a window that does
+    /// not fit is an error on every rank and nothing can raise SIGBUS later.
+    #[default]
+    Eager,
+    /// At first touch, like Open MPI: creation only checks that the directory
+    /// has room for the whole window now. Faster for large windows, but memory
+    /// another process takes in between can still make a first touch SIGBUS.
+    Lazy,
+}
+
 /// The Linux platform. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PosixPlatform {
     dir: Arc<PathBuf>,
     identity: ProcessIdentity,
+    reserve: Reserve,
 }
 
 fn err(op: PlatformOp, e: &std::io::Error) -> PlatformError {
@@ -33,7 +47,13 @@ fn epoch() -> Instant {
 impl PosixPlatform {
     /// A platform whose segments live in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: Arc::new(dir.into()), identity: liveness::current() }
+        Self { dir: Arc::new(dir.into()), identity: liveness::current(), reserve: Reserve::Eager }
+    }
+
+    /// The same platform, allocating windows' memory as `reserve` says.
+    #[must_use]
+    pub fn with_reserve(self, reserve: Reserve) -> Self {
+        Self { reserve, ..self }
     }
 
     /// The segment directory.
@@ -51,6 +71,7 @@ impl PosixPlatform {
 pub struct PosixSegment {
     fd: sys::Fd,
     map: sys::Mapping,
+    reserve: Reserve,
 }
 
 impl kpccl_core::Segment for PosixSegment {
@@ -61,24 +82,34 @@ impl kpccl_core::Segment for PosixSegment {
         self.map.len()
     }
     fn reserve(&self, offset: u64, len: u64) -> Result<(), PlatformError> {
-        self.fd.allocate(offset, len).map_err(|e| err(PlatformOp::Reserve, &e))
+        match self.reserve {
+            Reserve::Eager => self.fd.allocate(offset, len).map_err(|e| err(PlatformOp::Reserve, &e)),
+            Reserve::Lazy => Ok(()),
+        }
     }
 }
 
-fn map(fd: sys::Fd, len: u64) -> Result<PosixSegment, PlatformError> {
+fn map(fd: sys::Fd, len: u64, reserve: Reserve) -> Result<PosixSegment, PlatformError> {
     let size =
         usize::try_from(len).map_err(|_| PlatformError { op: PlatformOp::Map, code: i64::from(libc::ENOMEM) })?;
     let map = sys::map_shared(&fd, size).map_err(|e| err(PlatformOp::Map, &e))?;
-    Ok(PosixSegment { fd, map })
+    Ok(PosixSegment { fd, map, reserve })
 }
 
 impl kpccl_core::Platform for PosixPlatform {
     type Segment = PosixSegment;
 
     fn create(&self, name: &str, len: u64) -> Result<PosixSegment, PlatformError> {
+        if self.reserve == Reserve::Lazy {
+            // Without reservation this is the only early "does not fit".
+            let free = sys::free_space(&self.dir).map_err(|e| err(PlatformOp::Reserve, &e))?;
+            if free < len {
+                return Err(PlatformError { op: PlatformOp::Reserve, code: i64::from(libc::ENOSPC) });
+            }
+        }
         let path = self.path(name);
         let fd = sys::Fd::create(&path).map_err(|e| err(PlatformOp::Create, &e))?;
-        let made = fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len));
+        let made = fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len, self.reserve));
         if made.is_err() {
             let _ = std::fs::remove_file(&path);
         }
@@ -94,7 +125,7 @@ impl kpccl_core::Platform for PosixPlatform {
         if size != len || !regular {
             return Err(PlatformError { op: PlatformOp::Size, code: i64::try_from(size).unwrap_or(-1) });
         }
-        map(fd, len)
+        map(fd, len, self.reserve)
     }
 
     fn unlink(&self, name: &str) -> Result<(), PlatformError> {

@@ -33,14 +33,19 @@ impl Drop for ShmDir {
 /// Runs `kpccl-scenario <scenario> <args>` on `n` ranks; asserts every rank
 /// exits 0 and no segment is left.
 fn scenario(n: u32, scenario: &str, args: &[&str]) {
+    scenario_with(n, scenario, args, &[]);
+}
+
+/// As [`scenario`], with `envs` set for every rank.
+fn scenario_with(n: u32, scenario: &str, args: &[&str], envs: &[(&str, &str)]) {
     let dir = ShmDir::new(scenario);
     let mut argv = vec![scenario.to_owned()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
-    let report = Launch::new(n)
-        .timeout(Duration::from_secs(120))
-        .env("KPCCL_SHM_DIR", dir.0.to_str().unwrap())
-        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), &argv)
-        .expect("the launcher starts");
+    let mut launch = Launch::new(n).timeout(Duration::from_secs(120)).env("KPCCL_SHM_DIR", dir.0.to_str().unwrap());
+    for (k, v) in envs {
+        launch = launch.env(k, v);
+    }
+    let report = launch.run(env!("CARGO_BIN_EXE_kpccl-scenario"), &argv).expect("the launcher starts");
     assert!(report.success(), "{scenario} {args:?} on {n} ranks failed: {report}");
     assert_eq!(dir.leftovers(), Vec::<String>::new(), "segments left behind by {scenario}");
 }
@@ -100,8 +105,16 @@ fn disagreeing_rank_counts_fail_every_rank() {
 }
 
 #[test]
+fn flat_window_fence_handoff_on_2_3_and_8_ranks() {
+    for n in [2, 3, 8] {
+        scenario_with(n, "fence", &["rounds=1000", "words=32"], &[("KPCCL_BARRIER", "flat")]);
+    }
+}
+
+#[test]
 fn dead_peer_ends_window_fence() {
     scenario(3, "die", &["at=fence"]);
+    scenario_with(3, "die", &["at=fence"], &[("KPCCL_BARRIER", "flat")]);
 }
 
 #[test]
@@ -144,14 +157,22 @@ fn full_segment_directory_is_an_error_not_sigbus() {
         eprintln!("SKIPPED full_segment_directory_is_an_error_not_sigbus: cannot mount a tmpfs here (not root?)");
         return;
     }
-    let report = Launch::new(4)
-        .timeout(Duration::from_secs(60))
-        .env("KPCCL_SHM_DIR", &path)
-        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["full", "size=524288"])
-        .expect("the launcher starts");
+    // Eager: the owners' reservations fail; lazy: the creator's free-space check.
+    let reports: Vec<_> = ["eager", "lazy"]
+        .map(|reserve| {
+            Launch::new(4)
+                .timeout(Duration::from_secs(60))
+                .env("KPCCL_SHM_DIR", &path)
+                .env("KPCCL_RESERVE", reserve)
+                .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["full", "size=524288"])
+                .expect("the launcher starts")
+        })
+        .into();
     let left = dir.leftovers();
     let _ = std::process::Command::new("umount").arg(&path).status();
-    assert!(report.success(), "full on 4 ranks failed: {report}");
+    for (reserve, report) in ["eager", "lazy"].iter().zip(&reports) {
+        assert!(report.success(), "full on 4 ranks with KPCCL_RESERVE={reserve} failed: {report}");
+    }
     assert_eq!(left, Vec::<String>::new(), "segments left in the full directory");
 }
 

@@ -141,11 +141,13 @@ impl DeviceWindow {
     /// The pairwise fence with `peer` (host fence slots; see
     /// [`kpccl_posix::Window::peer_fence`]). Device copies made through this
     /// window are synchronous, so they are complete before it.
+    #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), Error> {
         Ok(self.host.peer_fence(peer)?)
     }
 
     /// The fence with every rank of the window.
+    #[inline]
     pub fn fence(&self) -> Result<(), Error> {
         Ok(self.host.fence()?)
     }

@@ -6,11 +6,13 @@
 //! Acquire, until the partner's slot reaches the same epoch (a wrap-safe
 //! compare). No read-modify-write, no reset, no sense reversal.
 
+mod flat;
 mod peer;
 mod poison;
 mod wait;
 mod window;
 
+pub use flat::flat_fence;
 pub use peer::peer_fence;
 pub use poison::{Poison, PoisonKind, poison, poison_state};
 pub use wait::WaitPolicy;
@@ -33,6 +35,47 @@ pub trait SyncArea {
     fn sleeping(&self, rank: u32) -> &AtomicU32;
     /// The window's poison word (see [`poison`]).
     fn poison_word(&self) -> &AtomicU32;
+    /// The arrival counter of the flat barrier (see [`flat_fence`]).
+    fn arrivals(&self) -> &AtomicU64;
+}
+
+/// How a window's window-wide fence runs; every rank of a window uses the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Barrier {
+    /// [`window_fence`]: ⌈log2 n⌉ rounds of pairwise hand-offs on single-writer
+    /// slots; the fastest while every rank has a CPU.
+    #[default]
+    Dissemination,
+    /// [`flat_fence`]: one shared arrival counter; one hand-off per rank, for
+    /// windows whose ranks outnumber the CPUs.
+    Flat,
+}
+
+impl Barrier {
+    /// The code carried in requests and headers.
+    #[must_use]
+    pub const fn code(self) -> u32 {
+        match self {
+            Self::Dissemination => 1,
+            Self::Flat => 2,
+        }
+    }
+
+    /// The barrier with this code.
+    #[must_use]
+    pub const fn from_code(code: u32) -> Option<Self> {
+        match code {
+            1 => Some(Self::Dissemination),
+            2 => Some(Self::Flat),
+            _ => None,
+        }
+    }
+
+    /// The barrier for `nranks` ranks on `cpus` CPUs.
+    #[must_use]
+    pub const fn for_load(nranks: u32, cpus: u32) -> Self {
+        if nranks > if cpus == 0 { 1 } else { cpus } { Self::Flat } else { Self::Dissemination }
+    }
 }
 
 /// The services a wait needs: a clock, sleeping and waking, and liveness.

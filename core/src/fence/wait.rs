@@ -61,6 +61,14 @@ pub(super) fn notify<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &
     }
 }
 
+/// Wakes every rank but `me` that announced it may sleep. Call after the
+/// Release (or RMW) that they wait for.
+pub(super) fn notify_all<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E, me: u32) {
+    for r in (0..area.nranks()).filter(|&r| r != me) {
+        notify(area, env, r);
+    }
+}
+
 /// Waits until `ready()`, as rank `me` waiting on rank `peer`.
 #[inline]
 pub(super) fn wait_for<A, E>(

@@ -2,7 +2,7 @@
 //! offset of the shared segment.
 //!
 //! ```text
-//! 0            header (256 B)
+//! 0            header (384 B: constants; the poison word; the flat barrier's counter)
 //! rank_table   nranks x RankEntry (64 B)
 //! sync_base    one sync block per rank j, read (spun on) by j only:
 //!                line 0            WaitRecord (j's doorbell)
@@ -24,10 +24,10 @@ use shared::{Header, LINE, RankEntry};
 use crate::error::LayoutError;
 
 /// The version of the shared layout and protocol; bumped on any change.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// `size_of::<Header>()`, as stored in the header.
-const HEADER_SIZE: u32 = 256;
+const HEADER_SIZE: u32 = 384;
 const _: () = assert!(size_of::<Header>() == HEADER_SIZE as usize);
 
 /// The most ranks a window may have.

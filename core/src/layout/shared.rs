@@ -40,13 +40,22 @@ pub struct Header {
     pub sync_stride: u64,
     /// Offset of the data area.
     pub data_base: u64,
+    /// How the window fence runs: a [`crate::fence::Barrier`] code, agreed at creation.
+    pub barrier: u32,
     /// Zero.
-    pub reserved: [u64; 6],
+    pub padding0: u32,
+    /// Zero.
+    pub reserved: [u64; 5],
     /// Non-zero once a rank abandoned the window (an atomic word; see `crate::fence::poison`).
     /// It sits on its own line: it is only touched on failure paths.
     pub poison: u32,
     /// Zero.
     pub padding: [u32; 31],
+    /// Arrivals at the flat barrier (an atomic word; see `crate::fence::flat_fence`),
+    /// on a line of its own: every rank writes it at every fence.
+    pub arrivals: u64,
+    /// Zero.
+    pub padding2: [u64; 15],
 }
 
 /// One rank's entry in the rank table.
@@ -82,8 +91,9 @@ pub struct WaitRecord {
 }
 
 const _: () = {
-    assert!(size_of::<Header>() == 256);
+    assert!(size_of::<Header>() == 384);
     assert!(offset_of!(Header, poison) as u64 == LINE);
+    assert!(offset_of!(Header, arrivals) as u64 == 2 * LINE);
     assert!(size_of::<RankEntry>() == 64);
     assert!(size_of::<WaitRecord>() as u64 == LINE);
     assert!(offset_of!(WaitRecord, sleeping) == 4);

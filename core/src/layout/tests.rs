@@ -349,8 +349,8 @@ fn mode_codes_round_trip() {
 fn two_ranks_by_hand() {
     let p = LayoutParams { nranks: 2, mode: LayoutMode::Contiguous, align: 64, page: 4096 };
     let l = Layout::new(p, |r| [100, 0][r as usize]).unwrap();
-    // Header 256 + 2 x 64 table = 384 -> sync at 384 (a line multiple), 2 x (1 + 1 + 2) lines.
-    assert_eq!(l.sync_block(0), 384);
+    // Header 384 + 2 x 64 table = 512 -> sync at 512 (a line multiple), 2 x (1 + 1 + 2) lines.
+    assert_eq!(l.sync_block(0), 512);
     assert_eq!(l.sync_region(0).len, 4 * LINE);
     assert_eq!(l.header().data_base, 4096);
     let segs: Vec<Region> = l.segments(|r| [100, 0][r as usize]).collect();

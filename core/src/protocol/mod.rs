@@ -25,7 +25,7 @@ use record::Stage;
 pub use record::{NAME_LEN, Record};
 
 use crate::error::{ArgError, AttachError, CollectiveError, Failure, Field, LayoutError, PlatformError};
-use crate::fence::{Poison, PoisonKind, WaitPolicy};
+use crate::fence::{Barrier, Poison, PoisonKind, WaitPolicy};
 use crate::layout::shared::{Header, RankEntry};
 use crate::layout::{Digest, Layout, LayoutMode, LayoutParams, MAX_RANKS};
 use crate::oob::Oob;
@@ -44,6 +44,9 @@ pub struct WindowRequest {
     pub align: u64,
     /// How this rank waits in the window's fences.
     pub policy: WaitPolicy,
+    /// The window fence this rank would choose (e.g. [`Barrier::for_load`]);
+    /// the window runs [`Barrier::Flat`] if any rank asks for it.
+    pub barrier: Barrier,
     /// Where the data lives ([`MEMORY_KIND_HOST`], [`MEMORY_KIND_ASCEND`]; the
     /// same on every rank): a device window still has its fence slots here.
     pub memory_kind: u32,
@@ -61,6 +64,7 @@ impl Default for WindowRequest {
             mode: LayoutMode::Contiguous,
             align: 64,
             policy: WaitPolicy::DEFAULT,
+            barrier: Barrier::Dissemination,
             memory_kind: MEMORY_KIND_HOST,
         }
     }
@@ -120,6 +124,8 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
             Field::PageSize
         } else if rec.memory_kind != first.memory_kind {
             Field::MemoryKind
+        } else if stage == Stage::Request && Barrier::from_code(rec.barrier).is_none() {
+            Field::Barrier
         } else {
             continue;
         };
@@ -157,9 +163,9 @@ where
 
 /// The digest of the layout and of the identities in the rank table: what
 /// every rank must find in the header.
-fn window_digest(layout: &Layout, entries: impl Iterator<Item = RankEntry>) -> u64 {
+fn window_digest(layout: &Layout, barrier: Barrier, entries: impl Iterator<Item = RankEntry>) -> u64 {
     entries
-        .fold(Digest::default().u64(layout.digest()), |d, e| {
+        .fold(Digest::default().u64(layout.digest()).u64(u64::from(barrier.code())), |d, e| {
             d.u64(e.offset).u64(e.size).u64(e.pid).u64(e.start_time).u64(u64::from(e.uid))
         })
         .finish()
@@ -192,6 +198,7 @@ where
     mine.mode = request.mode.code();
     mine.align = request.align;
     mine.page = page;
+    mine.barrier = request.barrier.code();
     mine.memory_kind = request.memory_kind;
     if let Err(e) = local.and_then(|()| check_request(rank, nranks, request, page)) {
         mine.fail(Failure::Argument(e));
@@ -201,14 +208,16 @@ where
     verdict(table, rank, Stage::Request)?;
     let params = LayoutParams { nranks, mode: request.mode, align: request.align, page };
     let layout = Layout::new(params, |r| table[r as usize].size).map_err(CollectiveError::Layout)?;
-    let digest = window_digest(&layout, entries(&layout, table));
+    let barrier = agreed_barrier(table);
+    let digest = window_digest(&layout, barrier, entries(&layout, table));
+    let header = Header { digest, barrier: barrier.code(), ..layout.header() };
 
     // 3. Rank 0 creates.
     let mut mine = Record::new(Stage::Create, rank, nranks, &who);
     let mut name = heapless::String::<{ NAME_LEN - 1 }>::new();
     let mut created = None;
     if rank == 0 {
-        match create_segment(platform, &layout, digest, table, &mut name) {
+        match create_segment(platform, &layout, header, table, &mut name) {
             Ok(s) => {
                 platform.checkpoint(Step::Created, rank);
                 mine.set_name(&name);
@@ -240,8 +249,8 @@ where
         None => platform.open(&shared, layout.total()).map_err(Failure::Platform),
     }
     .and_then(|s| {
-        let w = Window::new(platform.clone(), s, layout, rank, request.policy);
-        verify(&w, &layout, digest)?;
+        let w = Window::new(platform.clone(), s, layout, rank, request.policy, barrier);
+        verify(&w, &layout, &header)?;
         claim(&w, &layout, rank).map_err(Failure::Platform)?;
         Ok(w)
     });
@@ -288,6 +297,12 @@ where
     }
 }
 
+/// The window fence every rank runs: flat if any rank asked for it (on a
+/// table the verdict accepted, so every code is valid).
+fn agreed_barrier(table: &[Record]) -> Barrier {
+    if table.iter().any(|r| r.barrier == Barrier::Flat.code()) { Barrier::Flat } else { Barrier::Dissemination }
+}
+
 /// The local checks of a window request.
 fn check_request(rank: u32, nranks: u32, request: &WindowRequest, page: u64) -> Result<(), ArgError> {
     if rank >= nranks {
@@ -317,7 +332,7 @@ fn entries<'a>(layout: &Layout, table: &'a [Record]) -> impl Iterator<Item = Ran
 fn create_segment<P: Platform>(
     platform: &P,
     layout: &Layout,
-    digest: u64,
+    header: Header,
     table: &[Record],
     name: &mut heapless::String<{ NAME_LEN - 1 }>,
 ) -> Result<P::Segment, PlatformError> {
@@ -343,7 +358,7 @@ fn create_segment<P: Platform>(
         return Err(e);
     }
     let mem = Window::<P>::view(&segment);
-    mem.write(0, Header { digest, ..layout.header() });
+    mem.write(0, header);
     for (r, e) in (0u32..).zip(entries(layout, table)) {
         mem.write(layout.rank_entry(r), e);
     }
@@ -351,7 +366,8 @@ fn create_segment<P: Platform>(
 }
 
 /// Checks the shared header and rank table against this rank's own view.
-fn verify<P: Platform>(w: &Window<P>, layout: &Layout, digest: u64) -> Result<(), Failure> {
+fn verify<P: Platform>(w: &Window<P>, layout: &Layout, expected: &Header) -> Result<(), Failure> {
+    let digest = expected.digest;
     let found = w.header();
     if found.magic != crate::layout::shared::MAGIC {
         return Err(Failure::Attach(AttachError::Magic));
@@ -362,11 +378,11 @@ fn verify<P: Platform>(w: &Window<P>, layout: &Layout, digest: u64) -> Result<()
     if found.digest != digest {
         return Err(Failure::Attach(AttachError::Digest));
     }
-    if (Header { poison: 0, ..found }) != (Header { digest, ..layout.header() }) {
+    if (Header { poison: 0, ..found }) != *expected {
         return Err(Failure::Attach(AttachError::Header));
     }
     let shared = (0..layout.nranks()).map(|r| w.rank_entry(r).expect("rank in range"));
-    if window_digest(layout, shared) != digest {
+    if window_digest(layout, w.barrier(), shared) != digest {
         return Err(Failure::Attach(AttachError::Digest));
     }
     Ok(())

@@ -28,7 +28,7 @@ pub(crate) enum Stage {
     Attach = 4,
 }
 
-/// One rank's contribution to an allgather. Plain old data, 152 bytes.
+/// One rank's contribution to an allgather. Plain old data, 160 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
@@ -48,10 +48,13 @@ pub struct Record {
     pub(crate) start_time: u64,
     pub(crate) uid: u32,
     pub(crate) memory_kind: u32,
+    /// The [`crate::fence::Barrier`] code this rank would choose.
+    pub(crate) barrier: u32,
+    padding: u32,
     pub(crate) name: [u8; NAME_LEN],
 }
 
-const _: () = assert!(core::mem::size_of::<Record>() == 152);
+const _: () = assert!(core::mem::size_of::<Record>() == 160);
 
 impl Default for Record {
     fn default() -> Self {
@@ -72,6 +75,8 @@ impl Default for Record {
             start_time: 0,
             uid: 0,
             memory_kind: 0,
+            barrier: 0,
+            padding: 0,
             name: [0; NAME_LEN],
         }
     }

@@ -10,6 +10,7 @@ use kpccl_core::{Oob, OobError};
 
 use super::wire::{self, MAX_DATA, Msg, Reason, VERSION};
 use super::{NRANKS_ENV, RANK_ENV, SOCKET_ENV, TIMEOUT_ENV, addr, code};
+use crate::sys::NoSigpipe;
 
 /// Default of `KPCCL_OOB_TIMEOUT_MS`: five minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300_000);
@@ -65,7 +66,7 @@ impl RunOob {
         let stream = UnixStream::connect_addr(&addr::parse(socket)?).map_err(context)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
-        Msg::Hello { version: VERSION, rank, nranks }.write_to(&stream).map_err(context)?;
+        Msg::Hello { version: VERSION, rank, nranks }.write_to(NoSigpipe(&stream)).map_err(context)?;
         let refused = |why: &str| {
             let kind = io::ErrorKind::ConnectionRefused;
             io::Error::new(kind, format!("launcher at {socket} refused rank {rank} of {nranks}: {why}"))
@@ -102,7 +103,7 @@ impl RunOob {
     fn exchange(&self, op: &Msg<'_>, recv: &mut [u8]) -> Result<(), i32> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let stream = conn.as_ref().ok_or(code::BROKEN)?;
-        let result = op.write_to(stream).map_err(io_code).and_then(|()| read_reply(stream, recv));
+        let result = op.write_to(NoSigpipe(stream)).map_err(io_code).and_then(|()| read_reply(stream, recv));
         if let Err(c) = result
             && matches!(c, code::IO | code::TIMEOUT | code::DISCONNECTED | code::PROTOCOL)
         {

@@ -45,7 +45,7 @@ pub mod code;
 #[allow(unsafe_code)]
 mod cred;
 mod hub;
-mod runner;
+pub(crate) mod runner;
 mod spawn;
 mod wire;
 

@@ -1,5 +1,6 @@
 //! The hub and its clients in one process, ranks as threads.
 
+use std::os::unix::process::CommandExt as _;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -148,4 +149,36 @@ fn the_hub_stops_once_every_rank_is_gone() {
     }
     // Rank 1 reached barrier #0's end before rank 0 left: nothing failed.
     assert_eq!(hub.failure(), None);
+}
+
+/// Set in the re-executed test process: the hub socket to knock on as another user.
+const FOREIGN_SOCKET: &str = "KPCCL_TEST_FOREIGN_SOCKET";
+
+/// The hub admits only processes of its own user (`SO_PEERCRED`): this test
+/// runs itself again as `nobody` against a live hub (root only; else it skips).
+#[test]
+fn another_users_process_is_refused() {
+    if let Some(socket) = std::env::var_os(FOREIGN_SOCKET) {
+        let e = RunOob::connect(socket.to_str().unwrap(), 0, 1, T).expect_err("another user must be refused");
+        assert!(e.to_string().contains("another user"), "{e}");
+        return;
+    }
+    if crate::sys::euid() != 0 {
+        eprintln!("SKIPPED another_users_process_is_refused: only root can run a process as another user");
+        return;
+    }
+    let hub = Hub::start(1).unwrap();
+    let mut words = super::runner::from_env();
+    words.push(std::env::current_exe().unwrap().into_os_string());
+    let status = std::process::Command::new(&words[0])
+        .args(&words[1..])
+        .args(["--exact", "launch::tests::another_users_process_is_refused", "--test-threads=1"])
+        .env(FOREIGN_SOCKET, hub.socket())
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the foreign process was not refused as expected: {status}");
+    // The job's own rank still gets in.
+    connect(&hub, 0).barrier().unwrap();
 }

@@ -4,9 +4,11 @@
 
 mod futex;
 mod shm;
+mod socket;
 
 pub(crate) use futex::{futex_wait, futex_wake};
-pub(crate) use shm::{Fd, Mapping, map_shared};
+pub(crate) use shm::{Fd, Mapping, free_space, map_shared};
+pub(crate) use socket::NoSigpipe;
 
 use std::io;
 

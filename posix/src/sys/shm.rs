@@ -74,6 +74,18 @@ impl Fd {
     }
 }
 
+/// Bytes an unprivileged process may still allocate in the file system of `dir`.
+pub(crate) fn free_space(dir: &Path) -> io::Result<u64> {
+    let p = cstr(dir)?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `p` is a valid C string and `st` a writable statvfs buffer.
+    check(unsafe { libc::statvfs(p.as_ptr(), st.as_mut_ptr()) })?;
+    // SAFETY: statvfs succeeded, so `st` is initialised.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::useless_conversion)] // the field widths differ between targets
+    Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+}
+
 /// A `MAP_SHARED` mapping, unmapped on drop.
 #[derive(Debug)]
 pub(crate) struct Mapping {

@@ -45,11 +45,13 @@ impl Window {
     /// The pairwise fence with `peer`: what this rank did before it is seen by
     /// `peer` after its matching `peer_fence(self.rank())`, and vice versa.
     /// Fences between a pair match one to one.
+    #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), Error> {
         Ok(self.inner.peer_fence(peer)?)
     }
 
     /// The fence with every rank of the window (every rank calls it).
+    #[inline]
     pub fn fence(&self) -> Result<(), Error> {
         Ok(self.inner.fence()?)
     }

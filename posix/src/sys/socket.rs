@@ -1,0 +1,70 @@
+//! Writing to the launcher's socket without `SIGPIPE`.
+
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+
+/// A writer on a connected socket that never raises `SIGPIPE`: a peer that is
+/// gone is an `EPIPE` error. Rust programs ignore `SIGPIPE`, but C programs
+/// keep its default action, which kills the rank when the launcher dies first.
+#[derive(Debug)]
+pub(crate) struct NoSigpipe<'a>(pub(crate) &'a UnixStream);
+
+impl Write for NoSigpipe<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for `buf.len()` bytes and the socket stays
+            // open while it is borrowed.
+            let n = unsafe { libc::send(self.0.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+            match usize::try_from(n) {
+                Ok(n) => return Ok(n),
+                Err(_) => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the re-executed test process, which restores `SIGPIPE`'s default.
+    const CHILD: &str = "KPCCL_TEST_SIGPIPE_CHILD";
+
+    fn write_to_a_closed_peer() -> io::Result<()> {
+        let (a, b) = UnixStream::pair()?;
+        drop(b);
+        NoSigpipe(&a).write_all(b"hello")
+    }
+
+    #[test]
+    fn a_gone_peer_is_an_error_not_a_signal() {
+        if std::env::var_os(CHILD).is_some() {
+            // SAFETY: resetting a signal's disposition has no memory-safety preconditions.
+            unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+            let e = write_to_a_closed_peer().expect_err("the peer is gone");
+            assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+            return;
+        }
+        // This test again, alone, in a process with SIGPIPE's default action
+        // (through the target's runner, e.g. qemu, like the launcher's ranks).
+        let mut words = crate::launch::runner::from_env();
+        words.push(std::env::current_exe().unwrap().into_os_string());
+        let status = std::process::Command::new(&words[0])
+            .args(&words[1..])
+            .args(["--exact", "sys::socket::tests::a_gone_peer_is_an_error_not_a_signal", "--test-threads=1"])
+            .env(CHILD, "1")
+            .status()
+            .unwrap();
+        assert!(status.success(), "the child died: {status}");
+    }
+}
