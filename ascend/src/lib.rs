@@ -7,14 +7,22 @@
 //! whitelists and import counts live in a per-user registry, so two real processes
 //! share memory with the same rules and return codes as the hardware
 //! (`../shared/research/ascend-ipc.md`).
+//!
+//! [`DeviceWindow`] is a kpccl window whose segments are device memory, shared
+//! by those calls, with its fence slots in host shared memory; [`backend`]
+//! picks its runtime (`KPCCL_ASCEND=acl|sim|auto`).
 #![deny(unsafe_code)]
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 #[allow(unsafe_code)] // calls into the loaded library
 pub mod acl;
+pub mod backend;
 pub mod codes;
 #[allow(unsafe_code)] // declares the unsafe `memcpy` of the trait
 pub mod runtime;
 pub mod sim;
+pub mod window;
 
+pub use backend::{BackendError, Runtime};
 pub use runtime::{AclError, AclResult, AclRuntime, IpcKey};
+pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder};

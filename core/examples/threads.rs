@@ -45,6 +45,7 @@ fn main() {
             align: 64,
             policy: WaitPolicy::for_load(nranks, kpccl_core::Platform::cpu_count(&p)),
             barrier: kpccl_core::fence::Barrier::for_load(nranks, kpccl_core::Platform::cpu_count(&p)),
+            ..WindowRequest::default()
         };
         let w = create_window(&p, &oob, rank, nranks, &request, Ok(()), &mut table).expect("window");
         let segs: std::vec::Vec<_> = (0..nranks).map(|r| w.segment(r).unwrap()).collect();

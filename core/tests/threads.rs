@@ -101,7 +101,14 @@ fn rank_main(
     let mut table = vec![Record::default(); sizes.len()];
     create_comm(platform, oob, rank, n, Ok(()), &mut table).unwrap();
     let asked = if rank == n - 1 { barrier } else { Barrier::Dissemination };
-    let request = WindowRequest { size: sizes[rank as usize], mode, align, policy: policy(), barrier: asked };
+    let request = WindowRequest {
+        size: sizes[rank as usize],
+        mode,
+        align,
+        policy: policy(),
+        barrier: asked,
+        ..WindowRequest::default()
+    };
     let w = create_window(platform, oob, rank, n, &request, Ok(()), &mut table).unwrap();
     assert_eq!((w.rank(), w.nranks(), w.barrier()), (rank, n, barrier));
     assert_eq!(w.poisoned(), None);
@@ -272,14 +279,20 @@ fn a_rank_refused_by_its_caller_fails_every_rank() {
 fn disagreeing_ranks_fail_every_rank() {
     // The layout mode (rank 1 differs) and the alignment (rank 2 differs).
     type Requests = fn(u32) -> WindowRequest;
-    let cases: [(u32, Requests, Field); 3] = [
+    let cases: [(u32, Requests, Field); 4] = [
         (2, |r| request(8, if r == 1 { LayoutMode::Aligned } else { LayoutMode::Contiguous }, 64), Field::Mode),
         (3, |r| request(8, if r == 1 { LayoutMode::Aligned } else { LayoutMode::Contiguous }, 64), Field::Mode),
         (3, |r| request(8, LayoutMode::Contiguous, if r == 2 { 128 } else { 64 }), Field::Alignment),
+        // Rank 2 asks for device memory, the others for host memory.
+        (
+            3,
+            |r| WindowRequest { memory_kind: u32::from(r == 2), ..request(8, LayoutMode::Contiguous, 64) },
+            Field::MemoryKind,
+        ),
     ];
     for (n, req, field) in cases {
         let platform = ThreadPlatform::new(4096);
-        let rank = if field == Field::Mode { 1 } else { 2 };
+        let rank = if field == Field::Mode { 1 } else { 2 }; // the first rank that differs from rank 0
         for (r, res) in create_all(n, &platform, req).into_iter().enumerate() {
             assert_eq!(res, Err(CollectiveError::Mismatch { rank, field }), "rank {r} of {n}");
         }

@@ -138,7 +138,10 @@ typedef enum kpccl_shm_memory_kind_t {
    */
   KPCCL_SHM_MEMORY_HOST = 0,
   /**
-   * Ascend NPU memory: reserved; this build refuses it.
+   * Ascend NPU memory on device `attr.device`: segments are exported and
+   * imported with the ACL IPC calls (`KPCCL_ASCEND=acl|sim|auto` picks the
+   * runtime; `KPCCL_ASCEND_PID_VALIDATION=0` exports without a PID
+   * whitelist); queries return device addresses.
    */
   KPCCL_SHM_MEMORY_ASCEND = 1,
 } kpccl_shm_memory_kind_t;
@@ -183,7 +186,8 @@ typedef struct kpccl_shm_win_attr_t {
    */
   int memory_kind;
   /**
-   * The device of device memory (reserved; 0).
+   * The device of device memory (`KPCCL_SHM_MEMORY_ASCEND`: this rank's
+   * device id; host memory: 0).
    */
   int device;
 } kpccl_shm_win_attr_t;
@@ -393,7 +397,9 @@ int kpccl_shm_win_fence(kpccl_shm_win_h win);
 
 /**
  * Rank `rank`'s segment, like `MPI_Win_shared_query`: its size in bytes and
- * its address in this process (`NULL` when the size is 0). Local.
+ * its address in this process (`NULL` when the size is 0). Local. For a
+ * device window (`KPCCL_SHM_MEMORY_ASCEND`) the address is a device address
+ * (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
  *
  * # Safety
  * `win` is `NULL` or a handle not freed during the call; `size` and

@@ -26,7 +26,10 @@ pub enum kpccl_shm_layout_t {
 pub enum kpccl_shm_memory_kind_t {
     /// Host memory (POSIX shared memory).
     KPCCL_SHM_MEMORY_HOST = 0,
-    /// Ascend NPU memory: reserved; this build refuses it.
+    /// Ascend NPU memory on device `attr.device`: segments are exported and
+    /// imported with the ACL IPC calls (`KPCCL_ASCEND=acl|sim|auto` picks the
+    /// runtime; `KPCCL_ASCEND_PID_VALIDATION=0` exports without a PID
+    /// whitelist); queries return device addresses.
     KPCCL_SHM_MEMORY_ASCEND = 1,
 }
 
@@ -55,7 +58,8 @@ pub struct kpccl_shm_win_attr_t {
     pub spin_count: i64,
     /// A `kpccl_shm_memory_kind_t`.
     pub memory_kind: c_int,
-    /// The device of device memory (reserved; 0).
+    /// The device of device memory (`KPCCL_SHM_MEMORY_ASCEND`: this rank's
+    /// device id; host memory: 0).
     pub device: c_int,
 }
 
@@ -91,6 +95,8 @@ pub(crate) struct Options {
     pub(crate) align: Option<usize>,
     pub(crate) timeout: Option<Option<Duration>>,
     pub(crate) spins: Option<u32>,
+    /// `Some(device)` for Ascend device memory.
+    pub(crate) device: Option<i32>,
 }
 
 impl Options {
@@ -124,14 +130,13 @@ impl Options {
             2 => Some(LayoutMode::Aligned),
             _ => return invalid("attr->layout", "not a kpccl_shm_layout_t"),
         };
-        match a.memory_kind {
-            0 => {}
-            1 => return invalid("attr->memory_kind", "Ascend device memory is not supported by this build"),
+        let device = match a.memory_kind {
+            0 if a.device != 0 => return invalid("attr->device", "only for device memory; must be 0"),
+            0 => None,
+            1 if a.device < 0 => return invalid("attr->device", "negative"),
+            1 => Some(a.device),
             _ => return invalid("attr->memory_kind", "not a kpccl_shm_memory_kind_t"),
-        }
-        if a.device != 0 {
-            return invalid("attr->device", "reserved for device memory; must be 0");
-        }
+        };
         let timeout = match a.timeout_ms {
             -1 => None,
             0 => Some(None),
@@ -143,7 +148,7 @@ impl Options {
             n => Some(u32::try_from(n).or_else(|_| invalid("attr->spin_count", "not -1 or in 0..=4294967295"))?),
         };
         let align = (a.alignment != 0).then_some(a.alignment);
-        Ok(Self { layout, align, timeout, spins })
+        Ok(Self { layout, align, timeout, spins, device })
     }
 }
 
@@ -165,12 +170,14 @@ mod tests {
         };
         assert!(bad(|a| a.version = 0));
         assert!(bad(|a| a.layout = 3));
-        assert!(bad(|a| a.memory_kind = 1));
+        assert!(bad(|a| a.memory_kind = 2));
         assert!(bad(|a| a.memory_kind = -1));
+        assert!(bad(|a| (a.memory_kind, a.device) = (1, -1)));
         assert!(bad(|a| a.timeout_ms = -2));
         assert!(bad(|a| a.spin_count = 1 << 33));
         assert!(bad(|a| a.device = 1));
         assert!(!bad(|a| a.timeout_ms = 5));
+        assert!(!bad(|a| (a.memory_kind, a.device) = (1, 3)));
     }
 
     #[test]

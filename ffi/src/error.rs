@@ -50,6 +50,8 @@ pub(crate) enum Error {
     },
     /// The Rust API failed.
     Api(kpccl_posix::Error),
+    /// A device window failed (ACL errors carry their code in the text).
+    Device(kpccl_ascend::window::Error),
     /// The launcher cannot be reached or refused this process.
     Launcher(String),
     /// A panic was caught at the boundary (a bug in the library).
@@ -70,6 +72,7 @@ impl fmt::Display for Error {
                  (rank {rank}'s kpccl_last_error says which)"
             ),
             Self::Api(e) => e.fmt(f),
+            Self::Device(e) => e.fmt(f),
             Self::Launcher(e) => write!(f, "the launcher: {e}"),
             Self::Panic(m) => write!(f, "internal error (a panic): {m}"),
         }
@@ -88,6 +91,15 @@ impl From<kpccl_posix::Error> for Error {
             return Self::PeerArgument { rank: *rank };
         }
         Self::Api(e)
+    }
+}
+
+impl From<kpccl_ascend::window::Error> for Error {
+    fn from(e: kpccl_ascend::window::Error) -> Self {
+        match e {
+            kpccl_ascend::window::Error::Host(e) => e.into(),
+            e => Self::Device(e),
+        }
     }
 }
 

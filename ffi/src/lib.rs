@@ -27,6 +27,7 @@ mod panic;
 
 mod attr;
 mod comm;
+mod device;
 mod error;
 mod handle;
 mod log;

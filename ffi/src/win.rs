@@ -3,10 +3,9 @@
 use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
 
-use kpccl_posix::Window;
-
 use crate::attr::{Options, kpccl_shm_win_attr_t};
 use crate::comm::{self, kpccl_shm_comm_h};
+use crate::device::{self, AnyWindow};
 use crate::error::Error;
 use crate::handle::{self, Kind};
 
@@ -34,7 +33,7 @@ const MAGIC: u64 = u64::from_be_bytes(*b"kpcclWIN");
 #[derive(Debug)]
 struct WinBox {
     head: kpccl_shm_win_t,
-    window: Window,
+    window: AnyWindow,
 }
 
 // The C contract: `win->rank` and `win->nranks` come first, and a handle
@@ -48,7 +47,7 @@ const _: () = assert!(core::mem::offset_of!(WinBox, head) == 0);
 /// # Safety
 /// No other thread frees `h` while the borrow lasts.
 #[inline(always)]
-unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<&'a Window, Error> {
+unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<&'a AnyWindow, Error> {
     let p = handle::check(h.cast::<WinBox>(), "win", Kind::Win)?.as_ptr();
     // SAFETY: registered, so a live `WinBox` of ours. Only the fields are
     // accessed, through raw pointers: C may write the public part.
@@ -150,6 +149,10 @@ unsafe fn alloc(
             return Err(e);
         }
     };
+    if let Some(dev) = options.device {
+        // SAFETY: both checked by `handle::out`, writable by the caller's contract.
+        return unsafe { finish(device::alloc(comm, size, dev, &options)?, baseptr, win) };
+    }
     let mut builder = comm.window(size);
     if let Some(mode) = options.layout {
         builder = builder.layout(mode);
@@ -163,9 +166,16 @@ unsafe fn alloc(
     if let Some(spins) = options.spins {
         builder = builder.spins(spins);
     }
-    let window = builder.alloc()?;
-    let own = window.local_segment();
-    let base = if own.len == 0 { core::ptr::null_mut() } else { own.ptr.as_ptr().cast::<c_void>() };
+    // SAFETY: both checked by `handle::out`, writable by the caller's contract.
+    unsafe { finish(AnyWindow::Host(builder.alloc()?), baseptr, win) }
+}
+
+/// Hands a new window to C: `*baseptr` is this rank's segment, `*win` the handle.
+///
+/// # Safety
+/// `baseptr` and `win` are aligned and valid for writes.
+unsafe fn finish(window: AnyWindow, baseptr: NonNull<*mut c_void>, win: NonNull<kpccl_shm_win_h>) -> Result<(), Error> {
+    let (base, _) = window.segment(window.rank())?;
     let head = kpccl_shm_win_t {
         rank: c_int::try_from(window.rank()).expect("rank < MAX_RANKS"),
         nranks: c_int::try_from(window.nranks()).expect("nranks <= MAX_RANKS"),
@@ -173,7 +183,7 @@ unsafe fn alloc(
     };
     let p = NonNull::from(Box::leak(Box::new(WinBox { head, window })));
     handle::register(p, Kind::Win);
-    // SAFETY: both checked not NULL and aligned; writable by the caller's contract.
+    // SAFETY: aligned and writable (this function's contract).
     unsafe { baseptr.as_ptr().write(base) };
     // SAFETY: as above.
     unsafe { win.as_ptr().write(p.as_ptr().cast::<kpccl_shm_win_t>()) };
@@ -235,7 +245,9 @@ pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
 }
 
 /// Rank `rank`'s segment, like `MPI_Win_shared_query`: its size in bytes and
-/// its address in this process (`NULL` when the size is 0). Local.
+/// its address in this process (`NULL` when the size is 0). Local. For a
+/// device window (`KPCCL_SHM_MEMORY_ASCEND`) the address is a device address
+/// (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
 ///
 /// # Safety
 /// `win` is `NULL` or a handle not freed during the call; `size` and
@@ -252,10 +264,9 @@ pub unsafe extern "C" fn kpccl_shm_win_query(
         let w = unsafe { get(win) }?;
         let r = handle::rank(rank, "rank", w.nranks())?;
         let (size, baseptr) = (handle::out(size, "size")?, handle::out(baseptr, "baseptr")?);
-        let seg = w.segment(r)?;
-        let base = if seg.len == 0 { core::ptr::null_mut() } else { seg.ptr.as_ptr().cast::<c_void>() };
+        let (base, len) = w.segment(r)?;
         // SAFETY: checked not NULL and aligned; writable by the caller's contract.
-        unsafe { size.as_ptr().write(seg.len) };
+        unsafe { size.as_ptr().write(len) };
         // SAFETY: as above.
         unsafe { baseptr.as_ptr().write(base) };
         Ok(())

@@ -94,6 +94,7 @@ impl<O: Oob> Comm<O> {
             spins: self.config.spins,
             barrier: self.config.barrier,
             reserve: self.config.reserve,
+            memory_kind: kpccl_core::protocol::MEMORY_KIND_HOST,
         }
     }
 }
@@ -125,6 +126,7 @@ pub struct WindowBuilder<'c, O: Oob> {
     spins: Option<u32>,
     barrier: Option<Barrier>,
     reserve: Reserve,
+    memory_kind: u32,
 }
 
 impl<O: Oob> WindowBuilder<'_, O> {
@@ -165,6 +167,14 @@ impl<O: Oob> WindowBuilder<'_, O> {
         self
     }
 
+    /// What the window's data is, the same on every rank (default: host
+    /// memory). Device kinds are built by their crate (`kpccl-ascend`) over a
+    /// host window of this kind, so ranks asking for different kinds fail together.
+    pub fn memory_kind(mut self, kind: u32) -> Self {
+        self.memory_kind = kind;
+        self
+    }
+
     fn policy(&self) -> WaitPolicy {
         use kpccl_core::Platform;
         let c = self.comm;
@@ -198,8 +208,14 @@ impl<O: Oob> WindowBuilder<'_, O> {
             use kpccl_core::Platform;
             Barrier::for_load(c.nranks, c.platform.cpu_count())
         });
-        let request =
-            WindowRequest { size: self.size, mode: self.mode, align: self.align, policy: self.policy(), barrier };
+        let request = WindowRequest {
+            size: self.size,
+            mode: self.mode,
+            align: self.align,
+            policy: self.policy(),
+            barrier,
+            memory_kind: self.memory_kind,
+        };
         let mut table = vec![Record::default(); c.nranks as usize];
         let platform = c.platform.clone().with_reserve(self.reserve);
         let inner = kpccl_core::create_window(&platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)

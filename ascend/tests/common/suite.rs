@@ -431,3 +431,54 @@ pub fn cross_device_without_peer_access<R: AclRuntime>(rt: &R) {
     rt.ipc_mem_close(&k).unwrap();
     rt.free(p).unwrap();
 }
+
+/// The pid-reuse guard: a whitelist entry set before a process started does not
+/// admit that process, though it has the pid; set again after it started, it does.
+/// The pids the next child may get are predicted from `ns_last_pid`; when other
+/// processes take them every time, the case prints a skip.
+pub fn pid_reuse_guard<R: AclRuntime>(rt: &R) {
+    let p = exporter(rt, 0, 6);
+    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT).unwrap();
+    let mut tested = false;
+    for _ in 0..20 {
+        let Some(last) =
+            std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").ok().and_then(|s| s.trim().parse::<i32>().ok())
+        else {
+            break;
+        };
+        let pids: Vec<i32> = (last + 1..).take(ACL_IPC_MAX_PIDS_PER_CALL).collect();
+        rt.ipc_mem_set_import_pid(&k, &pids).unwrap();
+        // Start times count in 10 ms ticks: the child must start in a later one.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let mut child = spawn(|c| {
+            let k = recv_key(c);
+            rt.set_device(0).unwrap();
+            c.send_i32(rt.device_get_bare_tgid().unwrap());
+            c.send_i32(code(rt.ipc_mem_import_by_key(&k, 0)));
+            if c.recv_i32() == 1 {
+                rt.ipc_mem_import_by_key(&k, 0).unwrap();
+                rt.ipc_mem_close(&k).unwrap();
+            }
+        });
+        send_key(&mut child.chan, &k);
+        let tgid = child.chan.recv_i32();
+        let first = child.chan.recv_i32();
+        assert_eq!(first, ACL_ERROR_RT_DRV_INTERNAL_ERROR, "an entry set before the importer started admitted it");
+        let predicted = pids.contains(&tgid);
+        if predicted {
+            rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
+        }
+        child.chan.send_i32(i32::from(predicted));
+        child.join();
+        if predicted {
+            tested = true;
+            break;
+        }
+    }
+    if !tested {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP pid_reuse_guard: no child got a predicted pid");
+    }
+    rt.ipc_mem_close(&k).unwrap();
+    rt.free(p).unwrap();
+}

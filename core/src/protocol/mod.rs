@@ -47,7 +47,15 @@ pub struct WindowRequest {
     /// The window fence this rank would choose (e.g. [`Barrier::for_load`]);
     /// the window runs [`Barrier::Flat`] if any rank asks for it.
     pub barrier: Barrier,
+    /// Where the data lives ([`MEMORY_KIND_HOST`], [`MEMORY_KIND_ASCEND`]; the
+    /// same on every rank): a device window still has its fence slots here.
+    pub memory_kind: u32,
 }
+
+/// A window of host shared memory.
+pub const MEMORY_KIND_HOST: u32 = 0;
+/// A window whose data segments are Ascend device memory (`kpccl-ascend`).
+pub const MEMORY_KIND_ASCEND: u32 = 1;
 
 impl Default for WindowRequest {
     fn default() -> Self {
@@ -57,6 +65,7 @@ impl Default for WindowRequest {
             align: 64,
             policy: WaitPolicy::DEFAULT,
             barrier: Barrier::Dissemination,
+            memory_kind: MEMORY_KIND_HOST,
         }
     }
 }
@@ -190,6 +199,7 @@ where
     mine.align = request.align;
     mine.page = page;
     mine.barrier = request.barrier.code();
+    mine.memory_kind = request.memory_kind;
     if let Err(e) = local.and_then(|()| check_request(rank, nranks, request, page)) {
         mine.fail(Failure::Argument(e));
     }

@@ -1,0 +1,205 @@
+//! What can go wrong with a device window, and the ACL call that did it.
+
+use std::fmt;
+
+use crate::backend::BackendError;
+use crate::runtime::AclError;
+
+/// An ACL call a device window makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+#[non_exhaustive]
+pub enum Call {
+    /// `aclInit`.
+    Init = 1,
+    /// `aclrtSetDevice`.
+    SetDevice = 2,
+    /// `aclrtDeviceGetBareTgid`.
+    GetBareTgid = 3,
+    /// `aclrtMalloc`.
+    Malloc = 4,
+    /// `aclrtIpcMemGetExportKey`.
+    GetExportKey = 5,
+    /// `aclrtIpcMemSetImportPid`.
+    SetImportPid = 6,
+    /// `aclrtDeviceCanAccessPeer`.
+    CanAccessPeer = 7,
+    /// `aclrtIpcMemImportByKey`.
+    ImportByKey = 8,
+    /// `aclrtMemcpy`.
+    Memcpy = 9,
+    /// `aclrtSynchronizeDevice`.
+    Synchronize = 10,
+    /// `aclrtIpcMemClose`.
+    Close = 11,
+    /// `aclrtFree`.
+    Free = 12,
+}
+
+const CALLS: [Call; 12] = [
+    Call::Init,
+    Call::SetDevice,
+    Call::GetBareTgid,
+    Call::Malloc,
+    Call::GetExportKey,
+    Call::SetImportPid,
+    Call::CanAccessPeer,
+    Call::ImportByKey,
+    Call::Memcpy,
+    Call::Synchronize,
+    Call::Close,
+    Call::Free,
+];
+
+impl Call {
+    /// The ACL function's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Init => "aclInit",
+            Self::SetDevice => "aclrtSetDevice",
+            Self::GetBareTgid => "aclrtDeviceGetBareTgid",
+            Self::Malloc => "aclrtMalloc",
+            Self::GetExportKey => "aclrtIpcMemGetExportKey",
+            Self::SetImportPid => "aclrtIpcMemSetImportPid",
+            Self::CanAccessPeer => "aclrtDeviceCanAccessPeer",
+            Self::ImportByKey => "aclrtIpcMemImportByKey",
+            Self::Memcpy => "aclrtMemcpy",
+            Self::Synchronize => "aclrtSynchronizeDevice",
+            Self::Close => "aclrtIpcMemClose",
+            Self::Free => "aclrtFree",
+        }
+    }
+
+    pub(crate) fn from_u32(v: u32) -> Option<Self> {
+        CALLS.iter().copied().find(|c| *c as u32 == v)
+    }
+}
+
+/// Why one rank failed a device window's creation; what it tells the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// An ACL call failed; `peer` is the rank whose segment it concerned, if another.
+    Acl {
+        /// The call.
+        call: Call,
+        /// Its `aclError`.
+        code: i32,
+        /// The rank whose segment was imported, for imports.
+        peer: Option<u32>,
+    },
+    /// The rank has no device runtime (see `KPCCL_ASCEND`).
+    NoRuntime,
+    /// The rank refused its own arguments.
+    Argument,
+    /// The rank's out-of-band call failed with this code.
+    Oob(i32),
+    /// The rank's device cannot reach the device of rank `peer`.
+    NoPeerAccess {
+        /// The rank whose segment is out of reach.
+        peer: u32,
+    },
+    /// A record the protocol does not know (another version).
+    Unknown,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Acl { call, code, peer } => {
+                write!(f, "{} failed: {}", call.name(), AclError::new(code))?;
+                match peer {
+                    Some(p) => write!(f, ", for rank {p}'s segment"),
+                    None => Ok(()),
+                }
+            }
+            Self::NoRuntime => write!(f, "no Ascend runtime (KPCCL_ASCEND)"),
+            Self::Argument => write!(f, "invalid arguments"),
+            Self::Oob(code) => write!(f, "out-of-band collective failed (code {code})"),
+            Self::NoPeerAccess { peer } => write!(f, "its device cannot access the device of rank {peer}"),
+            Self::Unknown => write!(f, "an unknown failure"),
+        }
+    }
+}
+
+/// A device window's error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The host part (fence slots, collectives, fences) failed.
+    Host(kpccl_posix::Error),
+    /// This process has no device runtime.
+    Backend(BackendError),
+    /// This rank failed.
+    Local(Failure),
+    /// Rank `rank` failed, so every rank failed.
+    Peer {
+        /// The rank.
+        rank: u32,
+        /// What it reported.
+        failure: Failure,
+    },
+    /// The ranks disagree on `what` (first differing from rank 0: `rank`).
+    Mismatch {
+        /// The first rank that differs from rank 0.
+        rank: u32,
+        /// The option.
+        what: &'static str,
+    },
+    /// An access fell outside a rank's segment.
+    OutOfBounds {
+        /// The rank whose segment was accessed.
+        rank: u32,
+        /// The first byte accessed.
+        offset: usize,
+        /// Bytes accessed.
+        len: usize,
+        /// The segment's length.
+        size: usize,
+    },
+}
+
+impl Error {
+    /// The ACL code behind the error, this rank's or the peer's, if there is one.
+    pub fn acl_code(&self) -> Option<i32> {
+        match self {
+            Self::Local(Failure::Acl { code, .. }) | Self::Peer { failure: Failure::Acl { code, .. }, .. } => {
+                Some(*code)
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn acl(call: Call, e: AclError) -> Self {
+        Self::Local(Failure::Acl { call, code: e.code(), peer: None })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Host(e) => e.fmt(f),
+            Self::Backend(e) => e.fmt(f),
+            Self::Local(failure) => failure.fmt(f),
+            Self::Peer { rank, failure } => write!(f, "rank {rank} failed: {failure}"),
+            Self::Mismatch { rank, what } => write!(f, "rank {rank} asked for a different {what} than rank 0"),
+            Self::OutOfBounds { rank, offset, len, size } => {
+                write!(f, "{len} bytes at {offset} are outside rank {rank}'s device segment of {size} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<kpccl_posix::Error> for Error {
+    fn from(e: kpccl_posix::Error) -> Self {
+        Self::Host(e)
+    }
+}
+
+impl From<BackendError> for Error {
+    fn from(e: BackendError) -> Self {
+        Self::Backend(e)
+    }
+}

@@ -1,0 +1,230 @@
+//! The fixed-size record every rank contributes to each out-of-band
+//! allgather of device-window creation, its failure encoding, the "flush"
+//! that keeps a failing rank's collective count in step, and the verdict.
+//!
+//! As in `kpccl_core::protocol`: a rank whose allgather fails makes exactly
+//! one more with its failure. That call either completes the allgather the
+//! others are still in, or is their next one; every stage uses this one
+//! record size so the two line up.
+
+use kpccl_core::Oob;
+
+use super::error::{Call, Error, Failure};
+use crate::codes::ACL_IPC_KEY_LEN;
+use crate::runtime::IpcKey;
+
+/// `"KPAD"`: a record of this protocol.
+const MAGIC: u32 = u32::from_le_bytes(*b"KPAD");
+/// `about` when a failure concerns no other rank.
+const NOBODY: u32 = u32::MAX;
+
+/// The step of creation a record belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Stage {
+    /// Device, bare tgid, size; the segment is allocated.
+    Ident = 1,
+    /// The export key, after the whitelist is set.
+    Export = 2,
+    /// Every import's result.
+    Import = 3,
+}
+
+/// Status codes of [`Record::status`].
+const OK: u32 = 0;
+const ACL: u32 = 1;
+const NO_RUNTIME: u32 = 2;
+const ARGUMENT: u32 = 3;
+const OOB: u32 = 4;
+const NO_PEER_ACCESS: u32 = 5;
+
+/// Option bit: export keys without a PID whitelist.
+pub(crate) const NO_VALIDATION: u32 = 1;
+
+/// One rank's contribution. Plain old data without implicit padding, 128 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Record {
+    magic: u32,
+    stage: u32,
+    pub(crate) rank: u32,
+    pub(crate) nranks: u32,
+    status: u32,
+    call: u32,
+    code: i32,
+    about: u32,
+    pub(crate) device: i32,
+    pub(crate) tgid: i32,
+    pub(crate) options: u32,
+    pad: u32,
+    pub(crate) size: u64,
+    key: [u8; ACL_IPC_KEY_LEN],
+    pad2: [u8; 7],
+}
+
+const _: () = assert!(size_of::<Record>() == 128);
+
+impl Default for Record {
+    fn default() -> Self {
+        Self {
+            magic: 0,
+            stage: 0,
+            rank: 0,
+            nranks: 0,
+            status: OK,
+            call: 0,
+            code: 0,
+            about: NOBODY,
+            device: 0,
+            tgid: 0,
+            options: 0,
+            pad: 0,
+            size: 0,
+            key: [0; ACL_IPC_KEY_LEN],
+            pad2: [0; 7],
+        }
+    }
+}
+
+impl Record {
+    pub(crate) fn new(stage: Stage, rank: u32, nranks: u32) -> Self {
+        Self { magic: MAGIC, stage: stage as u32, rank, nranks, ..Self::default() }
+    }
+
+    /// Marks the record failed; the first failure sticks.
+    pub(crate) fn fail(&mut self, f: Failure) {
+        if self.status != OK {
+            return;
+        }
+        let (status, call, code, about) = match f {
+            Failure::Acl { call, code, peer } => (ACL, call as u32, code, peer.unwrap_or(NOBODY)),
+            Failure::NoRuntime => (NO_RUNTIME, 0, 0, NOBODY),
+            Failure::Argument | Failure::Unknown => (ARGUMENT, 0, 0, NOBODY),
+            Failure::Oob(code) => (OOB, 0, code, NOBODY),
+            Failure::NoPeerAccess { peer } => (NO_PEER_ACCESS, 0, 0, peer),
+        };
+        (self.status, self.call, self.code, self.about) = (status, call, code, about);
+    }
+
+    pub(crate) fn failure(&self) -> Option<Failure> {
+        let peer = (self.about != NOBODY).then_some(self.about);
+        Some(match self.status {
+            OK => return None,
+            ACL => match Call::from_u32(self.call) {
+                Some(call) => Failure::Acl { call, code: self.code, peer },
+                None => Failure::Unknown,
+            },
+            NO_RUNTIME => Failure::NoRuntime,
+            ARGUMENT => Failure::Argument,
+            OOB => Failure::Oob(self.code),
+            NO_PEER_ACCESS => Failure::NoPeerAccess { peer: self.about },
+            _ => Failure::Unknown,
+        })
+    }
+
+    pub(crate) fn set_key(&mut self, key: &IpcKey) {
+        self.key = *key.as_bytes();
+    }
+
+    /// The key carried (Export stage); `None` for an empty segment.
+    pub(crate) fn key(&self) -> Option<IpcKey> {
+        (self.key[0] != 0).then(|| IpcKey::from_bytes(self.key))
+    }
+}
+
+#[allow(unsafe_code)]
+mod bytes {
+    use super::Record;
+
+    pub(super) fn of(r: &Record) -> &[u8] {
+        // SAFETY: `Record` is `repr(C)` of integers and byte arrays with explicit
+        // padding fields, so all its 128 bytes are initialized.
+        unsafe { core::slice::from_raw_parts(core::ptr::from_ref(r).cast::<u8>(), size_of::<Record>()) }
+    }
+
+    pub(super) fn of_mut(t: &mut [Record]) -> &mut [u8] {
+        // SAFETY: as above, and every byte pattern is a valid `Record` (integers and
+        // byte arrays only), so writing any bytes keeps the values valid.
+        unsafe { core::slice::from_raw_parts_mut(t.as_mut_ptr().cast::<u8>(), size_of_val(t)) }
+    }
+}
+
+/// Allgathers `mine` into `table`; on failure, calls `before_flush`, flushes and
+/// returns the error.
+pub(crate) fn gather<O: Oob + ?Sized>(
+    oob: &O,
+    mine: &Record,
+    table: &mut [Record],
+    before_flush: impl FnOnce(),
+) -> Result<(), Error> {
+    oob.allgather(bytes::of(mine), bytes::of_mut(table)).map_err(|e| {
+        before_flush();
+        flush(oob, mine, Failure::Oob(e.code), table);
+        Error::Local(Failure::Oob(e.code))
+    })
+}
+
+/// The one extra allgather that tells every rank about `failure`.
+pub(crate) fn flush<O: Oob + ?Sized>(oob: &O, mine: &Record, failure: Failure, table: &mut [Record]) {
+    let mut failed = *mine;
+    failed.fail(failure);
+    // This rank reports its own failure; the flush is a courtesy to the others.
+    let _ = oob.allgather(bytes::of(&failed), bytes::of_mut(table));
+}
+
+/// The verdict every rank reaches on a gathered table: `local` (this rank's own
+/// error) if it failed, else the lowest failing rank's failure, else the first
+/// record that breaks the protocol or disagrees with rank 0 on the options.
+pub(crate) fn verdict(table: &[Record], stage: Stage, local: Option<Error>) -> Result<(), Error> {
+    if let Some(e) = local {
+        return Err(e);
+    }
+    if let Some((r, f)) = (0u32..).zip(table).find_map(|(r, rec)| rec.failure().map(|f| (r, f))) {
+        return Err(Error::Peer { rank: r, failure: f });
+    }
+    for (r, rec) in (0u32..).zip(table) {
+        let what = if rec.magic != MAGIC || rec.stage != stage as u32 {
+            "protocol stage"
+        } else if rec.rank != r || rec.nranks as usize != table.len() {
+            "rank numbering"
+        } else if rec.options != table[0].options {
+            "PID validation setting"
+        } else {
+            continue;
+        };
+        return Err(Error::Mismatch { rank: r, what });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_round_trip() {
+        for f in [
+            Failure::Acl { call: Call::ImportByKey, code: 507_899, peer: Some(3) },
+            Failure::Acl { call: Call::Malloc, code: 207_001, peer: None },
+            Failure::NoRuntime,
+            Failure::Argument,
+            Failure::Oob(-4),
+            Failure::NoPeerAccess { peer: 1 },
+        ] {
+            let mut r = Record::new(Stage::Ident, 0, 1);
+            r.fail(f);
+            assert_eq!(r.failure(), Some(f));
+        }
+        assert_eq!(Record::new(Stage::Ident, 0, 1).failure(), None);
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        let mut r = Record::default();
+        assert_eq!(r.key(), None);
+        let mut k = [b'a'; ACL_IPC_KEY_LEN];
+        k[64] = 0;
+        r.set_key(&IpcKey::from_bytes(k));
+        assert_eq!(r.key(), Some(IpcKey::from_bytes(k)));
+    }
+}

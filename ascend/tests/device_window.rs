@@ -1,0 +1,408 @@
+//! Device windows across real processes: this test binary starts itself as
+//! the ranks (through the `kpccl-run` launcher library), on the simulator,
+//! each rank on its own simulated device. Every case runs in a private
+//! segment directory and simulator registry, both checked empty afterwards.
+#![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+// Test patterns: bytes cut from counters on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kpccl_ascend::codes::{ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_INVALID_DEVICEID};
+use kpccl_ascend::window::{Call, Error, Failure, Fault};
+use kpccl_ascend::{DeviceWindow, sim::HostSim};
+use kpccl_posix::launch::{Launch, RunOob};
+use kpccl_posix::{Comm, Oob, OobError};
+
+/// The variable naming the case a rank process runs.
+const CASE_ENV: &str = "KPCCL_ASCEND_TEST_CASE";
+
+/// A private directory under /dev/shm, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(what: &str, case: &str) -> Self {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        Self(PathBuf::from(format!("/dev/shm/kpccl-test-{}-{nanos}-{what}-{case}", std::process::id())))
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// Runs `case` on `n` rank processes; asserts they all exit 0 and leave no
+/// segment and no simulator state behind.
+fn launch(n: u32, case: &str, env: &[(&str, &str)]) {
+    let shm = Dir::new("shm", case);
+    std::fs::create_dir_all(&shm.0).unwrap();
+    let sim = Dir::new("sim", case);
+    let mut l = Launch::new(n)
+        .timeout(Duration::from_secs(120))
+        .env(CASE_ENV, case)
+        .env("KPCCL_ASCEND", "sim")
+        .env("KPCCL_LOG", "off")
+        .env("KPCCL_SHM_DIR", &shm.0)
+        .env("ASCEND_SIM_DIR", &sim.0);
+    for (k, v) in env {
+        l = l.env(k, v);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let report = l.run(&exe, ["--exact", "rank_main", "--nocapture", "--test-threads=1"]).expect("launch");
+    assert!(report.success(), "{case} on {n} ranks: {report}");
+    assert_eq!(entries(&shm.0), Vec::<String>::new(), "{case}: segments left in {}", shm.0.display());
+    assert!(!sim.0.exists(), "{case}: simulator state left in {}: {:?}", sim.0.display(), entries(&sim.0));
+}
+
+/// The entry point of a rank process (a no-op in the normal test run).
+#[test]
+fn rank_main() {
+    let Ok(case) = std::env::var(CASE_ENV) else { return };
+    let oob = RunOob::from_env().expect("reach the launcher").expect("started by the launcher");
+    let (rank, n) = (oob.rank(), oob.nranks());
+    if case == "flaky_oob" {
+        if let Err(e) = flaky_oob(oob) {
+            eprintln!("rank {rank}: {case}: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
+    let comm = Comm::new(oob, rank, n).expect("communicator");
+    let result = match case.as_str() {
+        "handoff" => handoff(&comm),
+        "mixed_kinds" => mixed_kinds(&comm),
+        "unwhitelisted" => unwhitelisted(&comm),
+        "bad_device" => bad_device(&comm),
+        "no_runtime" => no_runtime(&comm),
+        "dead_peer" => dead_peer(&comm),
+        "dropped" => dropped(&comm),
+        "no_validation" => no_validation(&comm),
+        other => Err(format!("unknown case {other}")),
+    };
+    if let Err(e) = result {
+        eprintln!("rank {rank}: {case}: {e}");
+        std::process::exit(1);
+    }
+    std::process::exit(0);
+}
+
+const SEG: usize = 3 * 4096 + 100;
+
+fn pattern(writer: u32, round: u32) -> Vec<u8> {
+    (0..SEG).map(|i| (i as u32).wrapping_mul(31).wrapping_add(writer * 7 + round * 13) as u8).collect()
+}
+
+fn e(e: Error) -> String {
+    e.to_string()
+}
+
+/// Pairwise fences with both ring neighbours, ordered so the ring cannot
+/// deadlock (even ranks right first, odd ranks left first).
+fn neighbours(w: &DeviceWindow) -> Result<(), String> {
+    let (me, n) = (w.rank(), w.nranks());
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    let order = if me % 2 == 0 { [right, left] } else { [left, right] };
+    for p in order {
+        w.peer_fence(p).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// Each rank writes into its right neighbour's device segment (a copy to
+/// another device, through its import), peer fences, then every rank reads
+/// every segment through its own address for it and checks it.
+fn handoff<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let (me, n) = (comm.rank(), comm.nranks());
+    // The runtime KPCCL_ASCEND names: the simulator, in process or as a library.
+    let w = DeviceWindow::builder(comm, SEG).device(me as i32).alloc().map_err(e)?;
+    for p in 0..n {
+        let s = w.segment(p).map_err(e)?;
+        if s.ptr.is_null() || s.len != SEG || s.device != p as i32 {
+            return Err(format!("rank {p}'s segment is {s:?}"));
+        }
+        if p != me && s.ptr == w.segment(me).map_err(e)?.ptr {
+            return Err("a peer's import aliases this rank's own address".into());
+        }
+    }
+    let left_of = |p: u32| (p + n - 1) % n;
+    let mut got = vec![0u8; SEG];
+    for round in 0..10 {
+        w.write((me + 1) % n, 0, &pattern(me, round)).map_err(e)?;
+        neighbours(&w)?;
+        w.read(me, 0, &mut got).map_err(e)?;
+        if got != pattern(left_of(me), round) {
+            return Err(format!("round {round}: own segment does not hold rank {}'s data", left_of(me)));
+        }
+        w.fence().map_err(e)?;
+        for p in 0..n {
+            w.read(p, 0, &mut got).map_err(e)?;
+            if got != pattern(left_of(p), round) {
+                return Err(format!("round {round}: rank {p}'s segment, read through its import, is wrong"));
+            }
+        }
+        w.fence().map_err(e)?;
+    }
+    match w.read(me, SEG - 1, &mut [0u8; 2]) {
+        Err(Error::OutOfBounds { .. }) => {}
+        other => return Err(format!("a read past the end gave {other:?}")),
+    }
+    w.free().map_err(e)
+}
+
+/// Rank 0 asks for a host window, the others for device windows: all fail.
+fn mixed_kinds<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let text = if me == 0 {
+        match comm.window(4096).alloc() {
+            Ok(_) => return Err("a host window was made while peers asked for device memory".into()),
+            Err(err) => err.to_string(),
+        }
+    } else {
+        match DeviceWindow::builder(comm, 4096).device(me as i32).runtime(HostSim::new()).alloc() {
+            Ok(_) => return Err("a device window was made while rank 0 asked for host memory".into()),
+            Err(err) => err.to_string(),
+        }
+    };
+    if !text.contains("memory kind") {
+        return Err(format!("the error does not name the memory kind: {text}"));
+    }
+    Ok(())
+}
+
+fn expect_acl(result: Result<DeviceWindow, Error>, code: i32, what: &str) -> Result<Error, String> {
+    match result {
+        Ok(_) => Err(format!("{what}: the window was made")),
+        Err(err) if err.acl_code() == Some(code) => Ok(err),
+        Err(err) => Err(format!("{what}: expected ACL error {code}, got: {err}")),
+    }
+}
+
+/// The last rank never whitelists its peers: their imports fail with 507899, and
+/// every rank fails with that code.
+fn unwhitelisted<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let mut b = DeviceWindow::builder(comm, 8192).device(me as i32).runtime(HostSim::new());
+    if me == n - 1 {
+        b = b.fault(Fault::SkipWhitelist);
+    }
+    let err = expect_acl(b.alloc(), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "import without whitelist")?;
+    let text = err.to_string();
+    if !text.contains("aclrtIpcMemImportByKey failed: ACL error 507899") {
+        return Err(format!("unexpected text: {text}"));
+    }
+    if me != n - 1
+        && !matches!(err, Error::Local(Failure::Acl { call: Call::ImportByKey, peer: Some(p), .. }) if p == n - 1)
+    {
+        return Err(format!("rank {me} should report its own failed import of rank {}'s segment: {err:?}", n - 1));
+    }
+    Ok(())
+}
+
+/// Rank 1 picks a device that does not exist: every rank fails with 107001.
+fn bad_device<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let dev = if me == 1 { 99 } else { me as i32 };
+    let err = expect_acl(
+        DeviceWindow::builder(comm, 4096).device(dev).runtime(HostSim::new()).alloc(),
+        ACL_ERROR_RT_INVALID_DEVICEID,
+        "device 99",
+    )?;
+    if me != 1 && !matches!(err, Error::Peer { rank: 1, .. }) {
+        return Err(format!("expected rank 1's failure, got {err:?}"));
+    }
+    Ok(())
+}
+
+/// `KPCCL_ASCEND=auto` without CANN: the error says how to pick the simulator,
+/// on every rank, and no rank is left waiting.
+fn no_runtime<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let mut b = DeviceWindow::builder(comm, 4096).device(me as i32);
+    if me != 0 {
+        b = b.runtime(HostSim::new());
+    }
+    match b.alloc() {
+        Ok(_) => Err("a window without a runtime".into()),
+        Err(err) if me == 0 && err.to_string().contains("set KPCCL_ASCEND=sim") => Ok(()),
+        Err(Error::Peer { rank: 0, failure: Failure::NoRuntime }) if me != 0 => Ok(()),
+        Err(err) => Err(format!("unexpected error: {err}")),
+    }
+}
+
+/// Rank 1 dies with the window live: rank 0's free returns an error, quickly,
+/// and releases everything.
+fn dead_peer<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let w = DeviceWindow::builder(comm, 4096).device(me as i32).runtime(HostSim::new()).alloc().map_err(e)?;
+    w.fence().map_err(e)?;
+    if me == 1 {
+        // Dies holding its key and its import: no destructor runs.
+        std::process::exit(0);
+    }
+    let start = std::time::Instant::now();
+    match w.free() {
+        Ok(()) => Err("free succeeded with a dead peer".into()),
+        Err(err) if start.elapsed() < Duration::from_secs(30) => {
+            println!("rank 0: free with a dead peer: {err}");
+            Ok(())
+        }
+        Err(err) => Err(format!("free took {:?}: {err}", start.elapsed())),
+    }
+}
+
+/// An out-of-band layer whose `fail_at`-th allgather fails on rank 1, before
+/// or after taking part.
+struct Flaky {
+    inner: RunOob,
+    fail_at: u32,
+    after: bool,
+    calls: std::cell::Cell<u32>,
+}
+
+impl Oob for Flaky {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        self.calls.set(self.calls.get() + 1);
+        if self.inner.rank() == 1 && self.calls.get() == self.fail_at {
+            if self.after {
+                self.inner.allgather(send, recv)?;
+            }
+            return Err(OobError { code: 17 });
+        }
+        self.inner.allgather(send, recv)
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
+/// Rank 1's allgather fails at a device stage (`FLAKY=<call>,<before|after>`;
+/// call 1 makes the communicator, 2-4 the host window, 5-7 the device
+/// stages): every rank fails, none hangs, and the next window works.
+fn flaky_oob(oob: RunOob) -> Result<(), String> {
+    let spec = std::env::var("FLAKY").map_err(|_| "FLAKY unset")?;
+    let (call, when) = spec.split_once(',').ok_or("FLAKY=<call>,<before|after>")?;
+    let (rank, n) = (oob.rank(), oob.nranks());
+    let flaky =
+        Flaky { inner: oob, fail_at: call.parse().map_err(|_| "call")?, after: when == "after", calls: 0.into() };
+    let comm = Comm::new(flaky, rank, n).map_err(|e| e.to_string())?;
+    match DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc() {
+        Ok(_) => return Err(format!("the window was made though rank 1's allgather {call} failed")),
+        Err(Error::Local(Failure::Oob(17))) if rank == 1 => {}
+        Err(Error::Peer { rank: 1, failure: Failure::Oob(_) }) if rank != 1 => {}
+        Err(err) => return Err(format!("unexpected error: {err:?}")),
+    }
+    // The ranks are still in step.
+    let w = DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc().map_err(e)?;
+    w.fence().map_err(e)?;
+    w.free().map_err(e)
+}
+
+#[test]
+fn a_failing_oob_call_at_any_device_stage_fails_every_rank() {
+    for call in ["5", "6", "7"] {
+        for when in ["before", "after"] {
+            launch(3, "flaky_oob", &[("FLAKY", &format!("{call},{when}"))]);
+        }
+    }
+}
+
+/// Windows dropped without `free` release their imports, keys and memory.
+fn dropped<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    for round in 0..3 {
+        let w = DeviceWindow::builder(comm, 4096 << round).device(me as i32).alloc().map_err(e)?;
+        w.fence().map_err(e)?;
+        drop(w);
+    }
+    Ok(())
+}
+
+/// Keys exported without a PID whitelist are imported all the same; a rank
+/// that keeps the whitelist while the others do not fails every rank.
+fn no_validation<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let w = DeviceWindow::builder(comm, 4096).device(me as i32).disable_pid_validation(true).alloc().map_err(e)?;
+    w.write(me, 0, &[me as u8; 16]).map_err(e)?;
+    w.fence().map_err(e)?;
+    let mut got = [0u8; 16];
+    w.read((me + 1) % comm.nranks(), 0, &mut got).map_err(e)?;
+    if got != [((me + 1) % comm.nranks()) as u8; 16] {
+        return Err(format!("read {got:?}"));
+    }
+    w.free().map_err(e)?;
+    match DeviceWindow::builder(comm, 4096).device(me as i32).disable_pid_validation(me != 0).alloc() {
+        Err(Error::Mismatch { rank: 1, .. }) => Ok(()),
+        other => Err(format!("disagreeing validation settings gave {other:?}")),
+    }
+}
+
+#[test]
+fn dropped_windows_release_everything() {
+    launch(3, "dropped", &[]);
+}
+
+#[test]
+fn pid_validation_can_be_disabled_on_every_rank() {
+    launch(3, "no_validation", &[]);
+}
+
+#[test]
+fn handoff_on_2_and_4_ranks_on_distinct_devices() {
+    launch(2, "handoff", &[]);
+    launch(4, "handoff", &[]);
+}
+
+/// The directory holding the simulator library cargo built next to this test, if any.
+fn simlib_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?.to_path_buf();
+    [deps.clone(), deps.join("..")].into_iter().find(|d| d.join("libascendcl.so").exists())
+}
+
+#[test]
+fn handoff_through_the_simulator_library_as_libascendcl() {
+    let Some(dir) = simlib_dir() else {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP: libascendcl.so (kpccl-ascend-simlib) is not built");
+        return;
+    };
+    let dir = dir.to_string_lossy().into_owned();
+    launch(2, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
+    launch(4, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
+}
+
+#[test]
+fn host_and_device_requests_fail_together() {
+    launch(3, "mixed_kinds", &[]);
+}
+
+#[test]
+fn a_failed_import_fails_every_rank_with_the_acl_code() {
+    launch(2, "unwhitelisted", &[]);
+    launch(4, "unwhitelisted", &[]);
+}
+
+#[test]
+fn a_bad_device_fails_every_rank_with_the_acl_code() {
+    launch(3, "bad_device", &[]);
+}
+
+#[test]
+fn no_runtime_fails_every_rank_and_names_the_simulator() {
+    launch(2, "no_runtime", &[("KPCCL_ASCEND", "auto")]);
+}
+
+#[test]
+fn a_dead_peer_during_free_is_an_error_not_a_hang() {
+    launch(2, "dead_peer", &[]);
+}

@@ -1,0 +1,161 @@
+/*
+ * ascend_window.c: Ascend device windows through the C API, on the host
+ * simulator (KPCCL_ASCEND=sim), each rank on its own simulated device.
+ *
+ * - kpccl_shm_win_alloc_ex with memory_kind KPCCL_SHM_MEMORY_ASCEND gives
+ *   every rank a device address for its own segment and, through
+ *   kpccl_shm_win_query, for every peer's (its import);
+ * - data written by a rank is seen by its peers after a fence (the
+ *   simulator's device memory is host-mapped, so this test reads and writes
+ *   it with plain loads and stores; on NPUs use aclrtMemcpy or kernels);
+ * - an ACL failure on one rank fails every rank, with the ACL code in the
+ *   failing rank's kpccl_last_error;
+ * - ranks asking for host and device memory fail together;
+ * - KPCCL_ASCEND_PID_VALIDATION=0 exports without a whitelist;
+ * - nothing is left in the simulator's registry afterwards.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "check.h"
+#include "kpccl.h"
+
+#define SEG 8192
+#define SIM_DEVICES 8
+
+static int me, n;
+static MPI_Comm world;
+static kpccl_shm_oob_cb_t cbs;
+static char sim_dir[128];
+
+static unsigned char pattern(int writer, size_t i)
+{
+    return (unsigned char)(writer * 29 + (int)(i % 251));
+}
+
+static void device_attr(kpccl_shm_win_attr_t *attr, int device)
+{
+    CHECK_OK(kpccl_shm_win_attr_init(attr));
+    attr->memory_kind = KPCCL_SHM_MEMORY_ASCEND;
+    attr->device = device;
+}
+
+static void handoff(kpccl_shm_comm_h comm)
+{
+    kpccl_shm_win_attr_t attr;
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    device_attr(&attr, me % SIM_DEVICES);
+    CHECK_OK(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win));
+    if (win == NULL) {
+        return;
+    }
+    CHECK(base != NULL, "no device address for a %d-byte segment", SEG);
+    for (size_t i = 0; i < SEG; i++) {
+        ((unsigned char *)base)[i] = pattern(me, i);
+    }
+    CHECK_OK(kpccl_shm_win_fence(win));
+    for (int r = 0; r < n; r++) {
+        size_t size = 0;
+        void *ptr = NULL;
+        CHECK_OK(kpccl_shm_win_query(win, r, &size, &ptr));
+        CHECK(size == SEG && ptr != NULL, "rank %d: size %zu, address %p", r, size, ptr);
+        CHECK(r == me ? ptr == base : ptr != base, "rank %d's address %p (own %p)", r, ptr, base);
+        if (ptr == NULL) {
+            continue;
+        }
+        size_t wrong = 0;
+        for (size_t i = 0; i < SEG; i++) {
+            wrong += ((volatile unsigned char *)ptr)[i] != pattern(r, i);
+        }
+        CHECK(wrong == 0, "%zu bytes of rank %d's device segment differ", wrong, r);
+    }
+    /* Pairwise with the right neighbour, then the left (even ranks first). */
+    int right = (me + 1) % n, left = (me + n - 1) % n;
+    CHECK_OK(kpccl_shm_peer_fence(win, me % 2 == 0 ? right : left));
+    CHECK_OK(kpccl_shm_peer_fence(win, me % 2 == 0 ? left : right));
+    CHECK_OK(kpccl_shm_win_free(win));
+}
+
+static void bad_device(kpccl_shm_comm_h comm)
+{
+    kpccl_shm_win_attr_t attr;
+    void *base = (void *)&attr;
+    kpccl_shm_win_h win = (kpccl_shm_win_h)&attr;
+    int bad = n - 1;
+    device_attr(&attr, me == bad ? 99 : me % SIM_DEVICES);
+    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
+    CHECK(base == NULL && win == NULL, "outputs not cleared");
+    char want[64];
+    if (me == bad) {
+        snprintf(want, sizeof want, "aclrtSetDevice failed: ACL error 107001");
+    } else {
+        snprintf(want, sizeof want, "rank %d failed: aclrtSetDevice", bad);
+    }
+    CHECK(strstr(kpccl_last_error(), want) != NULL, "the error does not say \"%s\"", want);
+}
+
+static void mixed_kinds(kpccl_shm_comm_h comm)
+{
+    kpccl_shm_win_attr_t attr;
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    if (n < 2) {
+        return;
+    }
+    device_attr(&attr, me % SIM_DEVICES);
+    if (me == 0) {
+        attr.memory_kind = KPCCL_SHM_MEMORY_HOST;
+        attr.device = 0;
+    }
+    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
+    CHECK(strstr(kpccl_last_error(), "memory kind") != NULL, "the error does not name the memory kind");
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    world = MPI_COMM_WORLD;
+    MPI_Comm_rank(world, &me);
+    MPI_Comm_size(world, &n);
+    check_rank = me;
+    cbs.oob_allgather = check_allgather;
+    cbs.oob_barrier = check_barrier;
+
+    /* The simulator, with a registry of this job's own, named after rank 0's pid. */
+    long mine = (long)getpid();
+    long *pids = (long *)calloc((size_t)n, sizeof(long));
+    if (pids == NULL || MPI_Allgather(&mine, 1, MPI_LONG, pids, 1, MPI_LONG, world) != MPI_SUCCESS) {
+        fprintf(stderr, "rank %d: cannot gather the pids\n", me);
+        return 1;
+    }
+    snprintf(sim_dir, sizeof sim_dir, "/dev/shm/ascend-sim-ctest-%ld", pids[0]);
+    free(pids);
+    setenv("KPCCL_ASCEND", "sim", 1);
+    setenv("ASCEND_SIM_DIR", sim_dir, 1);
+
+    kpccl_shm_comm_h comm = NULL;
+    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
+    if (comm != NULL) {
+        handoff(comm);
+        bad_device(comm);
+        mixed_kinds(comm);
+        handoff(comm);
+        /* Keys without a PID whitelist (every rank sets it the same). */
+        setenv("KPCCL_ASCEND_PID_VALIDATION", "0", 1);
+        handoff(comm);
+        unsetenv("KPCCL_ASCEND_PID_VALIDATION");
+        CHECK_OK(kpccl_shm_comm_destroy(comm));
+    }
+    MPI_Barrier(world);
+    struct stat st;
+    CHECK(stat(sim_dir, &st) != 0, "simulator state left in %s", sim_dir);
+    return check_finish(world);
+}

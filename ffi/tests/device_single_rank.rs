@@ -1,0 +1,81 @@
+//! A device window (`KPCCL_SHM_MEMORY_ASCEND`) through the C ABI with one
+//! rank, on the host simulator (`KPCCL_ASCEND=sim`): the address returned is
+//! device memory, fences and free work, and ACL failures read as their code.
+//! One test in its own binary: it sets the process's environment.
+#![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
+
+use core::ffi::{CStr, c_int, c_void};
+use core::ptr::null_mut;
+
+use kpccl::*;
+use kpccl_ascend::AclRuntime;
+use kpccl_ascend::codes::{ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE};
+use kpccl_ascend::sim::HostSim;
+
+unsafe extern "C" fn copy(
+    send: *const c_void,
+    recv: *mut c_void,
+    size: c_int,
+    _: *mut c_void,
+    _: kpccl_shm_datatype_t,
+) -> c_int {
+    unsafe { core::ptr::copy_nonoverlapping(send.cast::<u8>(), recv.cast::<u8>(), size as usize) };
+    0
+}
+
+unsafe extern "C" fn barrier(_: *mut c_void) -> c_int {
+    0
+}
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(kpccl_last_error()) }.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_device_window_on_the_simulator() {
+    let sim_dir = format!("/dev/shm/kpccl-test-{}-ffi-device", std::process::id());
+    // SAFETY: the only test of this binary; no other thread reads the environment.
+    unsafe {
+        std::env::set_var("KPCCL_ASCEND", "sim");
+        std::env::set_var("ASCEND_SIM_DIR", &sim_dir);
+    }
+    let mut cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(copy), oob_barrier: Some(barrier) };
+    let mut comm = null_mut();
+    assert_eq!(unsafe { kpccl_shm_comm_create(1, 0, 0, &mut cbs, null_mut(), &mut comm) }, KPCCL_OK);
+    let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
+    assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
+    let mut attr = unsafe { attr.assume_init() };
+    attr.memory_kind = kpccl_shm_memory_kind_t::KPCCL_SHM_MEMORY_ASCEND as c_int;
+    attr.device = 2;
+
+    let (mut base, mut win) = (null_mut(), null_mut());
+    assert_eq!(unsafe { kpccl_shm_win_alloc_ex(4096, comm, &attr, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+    assert!(!base.is_null());
+    let (mut size, mut ptr) = (0usize, null_mut());
+    assert_eq!(unsafe { kpccl_shm_win_query(win, 0, &mut size, &mut ptr) }, KPCCL_OK);
+    assert_eq!((size, ptr), (4096, base));
+    // The address is device memory: the runtime copies to and from it.
+    let rt = HostSim::new();
+    let data = [7u8; 64];
+    let mut back = [0u8; 64];
+    unsafe { rt.memcpy(base, 4096, data.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE) }.unwrap();
+    assert_eq!(unsafe { kpccl_shm_win_fence(win) }, KPCCL_OK);
+    assert_eq!(unsafe { kpccl_shm_peer_fence(win, 0) }, KPCCL_OK);
+    unsafe { rt.memcpy(back.as_mut_ptr().cast(), 64, base, 64, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
+    assert_eq!(back, data);
+    assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK, "{}", last_error());
+
+    // Size 0: no allocation, a NULL base.
+    assert_eq!(unsafe { kpccl_shm_win_alloc_ex(0, comm, &attr, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+    assert!(base.is_null());
+    assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK, "{}", last_error());
+
+    // A device the simulator does not have: the ACL code is in the text.
+    attr.device = 99;
+    assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_ERROR);
+    assert!(base.is_null() && win.is_null());
+    let text = last_error();
+    assert!(text.contains("kpccl_shm_win_alloc_ex: aclrtSetDevice failed: ACL error 107001"), "{text}");
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+    assert!(!std::path::Path::new(&sim_dir).exists(), "simulator state left in {sim_dir}");
+}
