@@ -346,6 +346,20 @@ pub enum CollectiveError {
     },
     /// The layout of the requested window cannot be built (e.g. sizes overflow).
     Layout(LayoutError),
+    /// The local ranks given do not number each node's ranks `0..n`: `rank`
+    /// (the first offender, in rank order) gave `local_rank`.
+    LocalRank {
+        /// The offending rank.
+        rank: u32,
+        /// The local rank it gave.
+        local_rank: u32,
+        /// Its node's index (nodes are numbered by their lowest rank).
+        node: u32,
+        /// How many ranks that node has.
+        local_size: u32,
+        /// The earlier rank of that node that gave the same local rank, if any.
+        clash: Option<u32>,
+    },
 }
 
 impl fmt::Display for CollectiveError {
@@ -357,6 +371,21 @@ impl fmt::Display for CollectiveError {
                 write!(f, "rank {rank} disagrees with rank 0 on the {field}")
             }
             Self::Layout(e) => write!(f, "the window cannot be laid out: {e}"),
+            Self::LocalRank { rank, local_rank, node, local_size, clash } => {
+                match clash {
+                    Some(other) => write!(
+                        f,
+                        "rank {rank} says local_rank {local_rank} but node {node} already has local_rank \
+                         {local_rank} (rank {other})"
+                    )?,
+                    None => write!(
+                        f,
+                        "rank {rank} says local_rank {local_rank} but node {node} has only {local_size} rank{}",
+                        if *local_size == 1 { "" } else { "s" }
+                    )?,
+                }
+                write!(f, ": the local ranks of each node must be 0..{local_size} (exclusive), one per rank")
+            }
         }
     }
 }

@@ -38,6 +38,8 @@ pub use layout::{Layout, LayoutMode, MAX_RANKS};
 pub use oob::Oob;
 pub use platform::{Platform, ProcessIdentity, Segment, Step, WaitOutcome};
 #[cfg(not(loom))]
-pub use protocol::{Record, WindowRequest, create_comm, create_window};
+pub use protocol::{
+    NodeInfo, NodeRanks, Placement, Record, WindowRequest, create_comm, create_comm_on, create_window, create_window_on,
+};
 #[cfg(not(loom))]
 pub use window::{DataSegment, Window};

@@ -12,6 +12,12 @@
 //! 5. Rank 0 unlinks the name: from here on nothing can leak.
 //! 6. A window fence in shared memory confirms that every rank is in.
 //!
+//! Over several nodes (see [`nodes`]) the collectives still span every rank,
+//! so that every rank reaches one verdict, but the segment, its layout and
+//! the confirming fence are per node: each node's local rank 0 creates its
+//! node's segment, and a last allgather (`Stage::Ready`) carries the fences'
+//! results across nodes.
+//!
 //! When a rank's out-of-band call fails, it makes exactly one more "flush"
 //! allgather with its failure: that call either completes the collective the
 //! others are still in (the callback failed before taking part) or is their
@@ -19,8 +25,10 @@
 //! counts of collective calls still match. After the last allgather, the
 //! failing rank asks for the flush through the window's poison word instead.
 
+mod nodes;
 mod record;
 
+pub use nodes::{NodeInfo, NodeRanks, Placement};
 use record::Stage;
 pub use record::{NAME_LEN, Record};
 
@@ -134,10 +142,10 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
     Ok(())
 }
 
-/// Communicator creation: ranks exchange identities and agree on the rank
-/// count and numbering. `table.len()` must be `nranks`. `local` is the
-/// caller's own verdict on its arguments: a rank whose arguments are bad
-/// still takes part, so that every rank fails together.
+/// Communicator creation on one node: ranks exchange identities and agree
+/// on the rank count and numbering. `table.len()` must be `nranks`. `local`
+/// is the caller's own verdict on its arguments: a rank whose arguments are
+/// bad still takes part, so that every rank fails together.
 pub fn create_comm<P, O>(
     platform: &P,
     oob: &O,
@@ -150,15 +158,38 @@ where
     P: Platform + ?Sized,
     O: Oob + ?Sized,
 {
+    create_comm_on(platform, oob, rank, nranks, Placement { node: 0, local_rank: rank }, local, table).map(drop)
+}
+
+/// Communicator creation over any number of nodes: as [`create_comm`], and
+/// each rank says where it runs (`me`). The ranks are grouped by node; the
+/// local ranks must number each node's ranks `0..n`, else every rank fails
+/// with [`CollectiveError::LocalRank`]. Afterwards `table[r].placement()` is
+/// where rank `r` runs.
+pub fn create_comm_on<P, O>(
+    platform: &P,
+    oob: &O,
+    rank: u32,
+    nranks: u32,
+    me: Placement,
+    local: Result<(), ArgError>,
+    table: &mut [Record],
+) -> Result<NodeInfo, CollectiveError>
+where
+    P: Platform + ?Sized,
+    O: Oob + ?Sized,
+{
     check_nranks(nranks)?;
     assert_eq!(table.len(), nranks as usize, "one record per rank");
     let mut mine = Record::new(Stage::Comm, rank, nranks, &platform.identity());
+    (mine.node, mine.local_rank) = (me.node, me.local_rank);
     let in_range = if rank < nranks { Ok(()) } else { Err(ArgError::Rank { rank, nranks }) };
     if let Err(e) = local.and(in_range) {
         mine.fail(Failure::Argument(e));
     }
     exchange(oob, &mine, table)?;
-    verdict(table, rank, Stage::Comm)
+    verdict(table, rank, Stage::Comm)?;
+    nodes::place(table, rank)
 }
 
 /// The digest of the layout and of the identities in the rank table: what
@@ -171,9 +202,9 @@ fn window_digest(layout: &Layout, barrier: Barrier, entries: impl Iterator<Item 
         .finish()
 }
 
-/// Window creation (collective). `table.len()` must be `nranks`; it is
-/// scratch space for the allgathers. `local` is the caller's own verdict on
-/// its arguments (see [`create_comm`]).
+/// Window creation on one node (collective). `table.len()` must be
+/// `nranks`; it is scratch space for the allgathers. `local` is the caller's
+/// own verdict on its arguments (see [`create_comm`]).
 pub fn create_window<P, O>(
     platform: &P,
     oob: &O,
@@ -187,10 +218,37 @@ where
     P: Platform + Clone,
     O: Oob + ?Sized,
 {
+    create_window_on(platform, oob, rank, nranks, NodeRanks::All, request, local, table)
+}
+
+/// Window creation over any number of nodes (collective over all `nranks`
+/// ranks): the window spans the ranks of the caller's node, `node`, and its
+/// [`Window`] numbers them by local rank. One node's failure fails every node.
+#[allow(clippy::too_many_arguments)] // the collective's inputs, each needed
+#[allow(clippy::too_many_lines)] // one protocol, step by step
+pub fn create_window_on<P, O>(
+    platform: &P,
+    oob: &O,
+    rank: u32,
+    nranks: u32,
+    node: NodeRanks<'_>,
+    request: &WindowRequest,
+    local: Result<(), ArgError>,
+    table: &mut [Record],
+) -> Result<Window<P>, CollectiveError>
+where
+    P: Platform + Clone,
+    O: Oob + ?Sized,
+{
     check_nranks(nranks)?;
     assert_eq!(table.len(), nranks as usize, "one record per rank");
     let who = platform.identity();
     let page = platform.page_size();
+    let valid_node = node.is_valid(rank, nranks);
+    let node = if valid_node { node } else { NodeRanks::All };
+    let (me, local_size) = (node.local(rank), node.size(nranks));
+    let leader = node.global(0);
+    let multi_node = local_size != nranks;
 
     // 1-2. Requests, checked locally, then together.
     let mut mine = Record::new(Stage::Request, rank, nranks, &who);
@@ -200,24 +258,26 @@ where
     mine.page = page;
     mine.barrier = request.barrier.code();
     mine.memory_kind = request.memory_kind;
-    if let Err(e) = local.and_then(|()| check_request(rank, nranks, request, page)) {
+    let node_ok = if valid_node { Ok(()) } else { Err(ArgError::Caller) };
+    if let Err(e) = local.and(node_ok).and_then(|()| check_request(rank, nranks, request, page)) {
         mine.fail(Failure::Argument(e));
     }
     exchange(oob, &mine, table)?;
     platform.checkpoint(Step::Requested, rank);
     verdict(table, rank, Stage::Request)?;
-    let params = LayoutParams { nranks, mode: request.mode, align: request.align, page };
-    let layout = Layout::new(params, |r| table[r as usize].size).map_err(CollectiveError::Layout)?;
-    let barrier = agreed_barrier(table);
-    let digest = window_digest(&layout, barrier, entries(&layout, table));
+    let params = LayoutParams { nranks: local_size, mode: request.mode, align: request.align, page };
+    let size_of = |l: u32| table[node.global(l) as usize].size;
+    let layout = Layout::new(params, size_of).map_err(CollectiveError::Layout)?;
+    let barrier = agreed_barrier(table, node);
+    let digest = window_digest(&layout, barrier, entries(&layout, table, node));
     let header = Header { digest, barrier: barrier.code(), ..layout.header() };
 
-    // 3. Rank 0 creates.
+    // 3. Each node's local rank 0 creates.
     let mut mine = Record::new(Stage::Create, rank, nranks, &who);
     let mut name = heapless::String::<{ NAME_LEN - 1 }>::new();
     let mut created = None;
-    if rank == 0 {
-        match create_segment(platform, &layout, header, table, &mut name) {
+    if me == 0 {
+        match create_segment(platform, &layout, header, table, node, &mut name) {
             Ok(s) => {
                 platform.checkpoint(Step::Created, rank);
                 mine.set_name(&name);
@@ -227,7 +287,7 @@ where
         }
     }
     let unlink = |name: &str| {
-        if rank == 0 && !name.is_empty() {
+        if me == 0 && !name.is_empty() {
             let _ = platform.unlink(name);
         }
     };
@@ -235,23 +295,23 @@ where
         unlink(&name);
         return Err(e);
     }
-    let Some(shared_name) = table[0].name() else {
+    let Some(shared_name) = table[leader as usize].name() else {
         unlink(&name);
-        return Err(CollectiveError::Mismatch { rank: 0, field: Field::Version });
+        return Err(CollectiveError::Mismatch { rank: leader, field: Field::Version });
     };
     let mut shared: heapless::String<{ NAME_LEN - 1 }> = heapless::String::new();
     let _ = shared.push_str(shared_name);
 
-    // 4. Everyone attaches.
+    // 4. Everyone attaches to its node's segment.
     let mut mine = Record::new(Stage::Attach, rank, nranks, &who);
     let attached = match created {
         Some(s) => Ok(s),
         None => platform.open(&shared, layout.total()).map_err(Failure::Platform),
     }
     .and_then(|s| {
-        let w = Window::new(platform.clone(), s, layout, rank, request.policy, barrier);
+        let w = Window::new(platform.clone(), s, layout, me, request.policy, barrier);
         verify(&w, &layout, &header)?;
-        claim(&w, &layout, rank).map_err(Failure::Platform)?;
+        claim(&w, &layout, me).map_err(Failure::Platform)?;
         Ok(w)
     });
     let window = match attached {
@@ -271,7 +331,8 @@ where
     platform.checkpoint(Step::Unlinked, rank);
     if let Err(e) = gathered {
         // The others may have finished this allgather and be waiting in the
-        // window fence below: ask them, through the poison word, to flush too.
+        // window fence below: ask them, through the poison word, to flush too
+        // (over several nodes, the flush meets the others' `Ready` allgather).
         if let Some(w) = &window {
             w.poison(Poison { kind: PoisonKind::Flush, rank });
         }
@@ -281,8 +342,19 @@ where
     verdict(table, rank, Stage::Attach)?;
     let window = window.expect("a rank without a window reported a failure");
 
-    // 6. Everyone is in.
-    match window.fence() {
+    // 6. Everyone is in: the node's fence, then (several nodes) its result to every node.
+    let fenced = window.fence();
+    if multi_node {
+        let mut mine = Record::new(Stage::Ready, rank, nranks, &who);
+        if let Err(e) = fenced {
+            mine.fail(Failure::Fence(e));
+        }
+        exchange(oob, &mine, table)?;
+        verdict(table, rank, Stage::Ready)?;
+        platform.checkpoint(Step::Ready, rank);
+        return Ok(window);
+    }
+    match fenced {
         Ok(()) => {
             platform.checkpoint(Step::Ready, rank);
             Ok(window)
@@ -297,10 +369,12 @@ where
     }
 }
 
-/// The window fence every rank runs: flat if any rank asked for it (on a
-/// table the verdict accepted, so every code is valid).
-fn agreed_barrier(table: &[Record]) -> Barrier {
-    if table.iter().any(|r| r.barrier == Barrier::Flat.code()) { Barrier::Flat } else { Barrier::Dissemination }
+/// The window fence every rank of a node runs: flat if any rank of the node
+/// asked for it (on a table the verdict accepted, so every code is valid).
+fn agreed_barrier(table: &[Record], node: NodeRanks<'_>) -> Barrier {
+    let size = node.size(u32::try_from(table.len()).unwrap_or(u32::MAX));
+    let flat = (0..size).any(|l| table[node.global(l) as usize].barrier == Barrier::Flat.code());
+    if flat { Barrier::Flat } else { Barrier::Dissemination }
 }
 
 /// The local checks of a window request.
@@ -315,9 +389,10 @@ fn check_request(rank: u32, nranks: u32, request: &WindowRequest, page: u64) -> 
     Ok(())
 }
 
-/// The rank-table entries a layout implies, from the request table.
-fn entries<'a>(layout: &Layout, table: &'a [Record]) -> impl Iterator<Item = RankEntry> + 'a {
-    layout.segments(|r| table[r as usize].size).zip(table).map(|(seg, rec)| RankEntry {
+/// The rank-table entries a node's layout implies, from the request table.
+fn entries<'a>(layout: &Layout, table: &'a [Record], node: NodeRanks<'a>) -> impl Iterator<Item = RankEntry> + 'a {
+    let rec = move |l: u32| &table[node.global(l) as usize];
+    layout.segments(move |l| rec(l).size).zip((0..layout.nranks()).map(rec)).map(|(seg, rec)| RankEntry {
         offset: seg.offset,
         size: seg.len,
         pid: rec.pid,
@@ -334,6 +409,7 @@ fn create_segment<P: Platform>(
     layout: &Layout,
     header: Header,
     table: &[Record],
+    node: NodeRanks<'_>,
     name: &mut heapless::String<{ NAME_LEN - 1 }>,
 ) -> Result<P::Segment, PlatformError> {
     let mut random = [0u8; 8];
@@ -359,7 +435,7 @@ fn create_segment<P: Platform>(
     }
     let mem = Window::<P>::view(&segment);
     mem.write(0, header);
-    for (r, e) in (0u32..).zip(entries(layout, table)) {
+    for (r, e) in (0u32..).zip(entries(layout, table, node)) {
         mem.write(layout.rank_entry(r), e);
     }
     Ok(segment)

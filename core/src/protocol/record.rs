@@ -26,9 +26,12 @@ pub(crate) enum Stage {
     Create = 3,
     /// Window creation: every rank's attach result.
     Attach = 4,
+    /// Window creation over several nodes: every rank's confirm fence result
+    /// (a node's fence cannot tell another node's ranks).
+    Ready = 5,
 }
 
-/// One rank's contribution to an allgather. Plain old data, 160 bytes.
+/// One rank's contribution to an allgather. Plain old data, 176 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
@@ -52,9 +55,16 @@ pub struct Record {
     pub(crate) barrier: u32,
     padding: u32,
     pub(crate) name: [u8; NAME_LEN],
+    /// The digest of the rank's node identity (every stage; used at Stage::Comm).
+    pub(crate) node: u64,
+    /// The rank's number among its node's ranks, as the caller gave it.
+    pub(crate) local_rank: u32,
+    reserved: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<Record>() == 160);
+// Every stage has this one size (the flush rule, see the module docs).
+const _: () = assert!(core::mem::size_of::<Record>() == 176);
+const _: () = assert!(core::mem::offset_of!(Record, node) == 160);
 
 impl Default for Record {
     fn default() -> Self {
@@ -78,6 +88,9 @@ impl Default for Record {
             barrier: 0,
             padding: 0,
             name: [0; NAME_LEN],
+            node: 0,
+            local_rank: 0,
+            reserved: 0,
         }
     }
 }

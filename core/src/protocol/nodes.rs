@@ -1,0 +1,188 @@
+//! Nodes: which ranks share memory. Shared memory stops at the node, so a
+//! communicator over many nodes groups its ranks by the node identity each
+//! one contributes, and every window is laid out per node.
+//!
+//! Every rank judges the gathered table the same way: nodes are numbered by
+//! their lowest rank, and the local ranks the callers gave must number each
+//! node's ranks `0..n`, one each, else every rank returns the same error.
+//! Quadratic in the rank count, without allocating (1024 ranks: ~1M steps,
+//! once per communicator).
+
+use super::Record;
+use crate::error::CollectiveError;
+
+/// Where one rank says it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// A digest of its node's identity: equal on the ranks of one node only.
+    pub node: u64,
+    /// Its number among its node's ranks, `0..n`.
+    pub local_rank: u32,
+}
+
+/// A rank's place among the nodes of its communicator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// How many nodes the communicator spans.
+    pub nnodes: u32,
+    /// This rank's node, `0..nnodes` (nodes are numbered by their lowest rank).
+    pub node: u32,
+    /// This rank's number on its node.
+    pub local_rank: u32,
+    /// Ranks on this node.
+    pub local_size: u32,
+}
+
+/// The ranks of the caller's node: a window's memory is shared by these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeRanks<'a> {
+    /// Every rank of the communicator, in rank order (a single node).
+    All,
+    /// These global ranks, in local-rank order; the caller is `ranks[local_rank]`.
+    Some {
+        /// Global rank of each local rank.
+        ranks: &'a [u32],
+        /// The caller's local rank.
+        local_rank: u32,
+    },
+}
+
+impl NodeRanks<'_> {
+    /// Ranks on the node, given the communicator's size.
+    #[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS entries
+    pub(crate) fn size(&self, nranks: u32) -> u32 {
+        match self {
+            Self::All => nranks,
+            Self::Some { ranks, .. } => ranks.len() as u32,
+        }
+    }
+
+    /// The global rank of local rank `l`.
+    pub(crate) fn global(&self, l: u32) -> u32 {
+        match self {
+            Self::All => l,
+            Self::Some { ranks, .. } => ranks[l as usize],
+        }
+    }
+
+    /// The caller's local rank, given its global rank.
+    pub(crate) fn local(&self, rank: u32) -> u32 {
+        match self {
+            Self::All => rank,
+            Self::Some { local_rank, .. } => *local_rank,
+        }
+    }
+
+    /// Whether the caller's arguments describe a node it belongs to.
+    pub(crate) fn is_valid(&self, rank: u32, nranks: u32) -> bool {
+        match self {
+            Self::All => true,
+            Self::Some { ranks, local_rank } => {
+                !ranks.is_empty()
+                    && ranks.len() <= nranks as usize
+                    && ranks.get(*local_rank as usize) == Some(&rank)
+                    && ranks.iter().all(|&r| r < nranks)
+            }
+        }
+    }
+}
+
+impl Record {
+    /// Where the rank that sent this (Stage::Comm) record runs.
+    #[must_use]
+    pub fn placement(&self) -> Placement {
+        Placement { node: self.node, local_rank: self.local_rank }
+    }
+}
+
+/// The lowest rank on `r`'s node.
+fn leader(table: &[Record], r: usize) -> usize {
+    (0..r).find(|&s| table[s].node == table[r].node).unwrap_or(r)
+}
+
+/// The index of the node whose lowest rank is `leader`.
+#[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
+fn index(table: &[Record], leader_rank: usize) -> u32 {
+    (0..leader_rank).filter(|&s| leader(table, s) == s).count() as u32
+}
+
+#[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
+fn size(table: &[Record], r: usize) -> u32 {
+    table.iter().filter(|t| t.node == table[r].node).count() as u32
+}
+
+/// Checks the local ranks of a gathered Stage::Comm table and places rank `me`.
+#[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
+pub(crate) fn place(table: &[Record], me: u32) -> Result<NodeInfo, CollectiveError> {
+    for r in 0..table.len() {
+        let first = leader(table, r);
+        let local_size = size(table, r);
+        let local_rank = table[r].local_rank;
+        let clash = (first..r).find(|&s| table[s].node == table[r].node && table[s].local_rank == local_rank);
+        if local_rank >= local_size || clash.is_some() {
+            return Err(CollectiveError::LocalRank {
+                rank: r as u32,
+                local_rank,
+                node: index(table, first),
+                local_size,
+                clash: clash.map(|s| s as u32),
+            });
+        }
+    }
+    let me = me as usize;
+    Ok(NodeInfo {
+        nnodes: (0..table.len()).filter(|&s| leader(table, s) == s).count() as u32,
+        node: index(table, leader(table, me)),
+        local_rank: table[me].local_rank,
+        local_size: size(table, me),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(placements: &[(u64, u32)]) -> std::vec::Vec<Record> {
+        placements
+            .iter()
+            .map(|&(node, local_rank)| {
+                let mut r = Record::default();
+                (r.node, r.local_rank) = (node, local_rank);
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nodes_are_numbered_by_their_lowest_rank() {
+        // Round-robin placement over two nodes, and a third node of one rank.
+        let t = table(&[(7, 0), (3, 0), (7, 1), (3, 1), (9, 0)]);
+        let info = |me| place(&t, me).unwrap();
+        assert_eq!(info(0), NodeInfo { nnodes: 3, node: 0, local_rank: 0, local_size: 2 });
+        assert_eq!(info(3), NodeInfo { nnodes: 3, node: 1, local_rank: 1, local_size: 2 });
+        assert_eq!(info(4), NodeInfo { nnodes: 3, node: 2, local_rank: 0, local_size: 1 });
+    }
+
+    #[test]
+    fn local_ranks_may_be_any_permutation() {
+        let t = table(&[(1, 1), (1, 0), (2, 0)]);
+        assert_eq!(place(&t, 0).unwrap().local_rank, 1);
+    }
+
+    #[test]
+    fn a_duplicate_or_out_of_range_local_rank_fails_every_rank_alike() {
+        // The reference example split in two nodes: local_rank = rank.
+        let t = table(&[(1, 0), (1, 1), (2, 2), (2, 3)]);
+        for me in 0..4 {
+            assert_eq!(
+                place(&t, me),
+                Err(CollectiveError::LocalRank { rank: 2, local_rank: 2, node: 1, local_size: 2, clash: None })
+            );
+        }
+        let t = table(&[(1, 0), (2, 0), (1, 1), (2, 0)]);
+        let e = place(&t, 0).unwrap_err();
+        assert_eq!(e, CollectiveError::LocalRank { rank: 3, local_rank: 0, node: 1, local_size: 2, clash: Some(1) });
+        let text = std::format!("{e}");
+        assert!(text.contains("rank 3 says local_rank 0 but node 1 already has local_rank 0 (rank 1)"), "{text}");
+    }
+}

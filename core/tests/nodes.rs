@@ -1,0 +1,100 @@
+//! A communicator over several nodes, with threads as ranks: ranks grouped
+//! by the node they name, a window per node (each node's rank 0 creates its
+//! own segment), fences inside a node, and one node's failure failing every
+//! node. Runs under Miri too.
+#![cfg(not(loom))] // the window API is compiled out under loom
+
+mod support;
+
+use core::time::Duration;
+use std::vec;
+use std::vec::Vec;
+
+use kpccl_core::error::{ArgError, Failure};
+use kpccl_core::{
+    CollectiveError, LayoutMode, NodeInfo, NodeRanks, Placement, Record, WaitPolicy, WindowRequest, create_comm_on,
+    create_window_on,
+};
+use support::{ThreadPlatform, check, fill, run};
+
+const LIMIT: Duration = Duration::from_secs(if cfg!(miri) { 1 << 40 } else { 120 });
+
+fn request(size: u64) -> WindowRequest {
+    let policy = WaitPolicy { spins: 16, yields: 16, timeout_ns: 0, liveness_ns: 10_000_000 };
+    WindowRequest { size, mode: LayoutMode::Contiguous, align: 64, policy, ..WindowRequest::default() }
+}
+
+/// Ranks placed round-robin over `nodes` nodes (rank r on node r % nodes).
+fn round_robin(rank: u32, nodes: u32) -> Placement {
+    Placement { node: 100 + u64::from(rank % nodes), local_rank: rank / nodes }
+}
+
+#[test]
+fn every_node_gets_its_own_window() {
+    for (n, nodes) in [(6u32, 2u32), (6, 3), (4, 4), (5, 2)] {
+        let platform = ThreadPlatform::new(4096);
+        let p = platform.clone();
+        let results = run(n, LIMIT, move |rank, oob| {
+            let mut table = vec![Record::default(); n as usize];
+            let info = create_comm_on(&p, &oob, rank, n, round_robin(rank, nodes), Ok(()), &mut table).unwrap();
+            let node = rank % nodes;
+            let size = n.div_ceil(nodes) - u32::from(node >= n % nodes && n % nodes != 0);
+            assert_eq!(info, NodeInfo { nnodes: nodes, node, local_rank: rank / nodes, local_size: size });
+            let ranks: Vec<u32> = (0..size).map(|l| l * nodes + node).collect();
+            let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
+            let w =
+                create_window_on(&p, &oob, rank, n, group, &request(64 + u64::from(rank)), Ok(()), &mut table).unwrap();
+            assert_eq!((w.rank(), w.nranks()), (info.local_rank, size));
+            for l in 0..size {
+                assert_eq!(w.segment(l).unwrap().len as u64, 64 + u64::from(ranks[l as usize]));
+            }
+            let me = w.segment(w.rank()).unwrap();
+            for round in 0..3 {
+                fill(&me, rank, round);
+                w.fence().unwrap();
+                for l in (0..size).filter(|&l| l != w.rank()) {
+                    check(&w.segment(l).unwrap(), ranks[l as usize], round).unwrap();
+                }
+                w.fence().unwrap();
+            }
+            w.free().unwrap();
+        });
+        assert_eq!(results.len(), n as usize);
+        assert_eq!(platform.created(), nodes as usize, "one segment per node");
+        assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
+    }
+}
+
+#[test]
+fn bad_local_ranks_fail_every_rank() {
+    // Two nodes of two, each rank giving its global rank as local rank (the
+    // reference example's call): node 1's ranks are 2 and 3, not 0 and 1.
+    let platform = ThreadPlatform::new(4096);
+    let results = run(4, LIMIT, move |rank, oob| {
+        let mut table = vec![Record::default(); 4];
+        let me = Placement { node: u64::from(rank / 2), local_rank: rank };
+        create_comm_on(&platform, &oob, rank, 4, me, Ok(()), &mut table)
+    });
+    let want = CollectiveError::LocalRank { rank: 2, local_rank: 2, node: 1, local_size: 2, clash: None };
+    assert!(results.iter().all(|r| *r == Err(want)), "{results:?}");
+}
+
+#[test]
+fn one_nodes_failure_fails_every_node() {
+    let platform = ThreadPlatform::new(4096);
+    let p = platform.clone();
+    let results = run(4, LIMIT, move |rank, oob| {
+        let mut table = vec![Record::default(); 4];
+        let info = create_comm_on(&p, &oob, rank, 4, round_robin(rank, 2), Ok(()), &mut table)?;
+        let ranks = [rank % 2, rank % 2 + 2];
+        let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
+        let local = if rank == 3 { Err(ArgError::Caller) } else { Ok(()) };
+        create_window_on(&p, &oob, rank, 4, group, &request(64), local, &mut table).map(drop)
+    });
+    let failure = Failure::Argument(ArgError::Caller);
+    for (r, res) in (0u32..).zip(results) {
+        let want = if r == 3 { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: 3, failure } };
+        assert_eq!(res, Err(want), "rank {r}");
+    }
+    assert_eq!(platform.created(), 0);
+}
