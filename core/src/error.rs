@@ -373,6 +373,12 @@ impl fmt::Display for CollectiveError {
             Self::Layout(e) => write!(f, "the window cannot be laid out: {e}"),
             Self::LocalRank { rank, local_rank, node, local_size, clash } => {
                 match clash {
+                    // u32::MAX: `protocol::AUTO_LOCAL_RANK` (the protocol is compiled out under loom).
+                    Some(other) if *local_rank == u32::MAX => write!(
+                        f,
+                        "rank {rank} asks to be numbered on its node but rank {other} of node {node} gives its \
+                         local_rank"
+                    )?,
                     Some(other) => write!(
                         f,
                         "rank {rank} says local_rank {local_rank} but node {node} already has local_rank \

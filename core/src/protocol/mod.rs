@@ -28,7 +28,7 @@
 mod nodes;
 mod record;
 
-pub use nodes::{NodeInfo, NodeRanks, Placement};
+pub use nodes::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, map_nodes};
 use record::Stage;
 pub use record::{NAME_LEN, Record};
 

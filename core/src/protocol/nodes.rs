@@ -4,19 +4,24 @@
 //!
 //! Every rank judges the gathered table the same way: nodes are numbered by
 //! their lowest rank, and the local ranks the callers gave must number each
-//! node's ranks `0..n`, one each, else every rank returns the same error.
+//! node's ranks `0..n`, one each, else every rank returns the same error. A
+//! rank that gives [`AUTO_LOCAL_RANK`] is numbered after the ranks below it
+//! on its node (rank order).
 //! Quadratic in the rank count, without allocating (1024 ranks: ~1M steps,
 //! once per communicator).
 
 use super::Record;
 use crate::error::CollectiveError;
 
+/// A local rank that asks to be numbered by rank order on its node.
+pub const AUTO_LOCAL_RANK: u32 = u32::MAX;
+
 /// Where one rank says it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
     /// A digest of its node's identity: equal on the ranks of one node only.
     pub node: u64,
-    /// Its number among its node's ranks, `0..n`.
+    /// Its number among its node's ranks, `0..n`, or [`AUTO_LOCAL_RANK`].
     pub local_rank: u32,
 }
 
@@ -111,18 +116,60 @@ fn size(table: &[Record], r: usize) -> u32 {
     table.iter().filter(|t| t.node == table[r].node).count() as u32
 }
 
+/// Rank `r`'s local rank: as given, or its place among its node's ranks
+/// (then every rank of the node is AUTO; see [`place`]).
+#[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
+fn local_rank(table: &[Record], r: usize) -> u32 {
+    match table[r].local_rank {
+        AUTO_LOCAL_RANK => table[..r].iter().filter(|t| t.node == table[r].node).count() as u32,
+        given => given,
+    }
+}
+
+/// Every rank's node index and local rank, from a table that
+/// [`create_comm_on`](super::create_comm_on) accepted.
+///
+/// # Panics
+/// If the slices are not as long as the table.
+pub fn map_nodes(table: &[Record], node_of: &mut [u32], local_of: &mut [u32]) {
+    assert!(node_of.len() == table.len() && local_of.len() == table.len(), "one entry per rank");
+    let mut nodes = 0;
+    for r in 0..table.len() {
+        let first = leader(table, r);
+        node_of[r] = if first == r {
+            nodes += 1;
+            nodes - 1
+        } else {
+            node_of[first]
+        };
+        local_of[r] = local_rank(table, r);
+    }
+}
+
 /// Checks the local ranks of a gathered Stage::Comm table and places rank `me`.
 #[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
 pub(crate) fn place(table: &[Record], me: u32) -> Result<NodeInfo, CollectiveError> {
     for r in 0..table.len() {
         let first = leader(table, r);
         let local_size = size(table, r);
-        let local_rank = table[r].local_rank;
-        let clash = (first..r).find(|&s| table[s].node == table[r].node && table[s].local_rank == local_rank);
-        if local_rank >= local_size || clash.is_some() {
+        let same_node = |s: &usize| table[*s].node == table[r].node;
+        let given = table[r].local_rank;
+        // A node numbers itself (every rank AUTO: valid by construction) or
+        // is numbered by its callers (each checked against the ranks below it).
+        let clash = if given == AUTO_LOCAL_RANK {
+            (first..table.len()).filter(same_node).find(|&s| table[s].local_rank != AUTO_LOCAL_RANK)
+        } else {
+            (first..r).filter(same_node).find(|&s| table[s].local_rank == given)
+        };
+        let mixed = given != AUTO_LOCAL_RANK
+            && (first..table.len()).filter(same_node).any(|s| table[s].local_rank == AUTO_LOCAL_RANK);
+        if mixed {
+            continue; // reported at the node's first AUTO rank
+        }
+        if (given != AUTO_LOCAL_RANK && given >= local_size) || clash.is_some() {
             return Err(CollectiveError::LocalRank {
                 rank: r as u32,
-                local_rank,
+                local_rank: given,
                 node: index(table, first),
                 local_size,
                 clash: clash.map(|s| s as u32),
@@ -133,7 +180,7 @@ pub(crate) fn place(table: &[Record], me: u32) -> Result<NodeInfo, CollectiveErr
     Ok(NodeInfo {
         nnodes: (0..table.len()).filter(|&s| leader(table, s) == s).count() as u32,
         node: index(table, leader(table, me)),
-        local_rank: table[me].local_rank,
+        local_rank: local_rank(table, me),
         local_size: size(table, me),
     })
 }
@@ -167,6 +214,20 @@ mod tests {
     fn local_ranks_may_be_any_permutation() {
         let t = table(&[(1, 1), (1, 0), (2, 0)]);
         assert_eq!(place(&t, 0).unwrap().local_rank, 1);
+    }
+
+    #[test]
+    fn automatic_local_ranks_follow_rank_order() {
+        let a = AUTO_LOCAL_RANK;
+        let t = table(&[(5, a), (6, a), (5, a), (5, a), (6, a)]);
+        assert_eq!(
+            place(&table(&[(5, 1), (5, a)]), 0),
+            Err(CollectiveError::LocalRank { rank: 1, local_rank: a, node: 0, local_size: 2, clash: Some(0) })
+        );
+        assert_eq!(place(&t, 3).unwrap(), NodeInfo { nnodes: 2, node: 0, local_rank: 2, local_size: 3 });
+        let (mut node_of, mut local_of) = ([0; 5], [0; 5]);
+        map_nodes(&t, &mut node_of, &mut local_of);
+        assert_eq!((node_of, local_of), ([0, 1, 0, 0, 1], [0, 0, 1, 2, 1]));
     }
 
     #[test]
