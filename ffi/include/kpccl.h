@@ -86,6 +86,12 @@ static inline void kpccl_error(const char *fmt, ...)
 #define KPCCL_SHM_WIN_ATTR_VERSION 1263534081
 
 /**
+ * `local_rank` for `kpccl_shm_comm_create`: number this node's ranks in
+ * rank order (every rank of the node must pass it).
+ */
+#define KPCCL_LOCAL_RANK_AUTO -1
+
+/**
  * The element type of an out-of-band allgather.
  */
 typedef enum kpccl_shm_datatype_t {
@@ -147,8 +153,8 @@ typedef enum kpccl_shm_memory_kind_t {
 } kpccl_shm_memory_kind_t;
 
 /**
- * A communicator (opaque): `nranks` processes of one node that create
- * windows together through out-of-band callbacks.
+ * A communicator (opaque): `nranks` processes, on one node or many, that
+ * create windows together through out-of-band callbacks.
  */
 typedef struct kpccl_shm_comm_t kpccl_shm_comm_t;
 
@@ -234,16 +240,51 @@ typedef struct kpccl_shm_oob_cb_t *kpccl_shm_oob_cb_h;
 typedef struct kpccl_shm_comm_t *kpccl_shm_comm_h;
 
 /**
- * A window as C sees it: the public fields, followed by library-private
- * state. Never allocate, copy or write one; read `rank` and `nranks`.
+ * Where a communicator's ranks run, as `kpccl_shm_comm_query` reports it.
+ * Shared memory stops at the node: a window spans the `local_size` ranks of
+ * the caller's node (`kpccl_shm_comm_node_ranks` lists them).
  */
-typedef struct kpccl_shm_win_t {
+typedef struct kpccl_shm_comm_info_t {
   /**
-   * This process's rank in the window.
+   * This process's rank in the communicator.
    */
   int rank;
   /**
-   * The number of ranks in the window.
+   * Ranks in the communicator (on every node).
+   */
+  int nranks;
+  /**
+   * How many nodes the communicator spans.
+   */
+  int nnodes;
+  /**
+   * This rank's node, `0..nnodes` (nodes are numbered by their lowest rank).
+   */
+  int node;
+  /**
+   * This rank's number among its node's ranks, `0..local_size`.
+   */
+  int local_rank;
+  /**
+   * Ranks on this node.
+   */
+  int local_size;
+} kpccl_shm_comm_info_t;
+
+/**
+ * A window as C sees it: the public fields, followed by library-private
+ * state. Never allocate, copy or write one; read `rank` and `nranks`.
+ *
+ * Ranks are the communicator's. Over several nodes, only the ranks of this
+ * rank's node share the window's memory (`kpccl_shm_comm_node_ranks`).
+ */
+typedef struct kpccl_shm_win_t {
+  /**
+   * This process's rank (in the communicator).
+   */
+  int rank;
+  /**
+   * The number of ranks in the communicator (on every node).
    */
   int nranks;
   /**
@@ -279,9 +320,15 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
  * Creates a communicator (collective: every rank calls it with the same
  * `nranks`, its own `rank` and the same kind of callbacks).
  *
- * `rank` is in `0..nranks`, unique per process; `local_rank` is the
- * caller's rank among the ranks on its node, in `0..nranks` (all ranks of a
- * communicator share one node, so it usually equals `rank`). `oob` is read
+ * `rank` is in `0..nranks`, unique per process, and keeps its meaning in
+ * every call. `local_rank` is the caller's rank among the ranks on its node:
+ * on a node of `n` ranks, each passes its own value in `0..n` (else every
+ * rank fails), or every rank of the node passes `KPCCL_LOCAL_RANK_AUTO` to
+ * be numbered in rank order. Ranks are grouped by node: by boot id and
+ * hostname, or by the `KPCCL_NODE_ID` environment variable when set (to
+ * simulate nodes on one machine; each simulated node keeps its segments in
+ * a directory of its own). Windows then span the ranks of one node
+ * (see `kpccl_shm_comm_query`). `oob` is read
  * during this call (the callbacks are copied); `group` is passed to them
  * unchanged and must stay valid until the communicator and every window
  * allocation on it are done with. On success `*comm` is the new
@@ -313,6 +360,29 @@ int kpccl_shm_comm_create(int nranks,
 int kpccl_shm_comm_destroy(kpccl_shm_comm_h comm);
 
 /**
+ * Where this rank runs: fills `*info` with the rank and rank count, the
+ * node count, this rank's node, its local rank and its node's rank count.
+ * Local (no collective).
+ *
+ * # Safety
+ * `comm` is `NULL` or a handle not destroyed during the call; `info` is
+ * `NULL` or valid for writes.
+ */
+int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *info);
+
+/**
+ * The global ranks on this node, by local rank: `ranks[l]` is the rank whose
+ * local rank is `l`, for `l` in `0..local_size` (see `kpccl_shm_comm_query`).
+ * `capacity` is the length of `ranks`; fewer than `local_size` is an error
+ * (nothing written). Local (no collective).
+ *
+ * # Safety
+ * `comm` is `NULL` or a handle not destroyed during the call; `ranks` is
+ * `NULL` or valid for writes of `capacity` ints.
+ */
+int kpccl_shm_comm_node_ranks(kpccl_shm_comm_h comm, int *ranks, int capacity);
+
+/**
  * The text of this thread's last failure: which function failed and why,
  * or `""` if nothing failed yet. Never `NULL`.
  *
@@ -334,8 +404,10 @@ const char *kpccl_last_error(void);
 int kpccl_run_oob(struct kpccl_shm_oob_cb_t *cbs, void **group, int *rank, int *nranks);
 
 /**
- * Allocates a window (collective over the communicator's ranks): this rank
- * owns `size` bytes (0 is legal; sizes may differ per rank). On success
+ * Allocates a window (collective over the communicator's ranks, on every
+ * node): this rank owns `size` bytes (0 is legal; sizes may differ per
+ * rank). The window's memory is shared by the ranks of each node; a failure
+ * on any node fails every rank. On success
  * `*baseptr` is this rank's segment (`NULL` when `size` is 0) and `*win`
  * the window; on failure both are `NULL` and every rank fails.
  *
@@ -380,6 +452,8 @@ int kpccl_shm_win_free(kpccl_shm_win_h win);
  * before it is seen by `remote_rank` after its matching
  * `kpccl_shm_peer_fence(win, <this rank>)`, and vice versa. Fences between
  * a pair match one to one, in order; a fence with oneself returns at once.
+ * `remote_rank` must run on this node: a rank of another node is an error
+ * (shared memory does not cross nodes).
  *
  * # Safety
  * `win` is `NULL` or a handle that no other thread uses during the call.
@@ -387,8 +461,9 @@ int kpccl_shm_win_free(kpccl_shm_win_h win);
 int kpccl_shm_peer_fence(kpccl_shm_win_h win, int remote_rank);
 
 /**
- * The fence with every rank of the window (every rank calls it): what any
- * rank did before it is seen by every rank after it.
+ * The fence with every rank of this node's window (each of them calls it):
+ * what any of them did before it is seen by all of them after it. Ranks on
+ * other nodes take part in their own node's fence, not in this one.
  *
  * # Safety
  * `win` is `NULL` or a handle that no other thread uses during the call.
@@ -397,7 +472,8 @@ int kpccl_shm_win_fence(kpccl_shm_win_h win);
 
 /**
  * Rank `rank`'s segment, like `MPI_Win_shared_query`: its size in bytes and
- * its address in this process (`NULL` when the size is 0). Local. For a
+ * its address in this process (`NULL` when the size is 0). Local. `rank`
+ * must run on this node: for a rank of another node it is an error. For a
  * device window (`KPCCL_SHM_MEMORY_ASCEND`) the address is a device address
  * (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
  *

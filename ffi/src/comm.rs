@@ -1,4 +1,5 @@
-//! Communicators: `kpccl_shm_comm_create` / `kpccl_shm_comm_destroy`.
+//! Communicators: `kpccl_shm_comm_create` / `kpccl_shm_comm_destroy`, and
+//! where their ranks run: `kpccl_shm_comm_query` / `kpccl_shm_comm_node_ranks`.
 
 use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
@@ -10,14 +11,37 @@ use crate::handle::{self, Kind};
 use crate::log::{self, Level};
 use crate::oob::{CallbackOob, kpccl_shm_oob_cb_h};
 
-/// A communicator (opaque): `nranks` processes of one node that create
-/// windows together through out-of-band callbacks.
+/// A communicator (opaque): `nranks` processes, on one node or many, that
+/// create windows together through out-of-band callbacks.
 #[derive(Debug)]
 pub struct kpccl_shm_comm_t {
     magic: u64,
-    local_rank: u32,
     comm: Comm<CallbackOob>,
 }
+
+/// Where a communicator's ranks run, as `kpccl_shm_comm_query` reports it.
+/// Shared memory stops at the node: a window spans the `local_size` ranks of
+/// the caller's node (`kpccl_shm_comm_node_ranks` lists them).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct kpccl_shm_comm_info_t {
+    /// This process's rank in the communicator.
+    pub rank: c_int,
+    /// Ranks in the communicator (on every node).
+    pub nranks: c_int,
+    /// How many nodes the communicator spans.
+    pub nnodes: c_int,
+    /// This rank's node, `0..nnodes` (nodes are numbered by their lowest rank).
+    pub node: c_int,
+    /// This rank's number among its node's ranks, `0..local_size`.
+    pub local_rank: c_int,
+    /// Ranks on this node.
+    pub local_size: c_int,
+}
+
+/// `local_rank` for `kpccl_shm_comm_create`: number this node's ranks in
+/// rank order (every rank of the node must pass it).
+pub const KPCCL_LOCAL_RANK_AUTO: c_int = -1;
 
 /// A communicator handle.
 pub type kpccl_shm_comm_h = *mut kpccl_shm_comm_t;
@@ -49,9 +73,15 @@ pub(crate) unsafe fn get<'a>(h: kpccl_shm_comm_h, arg: &'static str) -> Result<&
 /// Creates a communicator (collective: every rank calls it with the same
 /// `nranks`, its own `rank` and the same kind of callbacks).
 ///
-/// `rank` is in `0..nranks`, unique per process; `local_rank` is the
-/// caller's rank among the ranks on its node, in `0..nranks` (all ranks of a
-/// communicator share one node, so it usually equals `rank`). `oob` is read
+/// `rank` is in `0..nranks`, unique per process, and keeps its meaning in
+/// every call. `local_rank` is the caller's rank among the ranks on its node:
+/// on a node of `n` ranks, each passes its own value in `0..n` (else every
+/// rank fails), or every rank of the node passes `KPCCL_LOCAL_RANK_AUTO` to
+/// be numbered in rank order. Ranks are grouped by node: by boot id and
+/// hostname, or by the `KPCCL_NODE_ID` environment variable when set (to
+/// simulate nodes on one machine; each simulated node keeps its segments in
+/// a directory of its own). Windows then span the ranks of one node
+/// (see `kpccl_shm_comm_query`). `oob` is read
 /// during this call (the callbacks are copied); `group` is passed to them
 /// unchanged and must stay valid until the communicator and every window
 /// allocation on it are done with. On success `*comm` is the new
@@ -85,8 +115,12 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
             min: 1,
             end: i64::from(kpccl_core::MAX_RANKS) + 1,
         })?;
-        let local = handle::rank(rank, "rank", n)
-            .and_then(|r| Ok((r, handle::rank(local_rank, "local_rank", n)?, handle::out(comm, "comm")?)));
+        let given_local = |v: c_int| match v {
+            KPCCL_LOCAL_RANK_AUTO => Ok(None),
+            v => handle::rank(v, "local_rank", n).map(Some),
+        };
+        let local =
+            handle::rank(rank, "rank", n).and_then(|r| Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?)));
         let (rank, local_rank, out) = match local {
             Ok(l) => l,
             Err(e) => {
@@ -95,10 +129,16 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
                 return Err(e);
             }
         };
-        let c = Box::new(kpccl_shm_comm_t { magic: MAGIC, local_rank, comm: Comm::new(callbacks, rank, n)? });
+        let comm = Comm::with_local_rank(callbacks, rank, n, local_rank)?;
+        let c = Box::new(kpccl_shm_comm_t { magic: MAGIC, comm });
         log::log(
             Level::Info,
-            format_args!("rank {} (local rank {local_rank}) of {n}: communicator ready", c.comm.rank()),
+            format_args!(
+                "rank {} (local rank {} of node {}) of {n}: communicator ready",
+                c.comm.rank(),
+                c.comm.local_rank(),
+                c.comm.node()
+            ),
         );
         let p = NonNull::from(Box::leak(c));
         handle::register(p, Kind::Comm);
@@ -123,9 +163,77 @@ pub unsafe extern "C" fn kpccl_shm_comm_destroy(comm: kpccl_shm_comm_h) -> c_int
         c.magic = 0;
         log::log(
             Level::Debug,
-            format_args!("rank {} (local rank {}): communicator destroyed", c.comm.rank(), c.local_rank),
+            format_args!("rank {} (local rank {}): communicator destroyed", c.comm.rank(), c.comm.local_rank()),
         );
         drop(c);
+        Ok(())
+    })
+}
+
+fn int(v: u32) -> c_int {
+    c_int::try_from(v).expect("ranks and nodes are below MAX_RANKS")
+}
+
+/// Where this rank runs: fills `*info` with the rank and rank count, the
+/// node count, this rank's node, its local rank and its node's rank count.
+/// Local (no collective).
+///
+/// # Safety
+/// `comm` is `NULL` or a handle not destroyed during the call; `info` is
+/// `NULL` or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut kpccl_shm_comm_info_t) -> c_int {
+    ffi_boundary!("kpccl_shm_comm_query", {
+        // SAFETY: the caller does not destroy `comm` during the call.
+        let c = unsafe { get(comm, "comm") }?.comm();
+        let out = handle::out(info, "info")?;
+        let i = kpccl_shm_comm_info_t {
+            rank: int(c.rank()),
+            nranks: int(c.nranks()),
+            nnodes: int(c.nnodes()),
+            node: int(c.node()),
+            local_rank: int(c.local_rank()),
+            local_size: int(c.local_size()),
+        };
+        // SAFETY: checked not NULL and aligned; writable by the caller's contract.
+        unsafe { out.as_ptr().write(i) };
+        Ok(())
+    })
+}
+
+/// The global ranks on this node, by local rank: `ranks[l]` is the rank whose
+/// local rank is `l`, for `l` in `0..local_size` (see `kpccl_shm_comm_query`).
+/// `capacity` is the length of `ranks`; fewer than `local_size` is an error
+/// (nothing written). Local (no collective).
+///
+/// # Safety
+/// `comm` is `NULL` or a handle not destroyed during the call; `ranks` is
+/// `NULL` or valid for writes of `capacity` ints.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_comm_node_ranks(
+    comm: kpccl_shm_comm_h,
+    ranks: *mut c_int,
+    capacity: c_int,
+) -> c_int {
+    ffi_boundary!("kpccl_shm_comm_node_ranks", {
+        // SAFETY: the caller does not destroy `comm` during the call.
+        let c = unsafe { get(comm, "comm") }?.comm();
+        let out = handle::out(ranks, "ranks")?;
+        let node = c.node_ranks();
+        if usize::try_from(capacity).map_or(true, |cap| cap < node.len()) {
+            return Err(Error::Range {
+                arg: "capacity",
+                value: capacity.into(),
+                min: i64::from(c.local_size()),
+                end: i64::from(c_int::MAX),
+            });
+        }
+        // SAFETY: `ranks` is valid for writes of `capacity >= node.len()`
+        // ints (the caller's contract), checked not NULL and aligned.
+        let dst = unsafe { core::slice::from_raw_parts_mut(out.as_ptr(), node.len()) };
+        for (d, &r) in dst.iter_mut().zip(node) {
+            *d = int(r);
+        }
         Ok(())
     })
 }

@@ -41,7 +41,10 @@ pub use attr::{
     KPCCL_SHM_WIN_ATTR_VERSION, kpccl_shm_layout_t, kpccl_shm_memory_kind_t, kpccl_shm_win_attr_init,
     kpccl_shm_win_attr_t,
 };
-pub use comm::{kpccl_shm_comm_create, kpccl_shm_comm_destroy, kpccl_shm_comm_h, kpccl_shm_comm_t};
+pub use comm::{
+    KPCCL_LOCAL_RANK_AUTO, kpccl_shm_comm_create, kpccl_shm_comm_destroy, kpccl_shm_comm_h, kpccl_shm_comm_info_t,
+    kpccl_shm_comm_node_ranks, kpccl_shm_comm_query, kpccl_shm_comm_t,
+};
 pub use error::{kpccl_last_error, kpccl_log_error};
 pub use oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_h, kpccl_shm_oob_cb_t};
 pub use run::kpccl_run_oob;

@@ -11,12 +11,15 @@ use crate::handle::{self, Kind};
 
 /// A window as C sees it: the public fields, followed by library-private
 /// state. Never allocate, copy or write one; read `rank` and `nranks`.
+///
+/// Ranks are the communicator's. Over several nodes, only the ranks of this
+/// rank's node share the window's memory (`kpccl_shm_comm_node_ranks`).
 #[repr(C)]
 #[derive(Debug)]
 pub struct kpccl_shm_win_t {
-    /// This process's rank in the window.
+    /// This process's rank (in the communicator).
     pub rank: c_int,
-    /// The number of ranks in the window.
+    /// The number of ranks in the communicator (on every node).
     pub nranks: c_int,
     /// Library-private: marks a live window; cleared when it is freed.
     pub reserved: u64,
@@ -64,8 +67,10 @@ unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<&'a AnyWindow, Error> {
     Ok(unsafe { &*window })
 }
 
-/// Allocates a window (collective over the communicator's ranks): this rank
-/// owns `size` bytes (0 is legal; sizes may differ per rank). On success
+/// Allocates a window (collective over the communicator's ranks, on every
+/// node): this rank owns `size` bytes (0 is legal; sizes may differ per
+/// rank). The window's memory is shared by the ranks of each node; a failure
+/// on any node fails every rank. On success
 /// `*baseptr` is this rank's segment (`NULL` when `size` is 0) and `*win`
 /// the window; on failure both are `NULL` and every rank fails.
 ///
@@ -217,6 +222,8 @@ pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
 /// before it is seen by `remote_rank` after its matching
 /// `kpccl_shm_peer_fence(win, <this rank>)`, and vice versa. Fences between
 /// a pair match one to one, in order; a fence with oneself returns at once.
+/// `remote_rank` must run on this node: a rank of another node is an error
+/// (shared memory does not cross nodes).
 ///
 /// # Safety
 /// `win` is `NULL` or a handle that no other thread uses during the call.
@@ -230,8 +237,9 @@ pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank:
     })
 }
 
-/// The fence with every rank of the window (every rank calls it): what any
-/// rank did before it is seen by every rank after it.
+/// The fence with every rank of this node's window (each of them calls it):
+/// what any of them did before it is seen by all of them after it. Ranks on
+/// other nodes take part in their own node's fence, not in this one.
 ///
 /// # Safety
 /// `win` is `NULL` or a handle that no other thread uses during the call.
@@ -245,7 +253,8 @@ pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
 }
 
 /// Rank `rank`'s segment, like `MPI_Win_shared_query`: its size in bytes and
-/// its address in this process (`NULL` when the size is 0). Local. For a
+/// its address in this process (`NULL` when the size is 0). Local. `rank`
+/// must run on this node: for a rank of another node it is an error. For a
 /// device window (`KPCCL_SHM_MEMORY_ASCEND`) the address is a device address
 /// (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
 ///

@@ -1,19 +1,21 @@
 //! Communicators: a group of ranks and the out-of-band collectives that
 //! connect them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kpccl_core::error::ArgError;
 use kpccl_core::fence::Barrier;
-use kpccl_core::protocol::Record;
+use kpccl_core::protocol::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, Record};
 use kpccl_core::{LayoutMode, Oob, WaitPolicy, WindowRequest};
 
 use crate::log::{self, Level};
 use crate::platform::{PosixPlatform, Reserve};
-use crate::{Config, Error, Window};
+use crate::{Config, Error, Window, node};
 
-/// A communicator: `nranks` processes on this node that create windows
-/// together through an [`Oob`].
+/// A communicator: `nranks` processes, on one node or on many, that create
+/// windows together through an [`Oob`]. Ranks keep their numbers in every
+/// call; a window's memory is shared by the ranks of one node only.
 #[derive(Debug)]
 pub struct Comm<O: Oob> {
     oob: O,
@@ -21,16 +23,70 @@ pub struct Comm<O: Oob> {
     nranks: u32,
     config: Config,
     platform: PosixPlatform,
+    nodes: Arc<Nodes>,
+}
+
+/// How a communicator's ranks are spread over nodes.
+#[derive(Debug)]
+pub(crate) struct Nodes {
+    pub(crate) info: NodeInfo,
+    /// Node index of every rank.
+    node_of: Vec<u32>,
+    /// Local rank of every rank.
+    local_of: Vec<u32>,
+    /// This node's ranks, by local rank.
+    pub(crate) ranks: Vec<u32>,
+}
+
+impl Nodes {
+    fn new(table: &[Record], info: NodeInfo) -> Self {
+        let (mut node_of, mut local_of) = (vec![0; table.len()], vec![0; table.len()]);
+        kpccl_core::protocol::map_nodes(table, &mut node_of, &mut local_of);
+        let mut ranks = vec![0; info.local_size as usize];
+        for (r, (&n, &l)) in (0u32..).zip(node_of.iter().zip(&local_of)) {
+            if n == info.node {
+                ranks[l as usize] = r;
+            }
+        }
+        Self { info, node_of, local_of, ranks }
+    }
+
+    /// `rank`'s local rank, if it is on this node.
+    pub(crate) fn local(&self, rank: u32) -> Result<u32, Error> {
+        let nranks = u32::try_from(self.node_of.len()).unwrap_or(u32::MAX);
+        match self.node_of.get(rank as usize) {
+            None => Err(Error::Fence(kpccl_core::FenceError::InvalidRank { rank, nranks })),
+            Some(&node) if node != self.info.node => Err(Error::OtherNode { rank, node, this_node: self.info.node }),
+            Some(_) => Ok(self.local_of[rank as usize]),
+        }
+    }
+
+    /// The global rank of local rank `l` (itself if out of range).
+    pub(crate) fn global(&self, l: u32) -> u32 {
+        self.ranks.get(l as usize).copied().unwrap_or(l)
+    }
+
+    pub(crate) fn nranks(&self) -> u32 {
+        u32::try_from(self.node_of.len()).unwrap_or(u32::MAX)
+    }
 }
 
 impl<O: Oob> Comm<O> {
     /// Creates a communicator (collective: every rank calls it) with the
-    /// configuration of the `KPCCL_*` environment variables.
+    /// configuration of the `KPCCL_*` environment variables. Each node's
+    /// ranks are numbered in rank order (see [`Comm::with_local_rank`]).
     ///
     /// A bad `KPCCL_*` variable on one rank fails the creation on every rank.
     pub fn new(oob: O, rank: u32, nranks: u32) -> Result<Self, Error> {
+        Self::with_local_rank(oob, rank, nranks, None)
+    }
+
+    /// As [`Comm::new`], with this rank's number among its node's ranks:
+    /// `Some(l)` with `l` in `0..n` (`n` ranks on the node, each with its own
+    /// `l`, else every rank fails), or `None` to be numbered in rank order.
+    pub fn with_local_rank(oob: O, rank: u32, nranks: u32, local_rank: Option<u32>) -> Result<Self, Error> {
         match Config::from_env() {
-            Ok(config) => Self::with_config(oob, rank, nranks, config),
+            Ok(config) => Self::with_config_and_local_rank(oob, rank, nranks, local_rank, config),
             Err(e) => {
                 log::log(Level::Error, format_args!("rank {rank}: {e}"));
                 Self::fail(&oob, rank, nranks);
@@ -41,10 +97,37 @@ impl<O: Oob> Comm<O> {
 
     /// Creates a communicator (collective) with an explicit configuration.
     pub fn with_config(oob: O, rank: u32, nranks: u32, config: Config) -> Result<Self, Error> {
+        Self::with_config_and_local_rank(oob, rank, nranks, None, config)
+    }
+
+    /// Creates a communicator (collective) with an explicit configuration and
+    /// local rank (see [`Comm::with_local_rank`]).
+    pub fn with_config_and_local_rank(
+        oob: O,
+        rank: u32,
+        nranks: u32,
+        local_rank: Option<u32>,
+        config: Config,
+    ) -> Result<Self, Error> {
         log::set_level(config.log);
-        let platform = PosixPlatform::new(config.shm_dir.clone());
-        create(&platform, &oob, rank, nranks, Ok(()))?;
-        Ok(Self { oob, rank, nranks, config, platform })
+        let digest = node::digest(&config);
+        let platform = match node::segment_dir(&config, digest) {
+            (dir, true) => PosixPlatform::with_node_dir(dir),
+            (dir, false) => PosixPlatform::new(dir),
+        };
+        let me = Placement { node: digest, local_rank: local_rank.unwrap_or(AUTO_LOCAL_RANK) };
+        let nodes = Arc::new(create(&platform, &oob, rank, nranks, me, Ok(()))?);
+        if nodes.info.nnodes > 1 {
+            let i = nodes.info;
+            log::log(
+                Level::Info,
+                format_args!(
+                    "rank {rank}: node {} of {}, local rank {} of {}; windows span this node's ranks {:?}",
+                    i.node, i.nnodes, i.local_rank, i.local_size, nodes.ranks
+                ),
+            );
+        }
+        Ok(Self { oob, rank, nranks, config, platform, nodes })
     }
 
     /// Takes part in communicator creation as a rank whose arguments the
@@ -52,7 +135,38 @@ impl<O: Oob> Comm<O> {
     /// for this one (the C API uses it for NULL pointers and the like).
     pub fn fail(oob: &O, rank: u32, nranks: u32) {
         let platform = PosixPlatform::new(crate::DEFAULT_SHM_DIR);
-        let _ = create(&platform, oob, rank, nranks, Err(ArgError::Caller));
+        let me = Placement { node: 0, local_rank: AUTO_LOCAL_RANK };
+        let _ = create(&platform, oob, rank, nranks, me, Err(ArgError::Caller));
+    }
+
+    /// How many nodes the communicator spans.
+    pub fn nnodes(&self) -> u32 {
+        self.nodes.info.nnodes
+    }
+
+    /// This rank's node, `0..nnodes()` (nodes are numbered by their lowest rank).
+    pub fn node(&self) -> u32 {
+        self.nodes.info.node
+    }
+
+    /// This rank's number among its node's ranks.
+    pub fn local_rank(&self) -> u32 {
+        self.nodes.info.local_rank
+    }
+
+    /// Ranks on this node: the ranks a window's memory is shared by.
+    pub fn local_size(&self) -> u32 {
+        self.nodes.info.local_size
+    }
+
+    /// The ranks on this node, by local rank.
+    pub fn node_ranks(&self) -> &[u32] {
+        &self.nodes.ranks
+    }
+
+    /// The node of `rank`, if it is a rank of the communicator.
+    pub fn node_of(&self, rank: u32) -> Option<u32> {
+        self.nodes.node_of.get(rank as usize).copied()
     }
 
     /// This process's rank.
@@ -104,14 +218,15 @@ fn create<O: Oob>(
     oob: &O,
     rank: u32,
     nranks: u32,
+    me: Placement,
     local: Result<(), ArgError>,
-) -> Result<(), Error> {
+) -> Result<Nodes, Error> {
     kpccl_core::protocol::check_nranks(nranks)?;
     let mut table = vec![Record::default(); nranks as usize];
-    kpccl_core::create_comm(platform, oob, rank, nranks, local, &mut table).inspect_err(|e| {
+    let info = kpccl_core::create_comm_on(platform, oob, rank, nranks, me, local, &mut table).inspect_err(|e| {
         log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}"));
     })?;
-    Ok(())
+    Ok(Nodes::new(&table, info))
 }
 
 /// Options of one window; every rank must give the same mode and alignment.
@@ -178,7 +293,7 @@ impl<O: Oob> WindowBuilder<'_, O> {
     fn policy(&self) -> WaitPolicy {
         use kpccl_core::Platform;
         let c = self.comm;
-        let mut p = WaitPolicy::for_load(c.nranks, c.platform.cpu_count());
+        let mut p = WaitPolicy::for_load(c.local_size(), c.platform.cpu_count());
         if let Some(s) = self.spins {
             p.spins = s;
         }
@@ -206,7 +321,7 @@ impl<O: Oob> WindowBuilder<'_, O> {
         let c = self.comm;
         let barrier = self.barrier.unwrap_or_else(|| {
             use kpccl_core::Platform;
-            Barrier::for_load(c.nranks, c.platform.cpu_count())
+            Barrier::for_load(c.local_size(), c.platform.cpu_count())
         });
         let request = WindowRequest {
             size: self.size,
@@ -218,11 +333,13 @@ impl<O: Oob> WindowBuilder<'_, O> {
         };
         let mut table = vec![Record::default(); c.nranks as usize];
         let platform = c.platform.clone().with_reserve(self.reserve);
-        let inner = kpccl_core::create_window(&platform, &c.oob, c.rank, c.nranks, &request, local, &mut table)
-            .inspect_err(|e| {
-                log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank));
-            })?;
+        let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
+        let inner =
+            kpccl_core::create_window_on(&platform, &c.oob, c.rank, c.nranks, node, &request, local, &mut table)
+                .inspect_err(|e| {
+                    log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank));
+                })?;
         log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
-        Ok(Window::new(inner))
+        Ok(Window::new(inner, Arc::clone(&c.nodes)))
     }
 }

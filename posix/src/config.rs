@@ -11,6 +11,7 @@
 //! | `KPCCL_RESERVE` | `eager`: allocate a window's memory at creation (no SIGBUS ever); `lazy`: at first touch, after a free-space check | `eager` |
 //! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |
 //! | `KPCCL_LOG` | `off`, `error`, `warn`, `info` or `debug` | `warn` |
+//! | `KPCCL_NODE_ID` | this process's node, as far as kpccl knows: ranks with equal ids share memory; each simulated node gets its own segment directory | boot id + hostname |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,6 +42,10 @@ pub struct Config {
     pub liveness: Duration,
     /// Log level.
     pub log: Level,
+    /// The node this process says it runs on (`KPCCL_NODE_ID`), overriding
+    /// the boot id and hostname, so that tests can simulate several nodes on
+    /// one machine; each such node keeps its segments in a directory of its own.
+    pub node_id: Option<String>,
 }
 
 impl Default for Config {
@@ -54,6 +59,7 @@ impl Default for Config {
             reserve: Reserve::Eager,
             liveness: Duration::from_millis(50),
             log: Level::Warn,
+            node_id: None,
         }
     }
 }
@@ -107,6 +113,12 @@ impl Config {
         }
         if let Some(ms) = millis("KPCCL_LIVENESS_MS")? {
             c.liveness = Duration::from_millis(ms.max(1));
+        }
+        if let Some(v) = var("KPCCL_NODE_ID") {
+            if v.len() > 255 || v.contains('\0') {
+                return Err(invalid("KPCCL_NODE_ID", v, "a node name of at most 255 bytes"));
+            }
+            c.node_id = Some(v);
         }
         if let Some(v) = var("KPCCL_LOG") {
             c.log = v.parse().map_err(|()| invalid("KPCCL_LOG", v, "off, error, warn, info or debug"))?;

@@ -23,6 +23,16 @@ pub enum Error {
         /// The segment's length.
         size: usize,
     },
+    /// `rank` runs on another node than this rank: shared memory does not
+    /// cross nodes (move that data with MPI).
+    OtherNode {
+        /// The rank asked for.
+        rank: u32,
+        /// Its node.
+        node: u32,
+        /// This rank's node.
+        this_node: u32,
+    },
     /// A `KPCCL_*` environment variable (or an option) has an invalid value.
     Config {
         /// The variable.
@@ -43,6 +53,11 @@ impl fmt::Display for Error {
                 f,
                 "bytes {offset}..{} are outside rank {rank}'s segment of {size} bytes",
                 offset.saturating_add(*len)
+            ),
+            Self::OtherNode { rank, node, this_node } => write!(
+                f,
+                "rank {rank} is on node {node}, not on this node {this_node}: shared memory does not cross nodes \
+                 (use MPI between nodes)"
             ),
             Self::Config { var, value, expected } => write!(f, "{var}={value:?} is invalid: expected {expected}"),
         }

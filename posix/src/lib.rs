@@ -30,6 +30,7 @@ mod error;
 pub mod launch;
 mod liveness;
 pub mod log;
+mod node;
 mod platform;
 mod sweep;
 mod sys;
@@ -38,7 +39,7 @@ mod window;
 pub use comm::{Comm, WindowBuilder};
 pub use config::Config;
 pub use error::Error;
-pub use kpccl_core::{DataSegment, LayoutMode, Oob, OobError};
+pub use kpccl_core::{DataSegment, LayoutMode, NodeInfo, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment, Reserve};
 pub use sweep::sweep;
 

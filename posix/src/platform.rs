@@ -31,6 +31,8 @@ pub enum Reserve {
 #[derive(Clone, Debug)]
 pub struct PosixPlatform {
     dir: Arc<PathBuf>,
+    /// `dir` belongs to one (simulated) node: made on demand, removed when empty.
+    node_dir: bool,
     identity: ProcessIdentity,
     reserve: Reserve,
 }
@@ -47,13 +49,20 @@ fn epoch() -> Instant {
 impl PosixPlatform {
     /// A platform whose segments live in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: Arc::new(dir.into()), identity: liveness::current(), reserve: Reserve::Eager }
+        Self { dir: Arc::new(dir.into()), node_dir: false, identity: liveness::current(), reserve: Reserve::Eager }
     }
 
     /// The same platform, allocating windows' memory as `reserve` says.
     #[must_use]
     pub fn with_reserve(self, reserve: Reserve) -> Self {
         Self { reserve, ..self }
+    }
+
+    /// A platform whose segments live in `dir`, a directory private to one
+    /// (simulated) node: created (0700) before a segment is, and removed
+    /// once the last segment's name is gone.
+    pub fn with_node_dir(dir: impl Into<PathBuf>) -> Self {
+        Self { node_dir: true, ..Self::new(dir) }
     }
 
     /// The segment directory.
@@ -102,16 +111,32 @@ impl kpccl_core::Platform for PosixPlatform {
     fn create(&self, name: &str, len: u64) -> Result<PosixSegment, PlatformError> {
         if self.reserve == Reserve::Lazy {
             // Without reservation this is the only early "does not fit".
-            let free = sys::free_space(&self.dir).map_err(|e| err(PlatformOp::Reserve, &e))?;
+            // A simulated node's directory may not exist yet: its parent's file system.
+            let fs = if self.node_dir { self.dir.parent().unwrap_or(&self.dir) } else { &self.dir };
+            let free = sys::free_space(fs).map_err(|e| err(PlatformOp::Reserve, &e))?;
             if free < len {
                 return Err(PlatformError { op: PlatformOp::Reserve, code: i64::from(libc::ENOSPC) });
             }
         }
         let path = self.path(name);
-        let fd = sys::Fd::create(&path).map_err(|e| err(PlatformOp::Create, &e))?;
+        let fd = if self.node_dir {
+            // Another job's creator on the same simulated node may remove the
+            // (then empty) directory between our mkdir and our create: retry.
+            let mut tries = 0;
+            loop {
+                sys::private_dir(&self.dir).map_err(|e| err(PlatformOp::Create, &e))?;
+                match sys::Fd::create(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 16 => tries += 1,
+                    made => break made,
+                }
+            }
+        } else {
+            sys::Fd::create(&path)
+        }
+        .map_err(|e| err(PlatformOp::Create, &e))?;
         let made = fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len, self.reserve));
         if made.is_err() {
-            let _ = std::fs::remove_file(&path);
+            let _ = self.unlink(name);
         }
         made
     }
@@ -129,7 +154,12 @@ impl kpccl_core::Platform for PosixPlatform {
     }
 
     fn unlink(&self, name: &str) -> Result<(), PlatformError> {
-        std::fs::remove_file(self.path(name)).map_err(|e| err(PlatformOp::Unlink, &e))
+        let removed = std::fs::remove_file(self.path(name)).map_err(|e| err(PlatformOp::Unlink, &e));
+        if self.node_dir {
+            // Fails while another window of the node is being made: its creator removes it then.
+            let _ = std::fs::remove_dir(&*self.dir);
+        }
+        removed
     }
 
     fn page_size(&self) -> u64 {

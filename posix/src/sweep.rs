@@ -4,7 +4,9 @@
 //! A segment's name is `kpccl-<uid>-<pid>-<start time, hex>-<random>`: the
 //! sweep removes it only when it belongs to this user (by name and by owner)
 //! and that creator — the same pid *and* start time — no longer runs, so it
-//! never touches a live job's segment or another user's.
+//! never touches a live job's segment or another user's. The directories of
+//! simulated nodes (`kpccl-node-<uid>-<digest>`, see `KPCCL_NODE_ID`) are
+//! swept too, and removed once empty.
 
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -24,13 +26,24 @@ fn creator(name: &str) -> Option<ProcessIdentity> {
     (random.len() == 16 && parts.next().is_none()).then_some(ProcessIdentity { pid, start_time, uid })
 }
 
-/// Removes this user's segments in `dir` whose creator is dead; returns their names.
+/// Removes this user's segments in `dir` (and in its simulated nodes'
+/// directories) whose creator is dead; returns their names (`node-dir/name`
+/// inside a node's directory).
 pub fn sweep(dir: &Path) -> io::Result<Vec<String>> {
     let me = sys::euid();
     let mut removed = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("kpccl-node-{me}-")) {
+            let Ok(meta) = entry.path().symlink_metadata() else { continue };
+            if meta.is_dir() && meta.uid() == me {
+                removed.extend(sweep(&entry.path())?.into_iter().map(|n| format!("{name}/{n}")));
+                // Fails while a live job's segment is in it.
+                let _ = std::fs::remove_dir(entry.path());
+            }
+            continue;
+        }
         let Some(who) = creator(&name) else { continue };
         let Ok(meta) = entry.metadata() else { continue };
         if who.uid != me || meta.uid() != me || !meta.is_file() || liveness::is_alive(&who) {
@@ -74,9 +87,14 @@ mod tests {
         for n in [&live, &dead, &reused, &foreign] {
             std::fs::write(dir.join(n), b"x").unwrap();
         }
+        let node = dir.join(format!("kpccl-node-{}-{:016x}", me.uid, 7));
+        std::fs::create_dir(&node).unwrap();
+        std::fs::write(node.join(&dead), b"x").unwrap();
         let mut removed = sweep(&dir).unwrap();
         removed.sort();
-        let mut expected = vec![dead.clone(), reused.clone()];
+        assert!(!node.exists(), "an emptied node directory goes");
+        let node_dead = format!("kpccl-node-{}-{:016x}/{dead}", me.uid, 7);
+        let mut expected = vec![dead.clone(), reused.clone(), node_dead];
         expected.sort();
         assert_eq!(removed, expected);
         assert!(dir.join(&live).exists() && dir.join(&foreign).exists());

@@ -157,6 +157,13 @@ pub enum Error {
         /// The segment's length.
         size: usize,
     },
+    /// The communicator spans `nnodes` nodes: device memory is shared
+    /// between the processes of one node, and device windows do not span
+    /// nodes yet (every rank refuses alike, none waits).
+    MultiNode {
+        /// The communicator's node count.
+        nnodes: u32,
+    },
 }
 
 impl Error {
@@ -186,6 +193,11 @@ impl fmt::Display for Error {
             Self::OutOfBounds { rank, offset, len, size } => {
                 write!(f, "{len} bytes at {offset} are outside rank {rank}'s device segment of {size} bytes")
             }
+            Self::MultiNode { nnodes } => write!(
+                f,
+                "the communicator spans {nnodes} nodes: device windows need a communicator of one node \
+                 (device memory does not cross nodes)"
+            ),
         }
     }
 }

@@ -219,6 +219,10 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
     /// Creates the window (collective). If any rank fails — a bad argument, no
     /// runtime, an ACL call — every rank gets an error, with the ACL code.
     pub fn alloc(self) -> Result<DeviceWindow, Error> {
+        if self.comm.nnodes() > 1 {
+            // Every rank sees the same node count: all refuse, none waits.
+            return Err(Error::MultiNode { nnodes: self.comm.nnodes() });
+        }
         let mut host = self.comm.window(0).memory_kind(kpccl_core::protocol::MEMORY_KIND_ASCEND);
         if let Some(t) = self.timeout {
             host = host.timeout(t);

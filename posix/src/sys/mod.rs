@@ -55,3 +55,19 @@ pub(crate) fn process_exists(pid: u64) -> bool {
     let rc = unsafe { libc::kill(pid, 0) };
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
+
+/// Makes `dir` (mode 0700) unless it exists, and accepts it only if it is a
+/// real directory (not a link) of this user that nobody else may enter: in a
+/// shared tmpfs, another user could have made it first.
+pub(crate) fn private_dir(dir: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() || meta.uid() != euid() || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EACCES));
+    }
+    Ok(())
+}

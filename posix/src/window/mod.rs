@@ -5,10 +5,13 @@ mod access;
 
 pub use access::Plain;
 
-use kpccl_core::DataSegment;
+use std::sync::Arc;
+
 use kpccl_core::fence::Poison;
+use kpccl_core::{DataSegment, FenceError};
 
 use crate::Error;
+use crate::comm::Nodes;
 use crate::platform::PosixPlatform;
 
 /// A shared window, as seen by one rank. Dropping it unmaps it without a
@@ -19,59 +22,80 @@ use crate::platform::PosixPlatform;
 /// matching call. The copy helpers are bounds-checked; [`Window::segment`]
 /// gives raw pointers for everything else.
 ///
+/// Ranks are the communicator's: over several nodes, the window's memory is
+/// shared by this node's ranks ([`Window::node_ranks`]), and naming a rank
+/// of another node is an [`Error::OtherNode`]. Fences order this node's ranks.
+///
 /// A child `fork`ed from this process does not inherit the mapping
 /// (`MADV_DONTFORK`): touching the window there faults, and the child must
 /// neither use nor drop the parent's `Window` (`std::mem::forget` it).
 #[derive(Debug)]
 pub struct Window {
     inner: kpccl_core::Window<PosixPlatform>,
+    nodes: Arc<Nodes>,
 }
 
 impl Window {
-    pub(crate) fn new(inner: kpccl_core::Window<PosixPlatform>) -> Self {
-        Self { inner }
+    pub(crate) fn new(inner: kpccl_core::Window<PosixPlatform>, nodes: Arc<Nodes>) -> Self {
+        Self { inner, nodes }
     }
 
-    /// This rank.
+    /// This rank (in the communicator).
     pub fn rank(&self) -> u32 {
-        self.inner.rank()
+        self.nodes.global(self.inner.rank())
     }
 
-    /// Ranks in the window.
+    /// Ranks in the communicator; only [`Window::node_ranks`] share this window's memory.
     pub fn nranks(&self) -> u32 {
-        self.inner.nranks()
+        self.nodes.nranks()
     }
 
-    /// The pairwise fence with `peer`: what this rank did before it is seen by
-    /// `peer` after its matching `peer_fence(self.rank())`, and vice versa.
-    /// Fences between a pair match one to one.
+    /// The ranks whose segments this rank can reach (its node's), by local rank.
+    pub fn node_ranks(&self) -> &[u32] {
+        &self.nodes.ranks
+    }
+
+    /// A fence error with the core's local ranks renamed to the communicator's.
+    fn global(&self, e: FenceError) -> Error {
+        Window::global_with(&self.nodes, e)
+    }
+
+    /// The pairwise fence with `peer`, a rank of this node: what this rank
+    /// did before it is seen by `peer` after its matching
+    /// `peer_fence(self.rank())`, and vice versa. Fences between a pair match
+    /// one to one. A rank of another node is an error ([`Error::OtherNode`]).
     #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), Error> {
-        Ok(self.inner.peer_fence(peer)?)
+        let local = self.nodes.local(peer)?;
+        self.inner.peer_fence(local).map_err(|e| self.global(e))
     }
 
-    /// The fence with every rank of the window (every rank calls it).
+    /// The fence with every rank of this node (each of them calls it).
     #[inline]
     pub fn fence(&self) -> Result<(), Error> {
-        Ok(self.inner.fence()?)
+        self.inner.fence().map_err(|e| self.global(e))
     }
 
     /// Rank `rank`'s segment: its address in this process and its length.
+    /// Rank `rank` must be on this node ([`Error::OtherNode`] otherwise).
     pub fn segment(&self, rank: u32) -> Result<DataSegment, Error> {
-        Ok(self.inner.segment(rank)?)
+        let local = self.nodes.local(rank)?;
+        self.inner.segment(local).map_err(|e| self.global(e))
     }
 
     /// This rank's own segment.
     pub fn local_segment(&self) -> DataSegment {
-        self.inner.segment(self.rank()).expect("own rank is in range")
+        self.inner.segment(self.inner.rank()).expect("own rank is in range")
     }
 
-    /// Why the window was abandoned (a dead peer, a timeout), if it was.
+    /// Why the window was abandoned (a dead peer, a timeout), if it was; the
+    /// rank named is the communicator's.
     pub fn poisoned(&self) -> Option<Poison> {
-        self.inner.poisoned()
+        self.inner.poisoned().map(|p| Poison { rank: self.nodes.global(p.rank), ..p })
     }
 
-    /// The core window, for layouts and raw access.
+    /// The core window, for layouts and raw access: it numbers this node's
+    /// ranks by local rank.
     pub fn raw(&self) -> &kpccl_core::Window<PosixPlatform> {
         &self.inner
     }
@@ -80,6 +104,17 @@ impl Window {
     /// reads, then unmaps. The memory is released even when the fence fails
     /// (e.g. a peer died), and the error is returned.
     pub fn free(self) -> Result<(), Error> {
-        Ok(self.inner.free()?)
+        let nodes = Arc::clone(&self.nodes);
+        self.inner.free().map_err(|e| Window::global_with(&nodes, e))
+    }
+
+    fn global_with(nodes: &Nodes, e: FenceError) -> Error {
+        let g = |l| nodes.global(l);
+        Error::Fence(match e {
+            FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
+            FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
+            FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
+            other => other,
+        })
     }
 }
