@@ -390,7 +390,7 @@ impl fmt::Display for CollectiveError {
                         if *local_size == 1 { "" } else { "s" }
                     )?,
                 }
-                write!(f, ": the local ranks of each node must be 0..{local_size} (exclusive), one per rank")
+                write!(f, ": a node's local ranks must be 0 to {}, one per rank", local_size.saturating_sub(1))
             }
         }
     }

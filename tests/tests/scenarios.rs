@@ -231,3 +231,33 @@ fn a_forked_child_does_not_share_the_window() {
 fn soak_for_a_few_seconds_on_8_ranks() {
     scenario(8, "soak", &["seconds=3"]);
 }
+
+#[test]
+fn eight_ranks_on_2_and_4_simulated_nodes() {
+    for nodes in ["nodes=2", "nodes=4"] {
+        scenario(8, "nodes", &[nodes, "placement=block"]);
+        scenario(8, "nodes", &[nodes, "placement=rr"]);
+    }
+    scenario(5, "nodes", &["nodes=2", "placement=rr"]);
+    scenario(3, "nodes", &["nodes=3"]);
+}
+
+#[test]
+fn local_ranks_that_do_not_number_each_node_fail_every_rank() {
+    scenario(8, "nodes", &["nodes=2", "bad_local=true"]);
+    scenario(4, "nodes", &["nodes=4", "bad_local=true"]);
+}
+
+/// Over several nodes, one node's failing callback still fails every node.
+/// (A callback that fails *after* taking part in the very last allgather,
+/// `Ready`, is not covered: no later collective can tell the others.)
+#[test]
+fn failing_oob_callback_fails_every_rank_on_every_simulated_node() {
+    for call in 1..=5 {
+        for mode in if call == 5 { &["before"][..] } else { &["before", "after"][..] } {
+            for victim in ["victim=0", "victim=3"] {
+                scenario(4, "oob-fail", &[&format!("call={call}"), &format!("mode={mode}"), victim, "nodes=2"]);
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@
 mod args;
 mod checks;
 mod fork;
+mod nodes;
 mod scenarios;
 mod signals;
 

@@ -22,6 +22,7 @@ pub(crate) const NAMES: &[&str] = &[
     "die",
     "stall",
     "full",
+    "nodes",
 ];
 
 type Res = Result<(), String>;
@@ -37,6 +38,9 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
     }
     if name == "oob-fail" {
         return oob_fail(oob, args);
+    }
+    if name == "nodes" {
+        return crate::nodes::nodes(oob, args);
     }
     let comm = Comm::new(oob, rank, n).map_err(s)?;
     match name {
@@ -393,7 +397,15 @@ fn oob_fail(oob: RunOob, args: &Args) -> Res {
     let call: u32 = args.get("call", 2)?;
     let before = args.str("mode") == Some("before");
     let flaky = Flaky { inner: oob, fail: me == victim, call, before, calls: std::cell::Cell::new(0) };
-    let comm = match Comm::new(flaky, me, n) {
+    // `nodes=K`: K simulated nodes (blocks of ranks), whose window creation
+    // makes one more allgather (Ready), five in all.
+    let nodes: u32 = args.get("nodes", 1)?;
+    let mut config = kpccl_posix::Config::from_env().map_err(s)?;
+    if nodes > 1 {
+        config.node_id = Some(format!("sim-node-{}", me / n.div_ceil(nodes)));
+    }
+    let collectives = if nodes > 1 { 5 } else { 4 };
+    let comm = match Comm::with_config(flaky, me, n, config) {
         Err(e) => {
             println!("rank {me}: communicator failed as expected: {e}");
             return Ok(());
@@ -405,7 +417,7 @@ fn oob_fail(oob: RunOob, args: &Args) -> Res {
             println!("rank {me}: window failed as expected: {e}");
             Ok(())
         }
-        Ok(w) if call > 4 => w.free().map_err(s),
+        Ok(w) if call > collectives => w.free().map_err(s),
         Ok(_) => Err(format!("rank {me}: the window was made although rank {victim}'s callback failed")),
     }
 }
