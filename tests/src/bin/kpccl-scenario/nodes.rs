@@ -111,13 +111,13 @@ pub(crate) fn nodes(oob: RunOob, args: &Args) -> Res {
             let words: Vec<u64> = (0..len(rank)).map(|i| word(round, rank, i)).collect();
             win.write(rank, 0, &words).map_err(s)?;
             // Ordered by position, so the ring cannot deadlock.
-            for p in if pos % 2 == 0 { [next, prev] } else { [prev, next] } {
+            for p in if pos.is_multiple_of(2) { [next, prev] } else { [prev, next] } {
                 win.peer_fence(p).map_err(s)?;
             }
             let mut got = vec![0u64; len(prev)];
             win.read(prev, 0, &mut got).map_err(s)?;
             verify(&got, round, prev)?;
-            for p in if pos % 2 == 0 { [next, prev] } else { [prev, next] } {
+            for p in if pos.is_multiple_of(2) { [next, prev] } else { [prev, next] } {
                 win.peer_fence(p).map_err(s)?;
             }
         }
