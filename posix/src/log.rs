@@ -49,6 +49,9 @@ pub fn enabled(level: Level) -> bool {
 /// Writes `message` to stderr if `level` is enabled.
 pub fn log(level: Level, message: std::fmt::Arguments<'_>) {
     if enabled(level) {
-        eprintln!("kpccl[{}] {:?}: {message}", std::process::id(), level);
+        // One write per line: `eprintln!` writes the pieces one by one, and
+        // ranks sharing a stderr (mpirun, kpccl-run) interleaved them mid-line.
+        let line = format!("kpccl[{}] {:?}: {message}\n", std::process::id(), level);
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     }
 }

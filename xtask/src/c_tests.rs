@@ -17,7 +17,10 @@
 //!    Its last `N passed, N failed` line is summed (the reference example
 //!    prints none: its exit status counts as one test), a non-zero exit or
 //!    a timeout is a failure.
-//! 5. No `/dev/shm/kpccl-*` entry may be left behind.
+//! 5. The reference example runs once more on 4 ranks split into 2 simulated
+//!    nodes (`KPCCL_NODE_ID` per rank): it must fail with a clear error on
+//!    every rank, not hang.
+//! 6. No `/dev/shm/kpccl-*` entry may be left behind.
 //!
 //! `examples/kpccl_peer_fence.c`, the reference example with its two
 //! printing defects repaired, is tested from there: no copy to drift.
@@ -139,6 +142,16 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
                 failures.push(format!("{name} ({})", flavor.describe(n)));
                 print_tail(&run.output);
             }
+        }
+    }
+    for (flavor, program) in programs.iter().filter(|(_, p)| p.to_string_lossy().contains("kpccl_peer_fence")) {
+        let run = example_split(cfg, flavor, program);
+        let what = format!("{} (2 nodes)", flavor.describe(4));
+        println!("{:<34} {what:<20} {:>9}  {}", "kpccl_peer_fence split", Secs(run.elapsed).to_string(), run.verdict);
+        total += run.counts;
+        if run.counts.failed > 0 {
+            failures.push(format!("kpccl_peer_fence split ({what})"));
+            print_tail(&run.output);
         }
     }
     if cfg.target.is_none() {
@@ -381,23 +394,74 @@ struct Run {
     output: String,
 }
 
-fn run_one(cfg: &CTests, flavor: &Flavor, program: &Path, n: u32) -> Run {
-    let timeout = cfg.timeout();
+/// The command line that starts `program` on `n` ranks, each through `wrap` (words before the program).
+fn command_line(cfg: &CTests, flavor: &Flavor, program: &Path, n: u32, wrap: &[String]) -> Vec<String> {
     let mut argv: Vec<String> = match flavor {
         Flavor::Launcher(launcher) => {
             let mut words = launcher.clone();
-            let secs = timeout.as_secs().saturating_sub(10).max(1);
+            let secs = cfg.timeout().as_secs().saturating_sub(10).max(1);
             words.extend(["-n".to_owned(), n.to_string(), "--timeout".to_owned(), secs.to_string(), "--".to_owned()]);
+            words.extend(wrap.iter().cloned());
             words.extend(cfg.runner.iter().cloned());
             words
         }
         Flavor::Mpi(mpirun) => {
             let mut words = mpirun.clone();
             words.extend(["-np".to_owned(), n.to_string()]);
+            words.extend(wrap.iter().cloned());
             words
         }
     };
     argv.push(program.to_string_lossy().into_owned());
+    argv
+}
+
+/// Each rank's `KPCCL_NODE_ID`: `node<rank / per_node>`, set by a shell
+/// around the program (mpirun cannot give ranks different values).
+fn split_nodes(per_node: u32) -> Vec<String> {
+    let script = format!("r=${{OMPI_COMM_WORLD_RANK:-$KPCCL_RANK}}; KPCCL_NODE_ID=node$((r / {per_node})) exec \"$@\"");
+    vec!["sh".to_owned(), "-c".to_owned(), script, "kpccl-split-nodes".to_owned()]
+}
+
+/// The reference example, unchanged, on 4 ranks split into 2 simulated
+/// nodes: it passes `local_rank = rank`, so node 1's local ranks (2, 3) are
+/// not 0..1, and every rank must fail with a clear error, not hang. (The
+/// example checks no return code and then reads `win->rank` from the NULL
+/// handle it got: it dies of SIGSEGV after the error; the test wants the
+/// error, a non-zero exit, and no timeout.)
+fn example_split(cfg: &CTests, flavor: &Flavor, program: &Path) -> Run {
+    let argv = command_line(cfg, flavor, program, 4, &split_nodes(2));
+    let start = Instant::now();
+    let result = bounded(&argv, &[("KPCCL_LOG", "error".to_owned())], cfg.timeout());
+    let elapsed = start.elapsed();
+    let want = "rank 2 says local_rank 2 but node 1 has only 2 ranks";
+    match result {
+        Err(e) => Run {
+            counts: Counts { passed: 0, failed: 1 },
+            verdict: format!("FAILED: {e}"),
+            elapsed,
+            output: String::new(),
+        },
+        Ok(done) => {
+            let output = format!("$ {}\n{}{}", argv.join(" "), done.stdout, done.stderr);
+            let said = done.stderr.lines().filter(|l| l.contains(want)).count();
+            let (counts, verdict) = if done.timed_out {
+                (Counts { passed: 0, failed: 1 }, format!("FAILED: timed out after {}", Secs(cfg.timeout())))
+            } else if done.success {
+                (Counts { passed: 0, failed: 1 }, "FAILED: exit 0 although the local ranks are wrong".to_owned())
+            } else if said < 4 {
+                (Counts { passed: 0, failed: 1 }, format!("FAILED: {said} of 4 ranks said {want:?}"))
+            } else {
+                (Counts { passed: 1, failed: 0 }, format!("every rank: {want:?}"))
+            };
+            Run { counts, verdict, elapsed, output }
+        }
+    }
+}
+
+fn run_one(cfg: &CTests, flavor: &Flavor, program: &Path, n: u32) -> Run {
+    let timeout = cfg.timeout();
+    let argv = command_line(cfg, flavor, program, n, &[]);
     let mut envs = Vec::new();
     if env::var_os("KPCCL_LOG").is_none() {
         // The tests provoke errors on purpose; they print what they check.
