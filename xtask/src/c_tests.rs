@@ -20,7 +20,10 @@
 //! 5. The reference example runs once more on 4 ranks split into 2 simulated
 //!    nodes (`KPCCL_NODE_ID` per rank): it must fail with a clear error on
 //!    every rank, not hang.
-//! 6. No `/dev/shm/kpccl-*` entry may be left behind.
+//! 6. With MPI, `examples/kpccl_hybrid_allreduce.c` runs on 8 ranks as one
+//!    node, 2 and 4 simulated nodes, verified against `MPI_Allreduce`; the
+//!    time ratio it prints is shown.
+//! 7. No `/dev/shm/kpccl-*` entry may be left behind.
 //!
 //! `examples/kpccl_peer_fence.c`, the reference example with its two
 //! printing defects repaired, is tested from there: no copy to drift.
@@ -154,6 +157,24 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
             print_tail(&run.output);
         }
     }
+    if let Some(mpi) = flavors.iter().find(|f| matches!(f, Flavor::Mpi(_))) {
+        let program = compile(cfg, mpi, &lib, Path::new(HYBRID), &out)?;
+        for (nodes, wrap) in [(1, Vec::new()), (2, split_nodes(4)), (4, split_nodes(2))] {
+            let run = hybrid(cfg, mpi, &program, &wrap);
+            let what = format!("mpirun -np 8 ({nodes} node{})", if nodes == 1 { "" } else { "s" });
+            println!(
+                "{:<34} {what:<20} {:>9}  {}",
+                "kpccl_hybrid_allreduce",
+                Secs(run.elapsed).to_string(),
+                run.verdict
+            );
+            total += run.counts;
+            if run.counts.failed > 0 {
+                failures.push(format!("kpccl_hybrid_allreduce ({what})"));
+                print_tail(&run.output);
+            }
+        }
+    }
     if cfg.target.is_none() {
         let run = installed(&launcher, &out);
         println!(
@@ -193,6 +214,8 @@ pub(crate) fn standalone(aarch64: bool) -> Result<()> {
 
 /// The reference example users see, tested as shown.
 const EXAMPLE: &str = "examples/kpccl_peer_fence.c";
+/// The hybrid model's example (MPI between nodes), run under mpirun only.
+const HYBRID: &str = "examples/kpccl_hybrid_allreduce.c";
 
 /// The C test sources, `ffi/tests/c/*.c` and the reference example, sorted;
 /// none when the test directory is absent.
@@ -455,6 +478,34 @@ fn example_split(cfg: &CTests, flavor: &Flavor, program: &Path) -> Run {
                 (Counts { passed: 1, failed: 0 }, format!("every rank: {want:?}"))
             };
             Run { counts, verdict, elapsed, output }
+        }
+    }
+}
+
+/// The hybrid example (MPI only): verified against `MPI_Allreduce`; its time ratio is the verdict.
+fn hybrid(cfg: &CTests, flavor: &Flavor, program: &Path, wrap: &[String]) -> Run {
+    let mut argv = command_line(cfg, flavor, program, 8, wrap);
+    argv.extend(["1048576".to_owned(), "5".to_owned()]);
+    let start = Instant::now();
+    let result = bounded(&argv, &[], cfg.timeout());
+    let elapsed = start.elapsed();
+    let failed =
+        |verdict: String, output: String| Run { counts: Counts { passed: 0, failed: 1 }, verdict, elapsed, output };
+    match result {
+        Err(e) => failed(format!("FAILED: {e}"), String::new()),
+        Ok(done) => {
+            let output = format!("$ {}\n{}{}", argv.join(" "), done.stdout, done.stderr);
+            let ratio = done.stdout.lines().find_map(|l| l.strip_prefix("time ratio hybrid / MPI_Allreduce: "));
+            match (done.success, done.stdout.lines().any(|l| l.starts_with("verified:")), ratio) {
+                (true, true, Some(ratio)) => Run {
+                    counts: Counts { passed: 1, failed: 0 },
+                    verdict: format!("verified; time hybrid / MPI_Allreduce = {ratio}"),
+                    elapsed,
+                    output,
+                },
+                _ if done.timed_out => failed(format!("FAILED: timed out after {}", Secs(cfg.timeout())), output),
+                _ => failed(format!("FAILED: {}", done.status), output),
+            }
         }
     }
 }

@@ -1,0 +1,47 @@
+//! Builds the MPI shim of `kpccl-hybrid` (tests/mpi/hybrid_mpi.c) with the
+//! host's `mpicc`, when there is one and the target is the host; otherwise
+//! `kpccl-hybrid` is built without MPI and says so when run.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(kpccl_mpi)");
+    println!("cargo::rerun-if-changed=mpi/hybrid_mpi.c");
+    println!("cargo::rerun-if-env-changed=KPCCL_NO_MPI");
+    let (host, target) = (std::env::var("HOST").unwrap_or_default(), std::env::var("TARGET").unwrap_or_default());
+    if host != target || std::env::var_os("KPCCL_NO_MPI").is_some() {
+        return;
+    }
+    // Open MPI's wrapper answers --showme:link, MPICH's -link_info (with the compiler first).
+    let link = match read("mpicc", &["--showme:link"]) {
+        Some(words) => words,
+        None => match read("mpicc", &["-link_info"]) {
+            Some(words) => words.split_whitespace().skip(1).collect::<Vec<_>>().join(" "),
+            None => return,
+        },
+    };
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let object = out.join("hybrid_mpi.o");
+    let archive = out.join("libkpccl_hybrid_mpi.a");
+    let built = Command::new("mpicc")
+        .args(["-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-c", "mpi/hybrid_mpi.c", "-o"])
+        .arg(&object)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("ar").arg("crs").arg(&archive).arg(&object).status().is_ok_and(|s| s.success());
+    if !built {
+        println!("cargo::warning=mpicc is there but the MPI shim did not build: kpccl-hybrid runs without MPI");
+        return;
+    }
+    println!("cargo::rustc-cfg=kpccl_mpi");
+    println!("cargo::rustc-link-arg-bin=kpccl-hybrid={}", archive.display());
+    for word in link.split_whitespace() {
+        println!("cargo::rustc-link-arg-bin=kpccl-hybrid={word}");
+    }
+}
+
+fn read(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|s| !s.is_empty())
+}
