@@ -31,7 +31,8 @@ fn round_robin(rank: u32, nodes: u32) -> Placement {
 
 #[test]
 fn every_node_gets_its_own_window() {
-    for (n, nodes) in [(6u32, 2u32), (6, 3), (4, 4), (5, 2)] {
+    let cases: &[(u32, u32)] = if cfg!(miri) { &[(4, 2)] } else { &[(6, 2), (6, 3), (4, 4), (5, 2)] };
+    for &(n, nodes) in cases {
         let platform = ThreadPlatform::new(4096);
         let p = platform.clone();
         let results = run(n, LIMIT, move |rank, oob| {
@@ -49,7 +50,7 @@ fn every_node_gets_its_own_window() {
                 assert_eq!(w.segment(l).unwrap().len as u64, 64 + u64::from(ranks[l as usize]));
             }
             let me = w.segment(w.rank()).unwrap();
-            for round in 0..3 {
+            for round in 0..if cfg!(miri) { 1 } else { 3 } {
                 fill(&me, rank, round);
                 w.fence().unwrap();
                 for l in (0..size).filter(|&l| l != w.rank()) {
