@@ -12,7 +12,7 @@
 //! 5. Rank 0 unlinks the name: from here on nothing can leak.
 //! 6. A window fence in shared memory confirms that every rank is in.
 //!
-//! Over several nodes (see [`nodes`]) the collectives still span every rank,
+//! Over several nodes (see [`NodeRanks`]) the collectives still span every rank,
 //! so that every rank reaches one verdict, but the segment, its layout and
 //! the confirming fence are per node: each node's local rank 0 creates its
 //! node's segment, and a last allgather (`Stage::Ready`) carries the fences'
