@@ -118,3 +118,28 @@ fn nothing_is_dereferenced_before_it_is_checked() {
     assert_eq!(unsafe { kpccl_log_error(core::ptr::null()) }, KPCCL_ERROR);
     assert_eq!(kpccl_version(), KPCCL_VERSION);
 }
+
+#[test]
+fn one_rank_is_one_node() {
+    let mut cbs = GOOD;
+    let mut comm = null_mut();
+    let rc = unsafe { kpccl_shm_comm_create(1, 0, KPCCL_LOCAL_RANK_AUTO, &mut cbs, 0x5eed as *mut c_void, &mut comm) };
+    assert_eq!(rc, KPCCL_OK, "{}", last_error());
+    let mut info = kpccl_shm_comm_info_t::default();
+    assert_eq!(unsafe { kpccl_shm_comm_query(comm, &mut info) }, KPCCL_OK);
+    let got = (info.rank, info.nranks, info.nnodes, info.node, info.local_rank, info.local_size);
+    assert_eq!(got, (0, 1, 1, 0, 0, 1));
+    let mut ranks = [-1; 2];
+    assert_eq!(unsafe { kpccl_shm_comm_node_ranks(comm, ranks.as_mut_ptr(), 2) }, KPCCL_OK);
+    assert_eq!(ranks, [0, -1]);
+    assert_eq!(unsafe { kpccl_shm_comm_node_ranks(comm, ranks.as_mut_ptr(), 0) }, KPCCL_ERROR);
+    assert!(last_error().contains("capacity"), "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_comm_query(comm, null_mut()) }, KPCCL_ERROR);
+    assert!(last_error().contains("`info` is NULL"), "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+    assert_eq!(unsafe { kpccl_shm_comm_query(comm, &mut info) }, KPCCL_ERROR);
+    // A local rank beyond the node: refused on every rank (here, the only one).
+    let rc = unsafe { kpccl_shm_comm_create(1, 0, -2, &mut cbs, 0x5eed as *mut c_void, &mut comm) };
+    assert_eq!(rc, KPCCL_ERROR);
+    assert!(last_error().contains("local_rank"), "{}", last_error());
+}
