@@ -52,6 +52,7 @@ impl Nodes {
     }
 
     /// `rank`'s local rank, if it is on this node.
+    #[inline]
     pub(crate) fn local(&self, rank: u32) -> Result<u32, Error> {
         let nranks = u32::try_from(self.node_of.len()).unwrap_or(u32::MAX);
         match self.node_of.get(rank as usize) {
@@ -62,6 +63,7 @@ impl Nodes {
     }
 
     /// The global rank of local rank `l` (itself if out of range).
+    #[inline]
     pub(crate) fn global(&self, l: u32) -> u32 {
         self.ranks.get(l as usize).copied().unwrap_or(l)
     }
