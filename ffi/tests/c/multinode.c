@@ -11,7 +11,8 @@
  *   orders data between this node's ranks;
  * - kpccl_shm_win_fence orders data between this node's ranks;
  * - local ranks that do not number each node 0..n-1 (the reference
- *   example's local_rank = rank) fail on every rank, none waits.
+ *   example's local_rank = rank) fail on every rank, none waits;
+ * - an Ascend device window over several nodes is refused on every rank.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -168,6 +169,18 @@ static void split(int k, int rr)
     }
 
     CHECK_OK(kpccl_shm_win_free(win));
+
+    /* Device memory does not cross nodes either: every rank refuses alike. */
+    if (nodes > 1) {
+        kpccl_shm_win_attr_t attr;
+        CHECK_OK(kpccl_shm_win_attr_init(&attr));
+        attr.memory_kind = KPCCL_SHM_MEMORY_ASCEND;
+        attr.device = 0;
+        void *dev_base = NULL;
+        kpccl_shm_win_h dev = NULL;
+        CHECK_FAILS(kpccl_shm_win_alloc_ex(64, comm, &attr, &dev_base, &dev), "kpccl_shm_win_alloc_ex");
+        CHECK(dev == NULL && says("device memory does not cross nodes"), "a device window over %d nodes", nodes);
+    }
     CHECK_OK(kpccl_shm_comm_destroy(comm));
 }
 
