@@ -83,7 +83,7 @@ static inline void kpccl_error(const char *fmt, ...)
  * What `kpccl_shm_win_attr_init` writes into `version`; any other value
  * (an attribute struct never initialized) is refused.
  */
-#define KPCCL_SHM_WIN_ATTR_VERSION 1263534081
+#define KPCCL_SHM_WIN_ATTR_VERSION 1263534082
 
 /**
  * `local_rank` for `kpccl_shm_comm_create`: number this node's ranks in
@@ -153,6 +153,42 @@ typedef enum kpccl_shm_memory_kind_t {
 } kpccl_shm_memory_kind_t;
 
 /**
+ * When a window's memory is allocated.
+ */
+typedef enum kpccl_shm_reserve_t {
+  /**
+   * `KPCCL_RESERVE` from the environment, else eager.
+   */
+  KPCCL_SHM_RESERVE_DEFAULT = 0,
+  /**
+   * At creation: a window that does not fit is an error on every rank, never a `SIGBUS` later.
+   */
+  KPCCL_SHM_RESERVE_EAGER = 1,
+  /**
+   * At first touch, like `MPI_Win_allocate_shared`, after a free-space check at creation.
+   */
+  KPCCL_SHM_RESERVE_LAZY = 2,
+} kpccl_shm_reserve_t;
+
+/**
+ * How the window-wide fence runs; the window runs flat if any rank asks for it.
+ */
+typedef enum kpccl_shm_barrier_t {
+  /**
+   * `KPCCL_BARRIER` from the environment, else flat when ranks outnumber CPUs.
+   */
+  KPCCL_SHM_BARRIER_DEFAULT = 0,
+  /**
+   * ⌈log2 n⌉ rounds of pairwise hand-offs: the fastest while every rank has a CPU.
+   */
+  KPCCL_SHM_BARRIER_DISSEMINATION = 1,
+  /**
+   * One shared counter, one hand-off per rank: for more ranks than CPUs.
+   */
+  KPCCL_SHM_BARRIER_FLAT = 2,
+} kpccl_shm_barrier_t;
+
+/**
  * A communicator (opaque): `nranks` processes, on one node or many, that
  * create windows together through out-of-band callbacks.
  */
@@ -196,6 +232,14 @@ typedef struct kpccl_shm_win_attr_t {
    * device id; host memory: 0).
    */
   int device;
+  /**
+   * A `kpccl_shm_reserve_t` (per rank; host memory only).
+   */
+  int reserve;
+  /**
+   * A `kpccl_shm_barrier_t` (host memory only).
+   */
+  int barrier;
 } kpccl_shm_win_attr_t;
 
 /**

@@ -4,6 +4,8 @@ use core::ffi::c_int;
 use core::time::Duration;
 
 use kpccl_core::LayoutMode;
+use kpccl_core::fence::Barrier;
+use kpccl_posix::Reserve;
 
 use crate::error::Error;
 use crate::handle;
@@ -35,7 +37,31 @@ pub enum kpccl_shm_memory_kind_t {
 
 /// What `kpccl_shm_win_attr_init` writes into `version`; any other value
 /// (an attribute struct never initialized) is refused.
-pub const KPCCL_SHM_WIN_ATTR_VERSION: u32 = 0x4b50_0001;
+pub const KPCCL_SHM_WIN_ATTR_VERSION: u32 = 0x4b50_0002;
+
+/// When a window's memory is allocated.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum kpccl_shm_reserve_t {
+    /// `KPCCL_RESERVE` from the environment, else eager.
+    KPCCL_SHM_RESERVE_DEFAULT = 0,
+    /// At creation: a window that does not fit is an error on every rank, never a `SIGBUS` later.
+    KPCCL_SHM_RESERVE_EAGER = 1,
+    /// At first touch, like `MPI_Win_allocate_shared`, after a free-space check at creation.
+    KPCCL_SHM_RESERVE_LAZY = 2,
+}
+
+/// How the window-wide fence runs; the window runs flat if any rank asks for it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum kpccl_shm_barrier_t {
+    /// `KPCCL_BARRIER` from the environment, else flat when ranks outnumber CPUs.
+    KPCCL_SHM_BARRIER_DEFAULT = 0,
+    /// ⌈log2 n⌉ rounds of pairwise hand-offs: the fastest while every rank has a CPU.
+    KPCCL_SHM_BARRIER_DISSEMINATION = 1,
+    /// One shared counter, one hand-off per rank: for more ranks than CPUs.
+    KPCCL_SHM_BARRIER_FLAT = 2,
+}
 
 /// Options of one window. Initialize with `kpccl_shm_win_attr_init`, then
 /// change the fields you need. Every rank must give the same layout and
@@ -61,6 +87,10 @@ pub struct kpccl_shm_win_attr_t {
     /// The device of device memory (`KPCCL_SHM_MEMORY_ASCEND`: this rank's
     /// device id; host memory: 0).
     pub device: c_int,
+    /// A `kpccl_shm_reserve_t` (per rank; host memory only).
+    pub reserve: c_int,
+    /// A `kpccl_shm_barrier_t` (host memory only).
+    pub barrier: c_int,
 }
 
 /// The defaults: layout and timeout from the environment, alignment 64, host memory.
@@ -72,6 +102,8 @@ const DEFAULT: kpccl_shm_win_attr_t = kpccl_shm_win_attr_t {
     spin_count: -1,
     memory_kind: kpccl_shm_memory_kind_t::KPCCL_SHM_MEMORY_HOST as c_int,
     device: 0,
+    reserve: kpccl_shm_reserve_t::KPCCL_SHM_RESERVE_DEFAULT as c_int,
+    barrier: kpccl_shm_barrier_t::KPCCL_SHM_BARRIER_DEFAULT as c_int,
 };
 
 /// Fills `attr` with the defaults.
@@ -97,6 +129,8 @@ pub(crate) struct Options {
     pub(crate) spins: Option<u32>,
     /// `Some(device)` for Ascend device memory.
     pub(crate) device: Option<i32>,
+    pub(crate) reserve: Option<Reserve>,
+    pub(crate) barrier: Option<Barrier>,
 }
 
 impl Options {
@@ -147,8 +181,20 @@ impl Options {
             -1 => None,
             n => Some(u32::try_from(n).or_else(|_| invalid("attr->spin_count", "not -1 or in 0..=4294967295"))?),
         };
+        let reserve = match a.reserve {
+            0 => None,
+            1 => Some(Reserve::Eager),
+            2 => Some(Reserve::Lazy),
+            _ => return invalid("attr->reserve", "not a kpccl_shm_reserve_t"),
+        };
+        let barrier = match a.barrier {
+            0 => None,
+            1 => Some(Barrier::Dissemination),
+            2 => Some(Barrier::Flat),
+            _ => return invalid("attr->barrier", "not a kpccl_shm_barrier_t"),
+        };
         let align = (a.alignment != 0).then_some(a.alignment);
-        Ok(Self { layout, align, timeout, spins, device })
+        Ok(Self { layout, align, timeout, spins, device, reserve, barrier })
     }
 }
 
@@ -176,14 +222,25 @@ mod tests {
         assert!(bad(|a| a.timeout_ms = -2));
         assert!(bad(|a| a.spin_count = 1 << 33));
         assert!(bad(|a| a.device = 1));
+        assert!(bad(|a| a.reserve = 3));
+        assert!(bad(|a| a.barrier = -1));
         assert!(!bad(|a| a.timeout_ms = 5));
         assert!(!bad(|a| (a.memory_kind, a.device) = (1, 3)));
     }
 
     #[test]
     fn options_are_read() {
-        let a = kpccl_shm_win_attr_t { layout: 2, alignment: 4096, timeout_ms: 7, spin_count: 3, ..DEFAULT };
+        let a = kpccl_shm_win_attr_t {
+            layout: 2,
+            alignment: 4096,
+            timeout_ms: 7,
+            spin_count: 3,
+            reserve: 2,
+            barrier: 2,
+            ..DEFAULT
+        };
         let o = Options::from_value(&a).unwrap();
+        assert_eq!((o.reserve, o.barrier), (Some(Reserve::Lazy), Some(Barrier::Flat)));
         assert_eq!(o.layout, Some(LayoutMode::Aligned));
         assert_eq!(o.align, Some(4096));
         assert_eq!(o.timeout, Some(Some(Duration::from_millis(7))));

@@ -171,6 +171,12 @@ unsafe fn alloc(
     if let Some(spins) = options.spins {
         builder = builder.spins(spins);
     }
+    if let Some(reserve) = options.reserve {
+        builder = builder.reserve(reserve);
+    }
+    if let Some(barrier) = options.barrier {
+        builder = builder.barrier(barrier);
+    }
     // SAFETY: both checked by `handle::out`, writable by the caller's contract.
     unsafe { finish(AnyWindow::Host(builder.alloc()?), baseptr, win) }
 }

@@ -202,6 +202,12 @@ static void win_alloc_ex(void)
     a.device = 3;
     CHECK(attr_fails(comm, &a, &good), "device 3");
     a = good;
+    a.reserve = 3;
+    CHECK(attr_fails(comm, &a, &good), "reserve 3");
+    a = good;
+    a.barrier = -1;
+    CHECK(attr_fails(comm, &a, &good), "barrier -1");
+    a = good;
     a.alignment = 3;
     CHECK(attr_fails(comm, &a, &a), "alignment 3 everywhere");
     a = good;
@@ -230,6 +236,12 @@ static void win_alloc_ex(void)
     a.alignment = 1024;
     CHECK_OK(kpccl_shm_win_alloc_ex(100, comm, &a, &base, &win));
     CHECK(base != NULL && (uintptr_t)base % 1024 == 0, "alignment 1024: base %p", base);
+    CHECK_OK(kpccl_shm_win_free(win));
+    a = good; /* per rank: one rank's flat barrier makes the window's */
+    a.barrier = me == 0 ? KPCCL_SHM_BARRIER_FLAT : KPCCL_SHM_BARRIER_DISSEMINATION;
+    a.reserve = me % 2 ? KPCCL_SHM_RESERVE_LAZY : KPCCL_SHM_RESERVE_EAGER;
+    CHECK_OK(kpccl_shm_win_alloc_ex(100, comm, &a, &base, &win));
+    CHECK_OK(kpccl_shm_win_fence(win));
     CHECK_OK(kpccl_shm_win_free(win));
     CHECK_OK(kpccl_shm_win_alloc_ex(100, comm, NULL, &base, &win)); /* NULL: the defaults */
     CHECK_OK(kpccl_shm_win_free(win));

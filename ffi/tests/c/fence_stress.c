@@ -185,10 +185,15 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    for (int layout = KPCCL_SHM_LAYOUT_CONTIGUOUS; comm != NULL && layout <= KPCCL_SHM_LAYOUT_ALIGNED; layout++) {
+    /* Contiguous, aligned, then contiguous with the flat barrier and lazy memory. */
+    for (int variant = 0; comm != NULL && variant < 3; variant++) {
         kpccl_shm_win_attr_t attr;
         CHECK_OK(kpccl_shm_win_attr_init(&attr));
-        attr.layout = layout;
+        attr.layout = variant == 1 ? KPCCL_SHM_LAYOUT_ALIGNED : KPCCL_SHM_LAYOUT_CONTIGUOUS;
+        if (variant == 2) {
+            attr.barrier = KPCCL_SHM_BARRIER_FLAT;
+            attr.reserve = KPCCL_SHM_RESERVE_LAZY;
+        }
         attr.timeout_ms = 60000; /* a lost fence fails the test instead of hanging it */
         void *base = NULL;
         kpccl_shm_win_h win = NULL;
@@ -205,8 +210,8 @@ int main(int argc, char **argv)
             seg[r] = (volatile uint64_t *)ptr;
         }
         CHECK(seg[me] == base, "query and alloc disagree on my segment");
-        random_pairs(win, seg, seed + (uint64_t)layout, rounds);
-        all_to_all(win, seg, seed + (uint64_t)layout, rounds / 4 + 1);
+        random_pairs(win, seg, seed + (uint64_t)variant, rounds);
+        all_to_all(win, seg, seed + (uint64_t)variant, rounds / 4 + 1);
         free((void *)seg);
         CHECK_OK(kpccl_shm_win_free(win));
     }
