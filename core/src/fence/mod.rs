@@ -74,8 +74,15 @@ impl Barrier {
     /// The barrier for `nranks` ranks on `cpus` CPUs.
     #[must_use]
     pub const fn for_load(nranks: u32, cpus: u32) -> Self {
-        if nranks > if cpus == 0 { 1 } else { cpus } { Self::Flat } else { Self::Dissemination }
+        if oversubscribed(nranks, cpus) { Self::Flat } else { Self::Dissemination }
     }
+}
+
+/// Whether `nranks` ranks outnumber `cpus` CPUs (0 CPUs, unknown, counts as 1):
+/// then every hand-off goes through the scheduler, and waits should not spin.
+#[must_use]
+pub const fn oversubscribed(nranks: u32, cpus: u32) -> bool {
+    nranks > if cpus == 0 { 1 } else { cpus }
 }
 
 /// The services a wait needs: a clock, sleeping and waking, and liveness.

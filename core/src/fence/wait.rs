@@ -35,7 +35,7 @@ impl WaitPolicy {
     /// scheduler almost at once.
     #[must_use]
     pub fn for_load(nranks: u32, cpus: u32) -> Self {
-        if nranks > cpus.max(1) { Self { spins: 64, ..Self::DEFAULT } } else { Self::DEFAULT }
+        if super::oversubscribed(nranks, cpus) { Self { spins: 64, ..Self::DEFAULT } } else { Self::DEFAULT }
     }
 }
 
