@@ -26,6 +26,10 @@ const APT_PACKAGES: [&str; 3] = ["qemu-user", "gcc-aarch64-linux-gnu", "libc6-de
 const EXCLUDE: [&str; 2] = ["--exclude", "xtask"];
 /// How much of their full length the multi-process stress tests run under qemu.
 const STRESS_SCALE: &str = "0.1";
+/// One test at a time in each test binary: qemu-user (7.2) can deadlock a
+/// child forked while another thread of the parent is being created, and
+/// libtest creates a thread per test while other tests fork their ranks.
+const TEST_THREADS: &str = "1";
 
 pub(crate) fn run(install: bool, cross: bool) -> Result<()> {
     if cross {
@@ -127,7 +131,7 @@ fn environment(cross: bool) -> Vec<(String, String)> {
     let runner = format!("qemu-aarch64 -L {SYSROOT}");
     let defaults: Vec<(&str, &str)> = if cross {
         // cross's image brings its own linker and runner.
-        vec![("KPCCL_STRESS_SCALE", STRESS_SCALE)]
+        vec![("KPCCL_STRESS_SCALE", STRESS_SCALE), ("RUST_TEST_THREADS", TEST_THREADS)]
     } else {
         vec![
             (LINKER_VAR, GCC),
@@ -135,6 +139,7 @@ fn environment(cross: bool) -> Vec<(String, String)> {
             ("CC_aarch64_unknown_linux_gnu", GCC),
             ("AR_aarch64_unknown_linux_gnu", AR),
             ("KPCCL_STRESS_SCALE", STRESS_SCALE),
+            ("RUST_TEST_THREADS", TEST_THREADS),
         ]
     };
     defaults.into_iter().map(|(k, v)| (k.to_owned(), env::var(k).unwrap_or_else(|_| v.to_owned()))).collect()

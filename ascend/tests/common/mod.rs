@@ -5,6 +5,7 @@
 pub mod proc;
 pub mod suite;
 
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -14,10 +15,23 @@ static SERIAL: Mutex<()> = Mutex::new(());
 pub fn run<R>(make: impl FnOnce() -> Option<R>, case: impl FnOnce(&R)) {
     let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
     let Some(rt) = make() else { return };
+    let dir = PathBuf::from(std::env::var_os("ASCEND_SIM_DIR").unwrap_or_else(|| sim_default_dir().into()));
+    let _cleanup = ClearOnPanic(&dir);
     case(&rt);
     kpccl_ascend::sim::sweep().expect("sweep the simulator registry");
-    let dir = std::path::PathBuf::from(std::env::var_os("ASCEND_SIM_DIR").unwrap_or_else(|| sim_default_dir().into()));
     assert!(!dir.exists(), "simulator state left behind in {}", dir.display());
+}
+
+/// Removes the simulator's state when a case fails, so that the exports it
+/// never closed do not fail every case after it as leftovers.
+struct ClearOnPanic<'a>(&'a Path);
+
+impl Drop for ClearOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(self.0);
+        }
+    }
 }
 
 fn sim_default_dir() -> String {

@@ -35,6 +35,8 @@ const THREAD_STACK: usize = 256 * 1024;
 pub struct Hub {
     shared: Arc<Shared>,
     socket: String,
+    /// Held until [`Hub::serve`] hands it to the acceptor thread.
+    listener: Option<UnixListener>,
     acceptor: Option<JoinHandle<()>>,
 }
 
@@ -90,6 +92,18 @@ enum Outcome {
 impl Hub {
     /// Starts a hub for `nranks` ranks (1 ..= [`kpccl_core::MAX_RANKS`]).
     pub fn start(nranks: u32) -> io::Result<Hub> {
+        let mut hub = Hub::bind(nranks)?;
+        hub.serve()?;
+        Ok(hub)
+    }
+
+    /// Binds a hub for `nranks` ranks without serving it yet: ranks that
+    /// connect wait in the listen backlog until [`Hub::serve`].
+    ///
+    /// A launcher starts its ranks in between, so that it never forks while
+    /// one of its threads is being created: qemu-user (7.2) can deadlock a
+    /// child forked at that moment, before it reaches `exec`.
+    pub fn bind(nranks: u32) -> io::Result<Hub> {
         if nranks == 0 || nranks > kpccl_core::MAX_RANKS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -119,11 +133,16 @@ impl Hub {
             }),
             changed: Condvar::new(),
         });
-        let acceptor = {
-            let shared = Arc::clone(&shared);
-            thread::Builder::new().name("kpccl-hub".into()).spawn(move || accept(&shared, &listener))?
-        };
-        Ok(Hub { shared, socket, acceptor: Some(acceptor) })
+        Ok(Hub { shared, socket, listener: Some(listener), acceptor: None })
+    }
+
+    /// Starts accepting the ranks' connections (later calls do nothing).
+    pub fn serve(&mut self) -> io::Result<()> {
+        let Some(listener) = self.listener.take() else { return Ok(()) };
+        let shared = Arc::clone(&self.shared);
+        let acceptor = thread::Builder::new().name("kpccl-hub".into()).spawn(move || accept(&shared, &listener))?;
+        self.acceptor = Some(acceptor);
+        Ok(())
     }
 
     /// The value for `KPCCL_RUN_SOCKET`: `@` and the abstract name.
@@ -148,6 +167,12 @@ impl Hub {
     /// on a collective, or a rank that left while others needed it), if any.
     pub fn failure(&self) -> Option<String> {
         self.shared.lock().failure.clone()
+    }
+
+    /// The ranks that have neither connected nor exited yet.
+    pub fn never_connected(&self) -> Vec<u32> {
+        let st = self.shared.lock();
+        (0..).zip(&st.presence).filter(|(_, p)| **p == Presence::NotYet).map(|(r, _)| r).collect()
     }
 
     /// Whether every rank has disconnected or exited.

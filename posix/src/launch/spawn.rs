@@ -70,7 +70,8 @@ impl Launch {
         let start = Instant::now();
         let program = program.as_ref();
         let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-        let hub = Hub::start(self.nranks)?;
+        // Served only once every rank is started: see `Hub::bind`.
+        let mut hub = Hub::bind(self.nranks)?;
         let runner = runner::from_env();
         let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
         for rank in 0..self.nranks {
@@ -97,13 +98,23 @@ impl Launch {
             })?;
             ranks.0.push(Rank { child, status: None });
         }
+        hub.serve()?;
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
         let timed_out = ranks.wait(&hub, deadline)?;
+        let never_connected = if timed_out { hub.never_connected() } else { Vec::new() };
         let killed = if timed_out { ranks.kill_rest(&hub)? } else { Vec::new() };
         let oob_failure = hub.failure();
         drop(hub);
         let status = ranks.0.iter().map(|r| r.status.unwrap_or_else(|| ExitStatus::from_raw(-1))).collect();
-        Ok(Report { status, killed, timed_out, timeout: self.timeout, elapsed: start.elapsed(), oob_failure })
+        Ok(Report {
+            status,
+            killed,
+            never_connected,
+            timed_out,
+            timeout: self.timeout,
+            elapsed: start.elapsed(),
+            oob_failure,
+        })
     }
 }
 
@@ -192,6 +203,9 @@ pub struct Report {
     pub status: Vec<ExitStatus>,
     /// The ranks the launcher killed (`SIGKILL`) because the timeout expired.
     pub killed: Vec<u32>,
+    /// The ranks that had not connected to the launcher when the timeout
+    /// expired: stuck before their first out-of-band call, or never started.
+    pub never_connected: Vec<u32>,
     /// Whether the timeout expired before every rank had exited.
     pub timed_out: bool,
     /// The timeout the launch had.
@@ -250,6 +264,9 @@ impl fmt::Display for Report {
         if let (true, Some(t)) = (self.timed_out, self.timeout) {
             write!(f, "; timed out after {:.3}s", t.as_secs_f64())?;
         }
+        if !self.never_connected.is_empty() {
+            write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
+        }
         if let Some(why) = &self.oob_failure {
             write!(f, "; out-of-band: {why}")?;
         }
@@ -267,6 +284,7 @@ mod tests {
         Report {
             status,
             killed: killed.to_vec(),
+            never_connected: Vec::new(),
             timed_out: !killed.is_empty(),
             timeout: Some(Duration::from_secs(5)),
             elapsed: Duration::from_millis(1500),
@@ -291,5 +309,7 @@ mod tests {
             "2 of 3 ranks failed (rank 1: exit 3, rank 2: killed at timeout) in 1.500s; timed out after 5.000s"
         );
         assert_eq!(report(&[0], &[]).to_string(), "all 1 ranks exited 0 in 1.500s");
+        let stuck = Report { never_connected: vec![2], ..report(&[0, 0, -9], &[2]) };
+        assert!(stuck.to_string().ends_with("; ranks [2] never connected to the launcher"), "{stuck}");
     }
 }

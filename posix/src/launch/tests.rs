@@ -47,6 +47,24 @@ fn allgather_and_barrier_over_many_rounds() {
 }
 
 #[test]
+fn ranks_connecting_before_serve_wait_in_the_backlog() {
+    let mut hub = Hub::bind(2).unwrap();
+    let socket = hub.socket().to_owned();
+    let early = thread::spawn(move || RunOob::connect(&socket, 0, 2, T).map(|oob| oob.barrier()));
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(hub.never_connected(), [0, 1], "nobody is welcomed before serve");
+    hub.serve().unwrap();
+    let deadline = Instant::now() + T;
+    while hub.never_connected() != [1] {
+        assert!(Instant::now() < deadline, "rank 0 was not welcomed after serve");
+        thread::sleep(Duration::from_millis(5));
+    }
+    connect(&hub, 1).barrier().unwrap();
+    assert!(matches!(early.join().unwrap(), Ok(Ok(()))));
+    assert_eq!(hub.never_connected(), Vec::<u32>::new());
+}
+
+#[test]
 fn disagreeing_ranks_all_fail_and_the_job_goes_on() {
     let hub = Hub::start(3).unwrap();
     let results = ranks(&hub, |rank, oob| {
