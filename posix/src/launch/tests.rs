@@ -186,12 +186,16 @@ fn another_users_process_is_refused() {
         return;
     }
     let hub = Hub::start(1).unwrap();
+    // `nobody` may not reach the test binary where it is (a 0700 checkout):
+    // run a world-readable copy of it.
+    let copy = ExeCopy::new();
     let mut words = super::runner::from_env();
-    words.push(std::env::current_exe().unwrap().into_os_string());
+    words.push(copy.exe().into());
     let status = std::process::Command::new(&words[0])
         .args(&words[1..])
         .args(["--exact", "launch::tests::another_users_process_is_refused", "--test-threads=1"])
         .env(FOREIGN_SOCKET, hub.socket())
+        .current_dir("/")
         .uid(65534)
         .gid(65534)
         .status()
@@ -199,4 +203,29 @@ fn another_users_process_is_refused() {
     assert!(status.success(), "the foreign process was not refused as expected: {status}");
     // The job's own rank still gets in.
     connect(&hub, 0).barrier().unwrap();
+}
+
+/// A copy of this test binary in a fresh world-readable directory, removed on drop.
+struct ExeCopy(std::path::PathBuf);
+
+impl ExeCopy {
+    fn new() -> Self {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let dir = std::env::temp_dir().join(format!("kpccl-foreign-test-{}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o755).create(&dir).unwrap();
+        let copy = ExeCopy(dir);
+        std::fs::copy(std::env::current_exe().unwrap(), copy.exe()).unwrap();
+        std::fs::set_permissions(copy.exe(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        copy
+    }
+
+    fn exe(&self) -> std::path::PathBuf {
+        self.0.join("test")
+    }
+}
+
+impl Drop for ExeCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
