@@ -8,11 +8,13 @@ use core::ptr::NonNull;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// Plain old data: `#[repr(C)]`, only integer fields (and arrays of them), no
-/// implicit padding, so every byte pattern is a valid value.
+/// implicit padding, so all its bytes are initialised and every byte pattern
+/// is a valid value. Public (as `protocol::lockstep::Pod`) for the records of
+/// other crates' protocols.
 ///
 /// # Safety
 /// Implementors must satisfy exactly that.
-pub(crate) unsafe trait Pod: Copy + 'static {}
+pub unsafe trait Pod: Copy + 'static {}
 
 // SAFETY: all four are `#[repr(C)]` of u32/u64 fields and arrays, sized without
 // implicit padding (asserted next to their definitions).

@@ -1,13 +1,13 @@
 //! The fixed-size record every rank contributes to each out-of-band
-//! allgather of device-window creation, its failure encoding, the "flush"
-//! that keeps a failing rank's collective count in step, and the verdict.
+//! allgather of device-window creation, its failure encoding, and the verdict.
 //!
-//! As in `kpccl_core::protocol`: a rank whose allgather fails makes exactly
-//! one more with its failure. That call either completes the allgather the
-//! others are still in, or is their next one; every stage uses this one
-//! record size so the two line up.
+//! The exchange follows [`kpccl_core::protocol::lockstep`]: a rank whose
+//! allgather fails makes exactly one more with its failure. That call either
+//! completes the allgather the others are still in, or is their next one;
+//! every stage uses this one record size so the two line up.
 
-use kpccl_core::Oob;
+use kpccl_core::OobError;
+use kpccl_core::protocol::lockstep::{self, LockstepRecord, Pod};
 
 use super::error::{Call, Error, Failure};
 use crate::codes::ACL_IPC_KEY_LEN;
@@ -64,6 +64,12 @@ pub(crate) struct Record {
 
 const _: () = assert!(size_of::<Record>() == 128);
 
+#[allow(unsafe_code)]
+// SAFETY: `Record` is `repr(C)` of integers and byte arrays, with explicit
+// padding fields and no implicit padding (128 bytes, asserted above), so all
+// its bytes are initialized and every byte pattern is a valid `Record`.
+unsafe impl Pod for Record {}
+
 impl Default for Record {
     fn default() -> Self {
         Self {
@@ -91,8 +97,24 @@ impl Record {
         Self { magic: MAGIC, stage: stage as u32, rank, nranks, ..Self::default() }
     }
 
-    /// Marks the record failed; the first failure sticks.
-    pub(crate) fn fail(&mut self, f: Failure) {
+    pub(crate) fn set_key(&mut self, key: &IpcKey) {
+        self.key = *key.as_bytes();
+    }
+
+    /// The key carried (Export stage); `None` for an empty segment.
+    pub(crate) fn key(&self) -> Option<IpcKey> {
+        (self.key[0] != 0).then(|| IpcKey::from_bytes(self.key))
+    }
+}
+
+impl LockstepRecord for Record {
+    type Failure = Failure;
+
+    fn oob_failure(e: OobError) -> Failure {
+        Failure::Oob(e.code)
+    }
+
+    fn fail(&mut self, f: Failure) {
         if self.status != OK {
             return;
         }
@@ -106,7 +128,7 @@ impl Record {
         (self.status, self.call, self.code, self.about) = (status, call, code, about);
     }
 
-    pub(crate) fn failure(&self) -> Option<Failure> {
+    fn failure(&self) -> Option<Failure> {
         let peer = (self.about != NOBODY).then_some(self.about);
         Some(match self.status {
             OK => return None,
@@ -121,55 +143,6 @@ impl Record {
             _ => Failure::Unknown,
         })
     }
-
-    pub(crate) fn set_key(&mut self, key: &IpcKey) {
-        self.key = *key.as_bytes();
-    }
-
-    /// The key carried (Export stage); `None` for an empty segment.
-    pub(crate) fn key(&self) -> Option<IpcKey> {
-        (self.key[0] != 0).then(|| IpcKey::from_bytes(self.key))
-    }
-}
-
-#[allow(unsafe_code)]
-mod bytes {
-    use super::Record;
-
-    pub(super) fn of(r: &Record) -> &[u8] {
-        // SAFETY: `Record` is `repr(C)` of integers and byte arrays with explicit
-        // padding fields, so all its 128 bytes are initialized.
-        unsafe { core::slice::from_raw_parts(core::ptr::from_ref(r).cast::<u8>(), size_of::<Record>()) }
-    }
-
-    pub(super) fn of_mut(t: &mut [Record]) -> &mut [u8] {
-        // SAFETY: as above, and every byte pattern is a valid `Record` (integers and
-        // byte arrays only), so writing any bytes keeps the values valid.
-        unsafe { core::slice::from_raw_parts_mut(t.as_mut_ptr().cast::<u8>(), size_of_val(t)) }
-    }
-}
-
-/// Allgathers `mine` into `table`; on failure, calls `before_flush`, flushes and
-/// returns the error.
-pub(crate) fn gather<O: Oob + ?Sized>(
-    oob: &O,
-    mine: &Record,
-    table: &mut [Record],
-    before_flush: impl FnOnce(),
-) -> Result<(), Error> {
-    oob.allgather(bytes::of(mine), bytes::of_mut(table)).map_err(|e| {
-        before_flush();
-        flush(oob, mine, Failure::Oob(e.code), table);
-        Error::Local(Failure::Oob(e.code))
-    })
-}
-
-/// The one extra allgather that tells every rank about `failure`.
-pub(crate) fn flush<O: Oob + ?Sized>(oob: &O, mine: &Record, failure: Failure, table: &mut [Record]) {
-    let mut failed = *mine;
-    failed.fail(failure);
-    // This rank reports its own failure; the flush is a courtesy to the others.
-    let _ = oob.allgather(bytes::of(&failed), bytes::of_mut(table));
 }
 
 /// The verdict every rank reaches on a gathered table: `local` (this rank's own
@@ -179,8 +152,8 @@ pub(crate) fn verdict(table: &[Record], stage: Stage, local: Option<Error>) -> R
     if let Some(e) = local {
         return Err(e);
     }
-    if let Some((r, f)) = (0u32..).zip(table).find_map(|(r, rec)| rec.failure().map(|f| (r, f))) {
-        return Err(Error::Peer { rank: r, failure: f });
+    if let Some((rank, failure)) = lockstep::first_failure(table) {
+        return Err(Error::Peer { rank, failure });
     }
     for (r, rec) in (0u32..).zip(table) {
         let what = if rec.magic != MAGIC || rec.stage != stage as u32 {

@@ -15,12 +15,13 @@
 //! same verdict and fail together; on failure, imports are closed, a fence
 //! stands for the barrier, then keys are closed and memory freed. A rank
 //! whose out-of-band call fails poisons the host window, then makes one
-//! "flush" allgather (see `record`): the others either meet it in the
+//! "flush" allgather ([`lockstep`]): the others either meet it in the
 //! current allgather or their next, or, after the last one, find the poison
 //! in step 5's fence and flush too.
 
 use kpccl_core::Oob;
 use kpccl_core::fence::{Poison, PoisonKind};
+use kpccl_core::protocol::lockstep::{self, LockstepRecord as _};
 use kpccl_posix::{Comm, Window};
 
 use super::error::{Call, Error, Failure};
@@ -74,7 +75,7 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    record::gather(oob, &mine, &mut table, poison)?;
+    lockstep::exchange(oob, &mine, &mut table, poison).map_err(Error::Local)?;
     record::verdict(&table, Stage::Ident, local)?;
     let mut state = state.take().expect("a rank without a runtime reported a failure");
     let tgids: Vec<i32> = table.iter().map(|r| r.tgid).collect();
@@ -90,7 +91,7 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    record::gather(oob, &mine, &mut table, poison)?;
+    lockstep::exchange(oob, &mine, &mut table, poison).map_err(Error::Local)?;
     record::verdict(&table, Stage::Export, local)?;
     let keys: Vec<_> = table.iter().map(Record::key).collect();
 
@@ -101,8 +102,9 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    let verdict =
-        record::gather(oob, &mine, &mut table, poison).and_then(|()| record::verdict(&table, Stage::Import, local));
+    let verdict = lockstep::exchange(oob, &mine, &mut table, poison)
+        .map_err(Error::Local)
+        .and_then(|()| record::verdict(&table, Stage::Import, local));
     if let Err(e) = verdict {
         // Importers close before exporters destroy: the fence is the barrier
         // (it fails fast on the poison of a rank that left the protocol).
@@ -119,7 +121,7 @@ pub(crate) fn create<O: Oob>(
         Ok(()) => Ok(state),
         Err(e) => {
             if let Some(Poison { kind: PoisonKind::Flush, rank }) = host.poisoned() {
-                record::flush(oob, &mine, Failure::Oob(-1), &mut table);
+                lockstep::flush(oob, &mine, Failure::Oob(-1), &mut table);
                 let _ = state.close_imports();
                 return Err(Error::Peer { rank, failure: Failure::Oob(-1) });
             }

@@ -19,15 +19,18 @@
 //! results across nodes.
 //!
 //! When a rank's out-of-band call fails, it makes exactly one more "flush"
-//! allgather with its failure: that call either completes the collective the
-//! others are still in (the callback failed before taking part) or is their
-//! next one (it failed after), so every rank learns of the failure and the
-//! counts of collective calls still match. After the last allgather, the
-//! failing rank asks for the flush through the window's poison word instead.
+//! allgather with its failure ([`lockstep`]): that call either completes the
+//! collective the others are still in (the callback failed before taking
+//! part) or is their next one (it failed after), so every rank learns of the
+//! failure and the counts of collective calls still match. After the last
+//! allgather, the failing rank asks for the flush through the window's poison
+//! word instead.
 
+pub mod lockstep;
 mod nodes;
 mod record;
 
+use lockstep::LockstepRecord as _;
 pub use nodes::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, map_nodes};
 use record::Stage;
 pub use record::{NAME_LEN, Record};
@@ -38,7 +41,6 @@ use crate::layout::shared::{Header, RankEntry};
 use crate::layout::{Digest, Layout, LayoutMode, LayoutParams, MAX_RANKS};
 use crate::oob::Oob;
 use crate::platform::{Platform, Segment, Step};
-use crate::raw::{bytes_of, bytes_of_mut};
 use crate::window::Window;
 
 /// What one rank asks for when a window is created.
@@ -88,31 +90,14 @@ pub fn check_nranks(nranks: u32) -> Result<(), CollectiveError> {
 
 /// Allgathers `mine` into `table`; on failure, flushes (see the module docs).
 fn exchange<O: Oob + ?Sized>(oob: &O, mine: &Record, table: &mut [Record]) -> Result<(), CollectiveError> {
-    oob.allgather(bytes_of(core::slice::from_ref(mine)), bytes_of_mut(table)).map_err(|e| {
-        flush(oob, mine, Failure::Oob(e), table);
-        CollectiveError::Local(Failure::Oob(e))
-    })
-}
-
-/// The one extra allgather that tells every rank about `failure`.
-fn flush<O: Oob + ?Sized>(oob: &O, mine: &Record, failure: Failure, table: &mut [Record]) {
-    let mut failed = *mine;
-    failed.fail(failure);
-    // Its own failure is what this rank reports; the flush is a courtesy to the others.
-    let _ = oob.allgather(bytes_of(core::slice::from_ref(&failed)), bytes_of_mut(table));
+    lockstep::exchange(oob, mine, table, || ()).map_err(CollectiveError::Local)
 }
 
 /// The identical verdict every rank reaches on a gathered table: the lowest
 /// failing rank's failure, else the first disagreement with rank 0.
 fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveError> {
-    for (r, rec) in (0u32..).zip(table) {
-        if let Some(failure) = rec.failure() {
-            return Err(if r == me {
-                CollectiveError::Local(failure)
-            } else {
-                CollectiveError::Peer { rank: r, failure }
-            });
-        }
+    if let Some((r, failure)) = lockstep::first_failure(table) {
+        return Err(if r == me { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: r, failure } });
     }
     let first = &table[0];
     for (r, rec) in (0u32..).zip(table) {
@@ -324,7 +309,7 @@ where
             None
         }
     };
-    let gathered = oob.allgather(bytes_of(core::slice::from_ref(&mine)), bytes_of_mut(table));
+    let gathered = lockstep::allgather(oob, &mine, table);
 
     // 5. The name goes, whatever happened.
     unlink(&shared);
@@ -336,7 +321,7 @@ where
         if let Some(w) = &window {
             w.poison(Poison { kind: PoisonKind::Flush, rank });
         }
-        flush(oob, &mine, Failure::Oob(e), table);
+        lockstep::flush(oob, &mine, Failure::Oob(e), table);
         return Err(CollectiveError::Local(Failure::Oob(e)));
     }
     verdict(table, rank, Stage::Attach)?;
@@ -361,7 +346,7 @@ where
         }
         Err(e) => match window.poisoned() {
             Some(Poison { kind: PoisonKind::Flush, rank: failed }) => {
-                flush(oob, &mine, Failure::Fence(e), table);
+                lockstep::flush(oob, &mine, Failure::Fence(e), table);
                 Err(CollectiveError::Peer { rank: failed, failure: Failure::Oob(crate::error::OobError { code: -1 }) })
             }
             _ => Err(CollectiveError::Local(Failure::Fence(e))),

@@ -3,8 +3,9 @@
 //!
 //! Every stage of every collective uses this one record size: when a rank's
 //! callback fails, the one extra "flush" allgather it makes lines up with
-//! whatever allgather the others are in (see `exchange`).
+//! whatever allgather the others are in (see [`super::lockstep`]).
 
+use super::lockstep::LockstepRecord;
 use crate::error::{ArgError, AttachError, Failure, FenceError, LayoutError, OobError, PlatformError, PlatformOp};
 use crate::platform::ProcessIdentity;
 
@@ -116,18 +117,6 @@ impl Record {
         self.magic == RECORD_MAGIC && self.version == crate::layout::VERSION && self.stage == stage as u32
     }
 
-    /// Marks the record as failed (the first failure sticks).
-    pub(crate) fn fail(&mut self, f: Failure) {
-        if self.failure_kind == 0 {
-            (self.failure_kind, self.failure_sub, self.failure_value) = encode(f);
-        }
-    }
-
-    /// The failure carried, if any.
-    pub(crate) fn failure(&self) -> Option<Failure> {
-        decode(self.failure_kind, self.failure_sub, self.failure_value)
-    }
-
     /// The segment name carried (Create stage), if it is valid UTF-8.
     pub(crate) fn name(&self) -> Option<&str> {
         let len = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
@@ -138,6 +127,24 @@ impl Record {
         let len = name.len().min(NAME_LEN - 1);
         self.name = [0; NAME_LEN];
         self.name[..len].copy_from_slice(&name.as_bytes()[..len]);
+    }
+}
+
+impl LockstepRecord for Record {
+    type Failure = Failure;
+
+    fn oob_failure(e: OobError) -> Failure {
+        Failure::Oob(e)
+    }
+
+    fn fail(&mut self, f: Failure) {
+        if self.failure_kind == 0 {
+            (self.failure_kind, self.failure_sub, self.failure_value) = encode(f);
+        }
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        decode(self.failure_kind, self.failure_sub, self.failure_value)
     }
 }
 
