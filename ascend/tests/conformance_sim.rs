@@ -7,6 +7,8 @@ use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::HostSim;
 
+use common::ipc::Exported;
+
 conformance_tests!(Some(HostSim::faithful()));
 
 /// Strict mode refuses the exporter's close and free while an importer maps the key.
@@ -15,23 +17,13 @@ fn strict_mode_reports_misuse() {
     common::run(
         || Some(HostSim::strict()),
         |rt: &HostSim| {
-            rt.set_device(0).unwrap();
-            let p = rt.malloc(1 << 20, 0).unwrap();
-            let k = rt.ipc_mem_get_export_key(p, 1 << 20, 1).unwrap();
-            let mut imp = common::proc::spawn(|c| {
-                rt.set_device(0).unwrap();
-                rt.ipc_mem_import_by_key(&k, 0).unwrap();
-                c.send_i32(1);
-                let _ = c.recv_i32();
-                rt.ipc_mem_close(&k).unwrap();
-            });
-            assert_eq!(imp.chan.recv_i32(), 1);
-            assert_eq!(rt.ipc_mem_close(&k).unwrap_err().code(), ACL_ERROR_RT_IPC_ERROR);
-            assert_eq!(rt.free(p).unwrap_err().code(), ACL_ERROR_RT_IPC_ERROR);
-            imp.chan.send_i32(1);
-            imp.join();
-            rt.ipc_mem_close(&k).unwrap();
-            rt.free(p).unwrap();
+            let exp = Exported::new(rt, 0, 1, 1);
+            let mut holder = exp.spawn_holder(0);
+            assert_eq!(rt.ipc_mem_close(&exp.key).unwrap_err().code(), ACL_ERROR_RT_IPC_ERROR);
+            assert_eq!(rt.free(exp.ptr).unwrap_err().code(), ACL_ERROR_RT_IPC_ERROR);
+            holder.chan.send_i32(1);
+            holder.join();
+            exp.release();
         },
     );
 }
@@ -43,12 +35,9 @@ fn importer_view_revoked_after_exporter_close() {
     common::run(
         || Some(HostSim::faithful()),
         |rt: &HostSim| {
-            rt.set_device(0).unwrap();
-            let p = rt.malloc(1 << 20, 0).unwrap();
-            let k = rt.ipc_mem_get_export_key(p, 1 << 20, 1).unwrap();
-            let mut imp = common::proc::spawn(|c| {
-                rt.set_device(0).unwrap();
-                let q = rt.ipc_mem_import_by_key(&k, 0).unwrap().cast::<u8>();
+            let exp = Exported::new(rt, 0, 2, 1);
+            let mut imp = exp.spawn_importer(0, |c, k| {
+                let q = rt.ipc_mem_import_by_key(k, 0).unwrap().cast::<u8>();
                 // SAFETY: `q` maps at least one readable byte until revoked.
                 let _ = unsafe { q.read_volatile() };
                 c.send_i32(1);
@@ -59,10 +48,10 @@ fn importer_view_revoked_after_exporter_close() {
                 c.send_i32(2);
             });
             assert_eq!(imp.chan.recv_i32(), 1);
-            rt.ipc_mem_close(&k).unwrap();
+            exp.close();
             imp.chan.send_i32(1);
             assert_eq!(imp.wait(), 128 + libc::SIGSEGV, "the importer's access must fault");
-            rt.free(p).unwrap();
+            exp.free();
         },
     );
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod ipc;
 pub mod proc;
 pub mod suite;
 

@@ -1,5 +1,6 @@
 //! The conformance suite: one function per row of the contract's checklist, generic
-//! over the runtime. Exporter is the test process, importers are forked children.
+//! over the runtime. Exporter is the test process, importers are forked children
+//! (the shared skeleton is in `super::ipc`).
 
 #![allow(dead_code)]
 
@@ -8,84 +9,43 @@ use core::ffi::c_void;
 use kpccl_ascend::codes::*;
 use kpccl_ascend::{AclRuntime, IpcKey};
 
-use super::proc::{Chan, spawn};
-
-const SIZE: usize = 1 << 20;
-
-fn code<T: core::fmt::Debug>(r: Result<T, kpccl_ascend::AclError>) -> i32 {
-    r.err().map_or(0, |e| e.code())
-}
-
-fn send_key(c: &mut Chan, k: &IpcKey) {
-    c.send(k.as_bytes());
-}
-
-fn recv_key(c: &mut Chan) -> IpcKey {
-    IpcKey::from_bytes(c.recv::<65>())
-}
-
-fn fill<R: AclRuntime>(rt: &R, ptr: *mut c_void, byte: u8) {
-    let host = vec![byte; 4096];
-    // SAFETY: `ptr` is device memory of at least 4096 bytes, `host` is 4096 bytes.
-    unsafe { rt.memcpy(ptr, 4096, host.as_ptr().cast(), 4096, ACL_MEMCPY_HOST_TO_DEVICE) }.unwrap();
-}
-
-fn read<R: AclRuntime>(rt: &R, ptr: *mut c_void) -> Vec<u8> {
-    let mut host = vec![0u8; 4096];
-    // SAFETY: as in `fill`.
-    unsafe { rt.memcpy(host.as_mut_ptr().cast(), 4096, ptr, 4096, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
-    host
-}
-
-/// Exporter side: device `dev`, a 1 MiB block filled with `byte`.
-fn exporter<R: AclRuntime>(rt: &R, dev: i32, byte: u8) -> *mut c_void {
-    rt.set_device(dev).unwrap();
-    let p = rt.malloc(SIZE, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
-    fill(rt, p, byte);
-    p
-}
+use super::ipc::{Exported, SIZE, code, exporter, fill, importer, read, recv_key, send_key, whitelisted_importer};
+use super::proc::spawn;
 
 /// Happy path on one device: whitelist, import, read, write back, close in order.
 pub fn happy_same_device<R: AclRuntime>(rt: &R) {
     let p = exporter(rt, 0, 0x5a);
-    let child = spawn(|c| {
-        rt.set_device(0).unwrap();
-        c.send_i32(rt.device_get_bare_tgid().unwrap());
-        let k = recv_key(c);
-        let q = rt.ipc_mem_import_by_key(&k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
+    let mut child = whitelisted_importer(rt, 0, |c, k| {
+        let q = rt.ipc_mem_import_by_key(k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
         assert_ne!(q, core::ptr::null_mut());
         assert!(read(rt, q).iter().all(|&b| b == 0x5a));
         fill(rt, q, 0xa5);
         rt.synchronize_device().unwrap();
-        rt.ipc_mem_close(&k).unwrap();
+        rt.ipc_mem_close(k).unwrap();
         c.send_i32(1);
     });
-    let mut child = child;
+    // Exported only once the importer runs and has sent its tgid.
     let tgid = child.chan.recv_i32();
-    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT).unwrap();
-    rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
-    send_key(&mut child.chan, &k);
+    let exp = Exported::of(rt, p, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT);
+    exp.whitelist(tgid);
+    exp.send_to(&mut child);
     assert_eq!(child.chan.recv_i32(), 1);
     child.join();
     assert!(read(rt, p).iter().all(|&b| b == 0xa5));
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// Happy path across devices: flag ENABLE_PEER_ACCESS, and explicit peer access
 /// with flag 0; host copies to a cross-device imported address are refused.
 pub fn happy_cross_device<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 0x33);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION).unwrap();
+    let exp = Exported::new(rt, 0, 0x33, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
     for flag in [ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT] {
-        let mut child = spawn(|c| {
-            let k = recv_key(c);
-            rt.set_device(1).unwrap();
+        exp.run_importer(1, |_, k| {
             assert!(rt.device_can_access_peer(1, 0).unwrap());
             if flag == ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT {
                 rt.device_enable_peer_access(0, 0).unwrap();
             }
-            let q = rt.ipc_mem_import_by_key(&k, flag).unwrap();
+            let q = rt.ipc_mem_import_by_key(k, flag).unwrap();
             let local = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
             // SAFETY: both are device blocks of at least 4096 bytes.
             unsafe { rt.memcpy(local, 4096, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) }.unwrap();
@@ -95,169 +55,117 @@ pub fn happy_cross_device<R: AclRuntime>(rt: &R) {
             let r = unsafe { rt.memcpy(q, 16, host.as_ptr().cast(), 16, ACL_MEMCPY_HOST_TO_DEVICE) };
             assert_eq!(code(r), ACL_ERROR_RT_PARAM_INVALID);
             rt.free(local).unwrap();
-            rt.ipc_mem_close(&k).unwrap();
+            rt.ipc_mem_close(k).unwrap();
         });
-        send_key(&mut child.chan, &k);
-        child.join();
     }
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// A process missing from the whitelist gets 507899.
 pub fn not_whitelisted<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 1);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT).unwrap();
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    let exp = Exported::new(rt, 0, 1, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT);
+    let mut child = exp.spawn_importer(0, |c, k| {
+        assert_eq!(code(rt.ipc_mem_import_by_key(k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         c.send_i32(rt.device_get_bare_tgid().unwrap());
         let _ = c.recv_i32();
         // Whitelisted now: the import succeeds.
-        rt.ipc_mem_import_by_key(&k, 0).unwrap();
-        rt.ipc_mem_close(&k).unwrap();
+        rt.ipc_mem_import_by_key(k, 0).unwrap();
+        rt.ipc_mem_close(k).unwrap();
     });
-    send_key(&mut child.chan, &k);
-    let tgid = child.chan.recv_i32();
-    rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
+    exp.whitelist(child.chan.recv_i32());
     child.chan.send_i32(1);
     child.join();
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// SetImportPid on a key exported with DISABLE_PID_VALIDATION gives 207006, and
 /// anyone may import it.
 pub fn disable_validation<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 2);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION).unwrap();
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        let q = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+    let exp = Exported::new(rt, 0, 2, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+    let mut child = importer(rt, 0, |_, k| {
+        let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
         assert!(read(rt, q).iter().all(|&b| b == 2));
-        rt.ipc_mem_close(&k).unwrap();
+        rt.ipc_mem_close(k).unwrap();
     });
-    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[child.pid])), ACL_ERROR_RT_NO_PERMISSION);
-    send_key(&mut child.chan, &k);
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&exp.key, &[child.pid])), ACL_ERROR_RT_NO_PERMISSION);
+    exp.send_to(&mut child);
     child.join();
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// 31 pids per call pass, 32 and 0 give 107000; only the creator may set pids.
 pub fn pid_limit<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 3);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 0).unwrap();
+    let exp = Exported::new(rt, 0, 3, 0);
+    let k = &exp.key;
     let pids: Vec<i32> = (100_000..100_032).collect();
-    rt.ipc_mem_set_import_pid(&k, &pids[..31]).unwrap();
-    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &pids)), ACL_ERROR_RT_PARAM_INVALID);
-    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[])), ACL_ERROR_RT_PARAM_INVALID);
+    rt.ipc_mem_set_import_pid(k, &pids[..31]).unwrap();
+    assert_eq!(code(rt.ipc_mem_set_import_pid(k, &pids)), ACL_ERROR_RT_PARAM_INVALID);
+    assert_eq!(code(rt.ipc_mem_set_import_pid(k, &[])), ACL_ERROR_RT_PARAM_INVALID);
     let me = rt.device_get_bare_tgid().unwrap();
-    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[0, me])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[1234])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    assert_eq!(code(rt.ipc_mem_set_import_pid(k, &[0, me])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    exp.run_importer(0, |_, k| {
+        assert_eq!(code(rt.ipc_mem_set_import_pid(k, &[1234])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
     });
-    send_key(&mut child.chan, &k);
-    child.join();
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// Importing twice gives the same pointer and needs two closes; a third close (the
 /// importer's double close) gives 507899.
 pub fn double_import_and_double_close<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 4);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        let a = rt.ipc_mem_import_by_key(&k, 0).unwrap();
-        let b = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+    let exp = Exported::new(rt, 0, 4, 1);
+    exp.run_importer(0, |_, k| {
+        let a = rt.ipc_mem_import_by_key(k, 0).unwrap();
+        let b = rt.ipc_mem_import_by_key(k, 0).unwrap();
         assert_eq!(a, b);
-        rt.ipc_mem_close(&k).unwrap();
+        rt.ipc_mem_close(k).unwrap();
         assert!(read(rt, a).iter().all(|&x| x == 4), "still mapped after one close");
-        rt.ipc_mem_close(&k).unwrap();
-        assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        rt.ipc_mem_close(k).unwrap();
+        assert_eq!(code(rt.ipc_mem_close(k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
     });
-    send_key(&mut child.chan, &k);
-    child.join();
-    rt.ipc_mem_close(&k).unwrap();
-    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "exporter double close");
-    rt.free(p).unwrap();
+    exp.close();
+    assert_eq!(code(rt.ipc_mem_close(&exp.key)), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "exporter double close");
+    exp.free();
 }
 
 /// A process that neither created nor imported the key cannot close it.
 pub fn foreign_close<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 5);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    let exp = Exported::new(rt, 0, 5, 1);
+    exp.run_importer(0, |_, k| {
+        assert_eq!(code(rt.ipc_mem_close(k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
     });
-    send_key(&mut child.chan, &k);
-    child.join();
     // The key survived the foreign close.
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        rt.ipc_mem_import_by_key(&k, 0).unwrap();
-        rt.ipc_mem_close(&k).unwrap();
+    exp.run_importer(0, |_, k| {
+        rt.ipc_mem_import_by_key(k, 0).unwrap();
+        rt.ipc_mem_close(k).unwrap();
     });
-    send_key(&mut child.chan, &k);
-    child.join();
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// Faithful: the exporter's close while an importer maps the key returns 0; new
 /// imports fail, a second exporter close gives 107017, the importer's close still 0.
 pub fn exporter_close_before_importers<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 6);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-    let mut holder = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        rt.ipc_mem_import_by_key(&k, 0).unwrap();
-        c.send_i32(1);
-        let _ = c.recv_i32();
-        rt.ipc_mem_close(&k).unwrap();
+    let exp = Exported::new(rt, 0, 6, 1);
+    let mut holder = exp.spawn_holder(0);
+    exp.close();
+    exp.run_importer(0, |_, k| {
+        assert_eq!(code(rt.ipc_mem_import_by_key(k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
     });
-    send_key(&mut holder.chan, &k);
-    assert_eq!(holder.chan.recv_i32(), 1);
-    rt.ipc_mem_close(&k).unwrap();
-    let mut late = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
-    });
-    send_key(&mut late.chan, &k);
-    late.join();
-    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_INVALID_HANDLE);
+    assert_eq!(code(rt.ipc_mem_close(&exp.key)), ACL_ERROR_RT_INVALID_HANDLE);
     holder.chan.send_i32(1);
     holder.join();
-    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
-    rt.free(p).unwrap();
+    assert_eq!(code(rt.ipc_mem_close(&exp.key)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    exp.free();
 }
 
 /// Faithful: freeing exported memory returns 0; later imports fail with 507899 and
 /// the exporter's close still returns 0.
 pub fn free_while_exported<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 7);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-    rt.free(p).unwrap();
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    let exp = Exported::new(rt, 0, 7, 1);
+    exp.free();
+    exp.run_importer(0, |_, k| {
+        assert_eq!(code(rt.ipc_mem_import_by_key(k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
     });
-    send_key(&mut child.chan, &k);
-    child.join();
-    rt.ipc_mem_close(&k).unwrap();
+    exp.close();
 }
 
 /// Exports must be page-aligned, inside one allocation, with valid size, len, flags.
@@ -286,53 +194,37 @@ pub fn export_checks<R: AclRuntime>(rt: &R) {
 
 /// An imported address cannot be exported again.
 pub fn reexport_imported<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 9);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        let q = rt.ipc_mem_import_by_key(&k, 0).unwrap();
+    let exp = Exported::new(rt, 0, 9, 1);
+    exp.run_importer(0, |_, k| {
+        let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
         assert_eq!(code(rt.ipc_mem_get_export_key(q, 4096, 1)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
-        rt.ipc_mem_close(&k).unwrap();
+        rt.ipc_mem_close(k).unwrap();
     });
-    send_key(&mut child.chan, &k);
-    child.join();
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// When the exporter dies its keys are destroyed: imports then fail with 507899.
 /// When an importer dies its import is dropped: the exporter's close finds none.
 pub fn process_death<R: AclRuntime>(rt: &R) {
-    let mut exp = spawn(|c| {
-        let p = exporter(rt, 0, 10);
-        let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-        send_key(c, &k);
+    let mut exp_child = spawn(|c| {
+        let exp = Exported::new(rt, 0, 10, 1);
+        send_key(c, &exp.key);
         let _ = c.recv_i32(); // killed while waiting
     });
-    let k = recv_key(&mut exp.chan);
+    let k = recv_key(&mut exp_child.chan);
     rt.set_device(0).unwrap();
     let q = rt.ipc_mem_import_by_key(&k, 0).unwrap();
     assert!(read(rt, q).iter().all(|&b| b == 10));
     rt.ipc_mem_close(&k).unwrap();
-    exp.kill();
+    exp_child.kill();
     assert_eq!(code(rt.ipc_mem_import_by_key(&k, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
 
-    let p = exporter(rt, 0, 11);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-    let mut imp = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(0).unwrap();
-        rt.ipc_mem_import_by_key(&k, 0).unwrap();
-        c.send_i32(1);
-        let _ = c.recv_i32(); // killed while waiting
-    });
-    send_key(&mut imp.chan, &k);
-    assert_eq!(imp.chan.recv_i32(), 1);
-    imp.kill();
-    rt.ipc_mem_close(&k).unwrap();
-    assert_eq!(code(rt.ipc_mem_close(&k)), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "no importer kept the key");
-    rt.free(p).unwrap();
+    let exp = Exported::new(rt, 0, 11, 1);
+    let mut imp = exp.spawn_holder(0);
+    imp.kill(); // while it holds the import
+    exp.close();
+    assert_eq!(code(rt.ipc_mem_close(&exp.key)), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "no importer kept the key");
+    exp.free();
 }
 
 /// Argument and context checks of the non-IPC calls.
@@ -384,52 +276,40 @@ pub fn key_checks<R: AclRuntime>(rt: &R) {
     assert_eq!(code(rt.ipc_mem_import_by_key(&unknown, 0)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
     assert_eq!(code(rt.ipc_mem_close(&unknown)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
 
-    let p = exporter(rt, 0, 12);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 0).unwrap();
-    let mut child = spawn(|c| {
-        rt.set_device(1).unwrap();
-        c.send_i32(rt.device_get_bare_tgid().unwrap());
-        let k = recv_key(c);
-        rt.ipc_mem_import_by_key(&k, 1).unwrap();
+    let exp = Exported::new(rt, 0, 12, 0);
+    let mut child = whitelisted_importer(rt, 1, |c, k| {
+        rt.ipc_mem_import_by_key(k, 1).unwrap();
         rt.set_device(2).unwrap();
-        assert_eq!(code(rt.ipc_mem_import_by_key(&k, 1)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+        assert_eq!(code(rt.ipc_mem_import_by_key(k, 1)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         c.send_i32(1);
         let _ = c.recv_i32();
         rt.set_device(1).unwrap();
-        rt.ipc_mem_close(&k).unwrap();
+        rt.ipc_mem_close(k).unwrap();
     });
-    let tgid = child.chan.recv_i32();
-    rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
-    send_key(&mut child.chan, &k);
+    let tgid = exp.admit(&mut child);
     assert_eq!(child.chan.recv_i32(), 1);
-    rt.ipc_mem_close(&k).unwrap();
-    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[tgid])), ACL_ERROR_RT_INVALID_HANDLE);
+    exp.close();
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&exp.key, &[tgid])), ACL_ERROR_RT_INVALID_HANDLE);
     child.chan.send_i32(1);
     child.join();
-    assert_eq!(code(rt.ipc_mem_set_import_pid(&k, &[tgid])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
-    rt.free(p).unwrap();
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&exp.key, &[tgid])), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    exp.free();
 }
 
 /// Cross-device import with flag 0 and no peer access: the import succeeds (as on
 /// the hardware) but device-to-device copies from it are refused.
 pub fn cross_device_without_peer_access<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 13);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, 1).unwrap();
-    let mut child = spawn(|c| {
-        let k = recv_key(c);
-        rt.set_device(3).unwrap();
-        let q = rt.ipc_mem_import_by_key(&k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
+    let exp = Exported::new(rt, 0, 13, 1);
+    exp.run_importer(3, |_, k| {
+        let q = rt.ipc_mem_import_by_key(k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
         let local = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
         // SAFETY: both are device blocks of at least 4096 bytes.
         let r = unsafe { rt.memcpy(local, 4096, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) };
         assert_ne!(code(r), 0, "copy without peer access must fail");
         rt.free(local).unwrap();
-        rt.ipc_mem_close(&k).unwrap();
+        rt.ipc_mem_close(k).unwrap();
     });
-    send_key(&mut child.chan, &k);
-    child.join();
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
 
 /// The pid-reuse guard: a whitelist entry set before a process started does not
@@ -437,8 +317,7 @@ pub fn cross_device_without_peer_access<R: AclRuntime>(rt: &R) {
 /// The pids the next child may get are predicted from `ns_last_pid`; when other
 /// processes take them every time, the case prints a skip.
 pub fn pid_reuse_guard<R: AclRuntime>(rt: &R) {
-    let p = exporter(rt, 0, 6);
-    let k = rt.ipc_mem_get_export_key(p, SIZE, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT).unwrap();
+    let exp = Exported::new(rt, 0, 6, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT);
     let mut tested = false;
     for _ in 0..20 {
         let Some(last) =
@@ -447,26 +326,23 @@ pub fn pid_reuse_guard<R: AclRuntime>(rt: &R) {
             break;
         };
         let pids: Vec<i32> = (last + 1..).take(ACL_IPC_MAX_PIDS_PER_CALL).collect();
-        rt.ipc_mem_set_import_pid(&k, &pids).unwrap();
+        rt.ipc_mem_set_import_pid(&exp.key, &pids).unwrap();
         // Start times count in 10 ms ticks: the child must start in a later one.
         std::thread::sleep(std::time::Duration::from_millis(30));
-        let mut child = spawn(|c| {
-            let k = recv_key(c);
-            rt.set_device(0).unwrap();
+        let mut child = exp.spawn_importer(0, |c, k| {
             c.send_i32(rt.device_get_bare_tgid().unwrap());
-            c.send_i32(code(rt.ipc_mem_import_by_key(&k, 0)));
+            c.send_i32(code(rt.ipc_mem_import_by_key(k, 0)));
             if c.recv_i32() == 1 {
-                rt.ipc_mem_import_by_key(&k, 0).unwrap();
-                rt.ipc_mem_close(&k).unwrap();
+                rt.ipc_mem_import_by_key(k, 0).unwrap();
+                rt.ipc_mem_close(k).unwrap();
             }
         });
-        send_key(&mut child.chan, &k);
         let tgid = child.chan.recv_i32();
         let first = child.chan.recv_i32();
         assert_eq!(first, ACL_ERROR_RT_DRV_INTERNAL_ERROR, "an entry set before the importer started admitted it");
         let predicted = pids.contains(&tgid);
         if predicted {
-            rt.ipc_mem_set_import_pid(&k, &[tgid]).unwrap();
+            exp.whitelist(tgid);
         }
         child.chan.send_i32(i32::from(predicted));
         child.join();
@@ -479,6 +355,5 @@ pub fn pid_reuse_guard<R: AclRuntime>(rt: &R) {
         use std::io::Write;
         let _ = writeln!(std::io::stderr(), "SKIP pid_reuse_guard: no child got a predicted pid");
     }
-    rt.ipc_mem_close(&k).unwrap();
-    rt.free(p).unwrap();
+    exp.release();
 }
