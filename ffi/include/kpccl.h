@@ -83,7 +83,7 @@ static inline void kpccl_error(const char *fmt, ...)
  * What `kpccl_shm_win_attr_init` writes into `version`; any other value
  * (an attribute struct never initialized) is refused.
  */
-#define KPCCL_SHM_WIN_ATTR_VERSION 1263534082
+#define KPCCL_SHM_WIN_ATTR_VERSION 1263534083
 
 /**
  * `local_rank` for `kpccl_shm_comm_create`: number this node's ranks in
@@ -146,8 +146,8 @@ typedef enum kpccl_shm_memory_kind_t {
   /**
    * Ascend NPU memory on device `attr.device`: segments are exported and
    * imported with the ACL IPC calls (`KPCCL_ASCEND=acl|sim|auto` picks the
-   * runtime; `KPCCL_ASCEND_PID_VALIDATION=0` exports without a PID
-   * whitelist); queries return device addresses.
+   * runtime; `attr.pid_validation` whether keys carry a PID whitelist);
+   * queries return device addresses.
    */
   KPCCL_SHM_MEMORY_ASCEND = 1,
 } kpccl_shm_memory_kind_t;
@@ -189,6 +189,25 @@ typedef enum kpccl_shm_barrier_t {
 } kpccl_shm_barrier_t;
 
 /**
+ * Whether the export keys of a device window admit only the window's ranks.
+ */
+typedef enum kpccl_shm_pid_validation_t {
+  /**
+   * Off if `KPCCL_ASCEND_PID_VALIDATION=0`, else on.
+   */
+  KPCCL_SHM_PID_VALIDATION_DEFAULT = 0,
+  /**
+   * Keys carry a whitelist of the ranks' bare tgids: no other process can import them.
+   */
+  KPCCL_SHM_PID_VALIDATION_ON = 1,
+  /**
+   * Keys are exported with `ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION`:
+   * any process of the machine that learns a key can import it.
+   */
+  KPCCL_SHM_PID_VALIDATION_OFF = 2,
+} kpccl_shm_pid_validation_t;
+
+/**
  * A communicator (opaque): `nranks` processes, on one node or many, that
  * create windows together through out-of-band callbacks.
  */
@@ -197,7 +216,8 @@ typedef struct kpccl_shm_comm_t kpccl_shm_comm_t;
 /**
  * Options of one window. Initialize with `kpccl_shm_win_attr_init`, then
  * change the fields you need. Every rank must give the same layout and
- * alignment (and memory kind); timeout and spin count are per rank.
+ * alignment (and memory kind, and PID validation); timeout and spin count
+ * are per rank.
  */
 typedef struct kpccl_shm_win_attr_t {
   /**
@@ -240,6 +260,10 @@ typedef struct kpccl_shm_win_attr_t {
    * A `kpccl_shm_barrier_t` (host memory only).
    */
   int barrier;
+  /**
+   * A `kpccl_shm_pid_validation_t` (device memory only).
+   */
+  int pid_validation;
 } kpccl_shm_win_attr_t;
 
 /**

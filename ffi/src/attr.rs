@@ -30,14 +30,27 @@ pub enum kpccl_shm_memory_kind_t {
     KPCCL_SHM_MEMORY_HOST = 0,
     /// Ascend NPU memory on device `attr.device`: segments are exported and
     /// imported with the ACL IPC calls (`KPCCL_ASCEND=acl|sim|auto` picks the
-    /// runtime; `KPCCL_ASCEND_PID_VALIDATION=0` exports without a PID
-    /// whitelist); queries return device addresses.
+    /// runtime; `attr.pid_validation` whether keys carry a PID whitelist);
+    /// queries return device addresses.
     KPCCL_SHM_MEMORY_ASCEND = 1,
 }
 
 /// What `kpccl_shm_win_attr_init` writes into `version`; any other value
 /// (an attribute struct never initialized) is refused.
-pub const KPCCL_SHM_WIN_ATTR_VERSION: u32 = 0x4b50_0002;
+pub const KPCCL_SHM_WIN_ATTR_VERSION: u32 = 0x4b50_0003;
+
+/// Whether the export keys of a device window admit only the window's ranks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum kpccl_shm_pid_validation_t {
+    /// Off if `KPCCL_ASCEND_PID_VALIDATION=0`, else on.
+    KPCCL_SHM_PID_VALIDATION_DEFAULT = 0,
+    /// Keys carry a whitelist of the ranks' bare tgids: no other process can import them.
+    KPCCL_SHM_PID_VALIDATION_ON = 1,
+    /// Keys are exported with `ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION`:
+    /// any process of the machine that learns a key can import it.
+    KPCCL_SHM_PID_VALIDATION_OFF = 2,
+}
 
 /// When a window's memory is allocated.
 #[repr(C)]
@@ -65,7 +78,8 @@ pub enum kpccl_shm_barrier_t {
 
 /// Options of one window. Initialize with `kpccl_shm_win_attr_init`, then
 /// change the fields you need. Every rank must give the same layout and
-/// alignment (and memory kind); timeout and spin count are per rank.
+/// alignment (and memory kind, and PID validation); timeout and spin count
+/// are per rank.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct kpccl_shm_win_attr_t {
@@ -91,6 +105,8 @@ pub struct kpccl_shm_win_attr_t {
     pub reserve: c_int,
     /// A `kpccl_shm_barrier_t` (host memory only).
     pub barrier: c_int,
+    /// A `kpccl_shm_pid_validation_t` (device memory only).
+    pub pid_validation: c_int,
 }
 
 /// The defaults: layout and timeout from the environment, alignment 64, host memory.
@@ -104,6 +120,7 @@ const DEFAULT: kpccl_shm_win_attr_t = kpccl_shm_win_attr_t {
     device: 0,
     reserve: kpccl_shm_reserve_t::KPCCL_SHM_RESERVE_DEFAULT as c_int,
     barrier: kpccl_shm_barrier_t::KPCCL_SHM_BARRIER_DEFAULT as c_int,
+    pid_validation: kpccl_shm_pid_validation_t::KPCCL_SHM_PID_VALIDATION_DEFAULT as c_int,
 };
 
 /// Fills `attr` with the defaults.
@@ -131,6 +148,8 @@ pub(crate) struct Options {
     pub(crate) device: Option<i32>,
     pub(crate) reserve: Option<Reserve>,
     pub(crate) barrier: Option<Barrier>,
+    /// Whether device-window keys carry a PID whitelist.
+    pub(crate) pid_validation: Option<bool>,
 }
 
 impl Options {
@@ -193,8 +212,15 @@ impl Options {
             2 => Some(Barrier::Flat),
             _ => return invalid("attr->barrier", "not a kpccl_shm_barrier_t"),
         };
+        let pid_validation = match a.pid_validation {
+            0 => None,
+            1 | 2 if device.is_none() => return invalid("attr->pid_validation", "only for device memory"),
+            1 => Some(true),
+            2 => Some(false),
+            _ => return invalid("attr->pid_validation", "not a kpccl_shm_pid_validation_t"),
+        };
         let align = (a.alignment != 0).then_some(a.alignment);
-        Ok(Self { layout, align, timeout, spins, device, reserve, barrier })
+        Ok(Self { layout, align, timeout, spins, device, reserve, barrier, pid_validation })
     }
 }
 
@@ -224,6 +250,9 @@ mod tests {
         assert!(bad(|a| a.device = 1));
         assert!(bad(|a| a.reserve = 3));
         assert!(bad(|a| a.barrier = -1));
+        assert!(bad(|a| a.pid_validation = 1), "PID validation is for device memory only");
+        assert!(bad(|a| (a.memory_kind, a.pid_validation) = (1, 3)));
+        assert!(!bad(|a| (a.memory_kind, a.pid_validation) = (1, 2)));
         assert!(!bad(|a| a.timeout_ms = 5));
         assert!(!bad(|a| (a.memory_kind, a.device) = (1, 3)));
     }

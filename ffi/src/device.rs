@@ -76,17 +76,19 @@ impl AnyWindow {
     }
 }
 
-/// The variable that turns the PID whitelist off (`0`); the same on every rank.
+/// The variable that turns the PID whitelist off (`0`) when the attribute
+/// leaves it to the environment; every rank must end up with the same choice.
 const VALIDATION_ENV: &str = "KPCCL_ASCEND_PID_VALIDATION";
 
 /// Allocates a device window on `device`, with the runtime `KPCCL_ASCEND` names
-/// (and without a PID whitelist if `KPCCL_ASCEND_PID_VALIDATION=0`).
+/// (and without a PID whitelist if the attribute, or else
+/// `KPCCL_ASCEND_PID_VALIDATION=0`, says so).
 pub(crate) fn alloc<O: Oob>(comm: &Comm<O>, size: usize, device: i32, options: &Options) -> Result<AnyWindow, Error> {
-    let no_validation = std::env::var(VALIDATION_ENV).is_ok_and(|v| v == "0");
+    let validation = options.pid_validation.unwrap_or_else(|| std::env::var(VALIDATION_ENV).map_or(true, |v| v != "0"));
     let mut builder = DeviceWindow::builder(comm, size)
         .device(device)
         .backend(kpccl_ascend::backend::from_env())
-        .disable_pid_validation(no_validation);
+        .disable_pid_validation(!validation);
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
     }

@@ -38,8 +38,8 @@ mod win;
 use core::ffi::c_int;
 
 pub use attr::{
-    KPCCL_SHM_WIN_ATTR_VERSION, kpccl_shm_barrier_t, kpccl_shm_layout_t, kpccl_shm_memory_kind_t, kpccl_shm_reserve_t,
-    kpccl_shm_win_attr_init, kpccl_shm_win_attr_t,
+    KPCCL_SHM_WIN_ATTR_VERSION, kpccl_shm_barrier_t, kpccl_shm_layout_t, kpccl_shm_memory_kind_t,
+    kpccl_shm_pid_validation_t, kpccl_shm_reserve_t, kpccl_shm_win_attr_init, kpccl_shm_win_attr_t,
 };
 pub use comm::{
     KPCCL_LOCAL_RANK_AUTO, kpccl_shm_comm_create, kpccl_shm_comm_destroy, kpccl_shm_comm_h, kpccl_shm_comm_info_t,

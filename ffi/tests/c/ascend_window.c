@@ -11,7 +11,8 @@
  * - an ACL failure on one rank fails every rank, with the ACL code in the
  *   failing rank's kpccl_last_error;
  * - ranks asking for host and device memory fail together;
- * - KPCCL_ASCEND_PID_VALIDATION=0 exports without a whitelist;
+ * - attr.pid_validation (or KPCCL_ASCEND_PID_VALIDATION=0) exports without
+ *   a whitelist, and ranks that disagree on it fail together;
  * - nothing is left in the simulator's registry afterwards.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -47,12 +48,13 @@ static void device_attr(kpccl_shm_win_attr_t *attr, int device)
     attr->device = device;
 }
 
-static void handoff(kpccl_shm_comm_h comm)
+static void handoff(kpccl_shm_comm_h comm, kpccl_shm_pid_validation_t validation)
 {
     kpccl_shm_win_attr_t attr;
     void *base = NULL;
     kpccl_shm_win_h win = NULL;
     device_attr(&attr, me % SIM_DEVICES);
+    attr.pid_validation = (int)validation;
     CHECK_OK(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win));
     if (win == NULL) {
         return;
@@ -119,6 +121,32 @@ static void mixed_kinds(kpccl_shm_comm_h comm)
     CHECK(strstr(kpccl_last_error(), "memory kind") != NULL, "the error does not name the memory kind");
 }
 
+static void mixed_validation(kpccl_shm_comm_h comm)
+{
+    kpccl_shm_win_attr_t attr;
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    if (n < 2) {
+        return;
+    }
+    device_attr(&attr, me % SIM_DEVICES);
+    attr.pid_validation = me == n - 1 ? KPCCL_SHM_PID_VALIDATION_OFF : KPCCL_SHM_PID_VALIDATION_ON;
+    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
+    CHECK(strstr(kpccl_last_error(), "PID validation") != NULL, "the error does not name PID validation");
+}
+
+static void host_memory_refuses_pid_validation(kpccl_shm_comm_h comm)
+{
+    kpccl_shm_win_attr_t attr;
+    void *base = (void *)&attr;
+    kpccl_shm_win_h win = (kpccl_shm_win_h)&attr;
+    CHECK_OK(kpccl_shm_win_attr_init(&attr));
+    attr.pid_validation = KPCCL_SHM_PID_VALIDATION_OFF;
+    /* Refused on every rank: the setting is for device memory only. */
+    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
+    CHECK(strstr(kpccl_last_error(), "pid_validation") != NULL, "the error does not name the field");
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -144,14 +172,17 @@ int main(int argc, char **argv)
     kpccl_shm_comm_h comm = NULL;
     CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
     if (comm != NULL) {
-        handoff(comm);
+        handoff(comm, KPCCL_SHM_PID_VALIDATION_DEFAULT);
         bad_device(comm);
         mixed_kinds(comm);
-        handoff(comm);
-        /* Keys without a PID whitelist (every rank sets it the same). */
+        handoff(comm, KPCCL_SHM_PID_VALIDATION_ON);
+        /* Keys without a PID whitelist, by attribute and by environment. */
+        handoff(comm, KPCCL_SHM_PID_VALIDATION_OFF);
         setenv("KPCCL_ASCEND_PID_VALIDATION", "0", 1);
-        handoff(comm);
+        handoff(comm, KPCCL_SHM_PID_VALIDATION_DEFAULT);
+        mixed_validation(comm);
         unsetenv("KPCCL_ASCEND_PID_VALIDATION");
+        host_memory_refuses_pid_validation(comm);
         CHECK_OK(kpccl_shm_comm_destroy(comm));
     }
     MPI_Barrier(world);
