@@ -277,17 +277,10 @@ impl AclRuntime for HostSim {
         let me = procinfo::own_pid();
         let now = procinfo::now_ticks();
         let code = registry::with(|reg| {
-            let Some(r) = reg.find(&name) else { return ACL_ERROR_RT_DRV_INTERNAL_ERROR };
-            if r.creator_pid != me {
-                return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
-            }
-            if !r.valid {
-                return if r.importers.is_empty() {
-                    ACL_ERROR_RT_DRV_INTERNAL_ERROR
-                } else {
-                    ACL_ERROR_RT_INVALID_HANDLE
-                };
-            }
+            let r = match exported_by(reg, &name, me) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
             if !r.need_wlist {
                 return ACL_ERROR_RT_NO_PERMISSION;
             }
@@ -385,17 +378,10 @@ impl AclRuntime for HostSim {
         }
         let strict = self.strict;
         let code = registry::with(|reg| {
-            let Some(r) = reg.find(&name) else { return ACL_ERROR_RT_DRV_INTERNAL_ERROR };
-            if r.creator_pid != me {
-                return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
-            }
-            if !r.valid {
-                return if r.importers.is_empty() {
-                    ACL_ERROR_RT_DRV_INTERNAL_ERROR
-                } else {
-                    ACL_ERROR_RT_INVALID_HANDLE
-                };
-            }
+            let r = match exported_by(reg, &name, me) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
             if !r.importers.is_empty() && strict {
                 return ACL_ERROR_RT_IPC_ERROR;
             }
@@ -407,4 +393,18 @@ impl AclRuntime for HostSim {
         .map_err(registry_io)?;
         crate::runtime::check(code)
     }
+}
+
+/// The live record of `name` if `me` exported it; else the driver's answer to
+/// its exporter's calls: unknown or someone else's key (internal error), or a
+/// key already closed (invalid handle while importers still map it).
+fn exported_by<'r>(reg: &'r mut registry::Registry, name: &str, me: i32) -> Result<&'r mut Record, i32> {
+    let Some(r) = reg.find(name) else { return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR) };
+    if r.creator_pid != me {
+        return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    }
+    if !r.valid {
+        return Err(if r.importers.is_empty() { ACL_ERROR_RT_DRV_INTERNAL_ERROR } else { ACL_ERROR_RT_INVALID_HANDLE });
+    }
+    Ok(r)
 }
