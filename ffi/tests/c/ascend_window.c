@@ -86,29 +86,33 @@ static void handoff(kpccl_shm_comm_h comm, kpccl_shm_pid_validation_t validation
     CHECK_OK(kpccl_shm_win_free(win));
 }
 
+/* Every rank fails to allocate with `attr`, and the error names `what`. */
+static void fails_together(kpccl_shm_comm_h comm, const kpccl_shm_win_attr_t *attr, const char *what)
+{
+    void *base = (void *)&base;
+    kpccl_shm_win_h win = (kpccl_shm_win_h)&base;
+    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, attr, &base, &win), "kpccl_shm_win_alloc_ex");
+    CHECK(base == NULL && win == NULL, "outputs not cleared");
+    CHECK(strstr(kpccl_last_error(), what) != NULL, "the error does not say \"%s\"", what);
+}
+
 static void bad_device(kpccl_shm_comm_h comm)
 {
     kpccl_shm_win_attr_t attr;
-    void *base = (void *)&attr;
-    kpccl_shm_win_h win = (kpccl_shm_win_h)&attr;
     int bad = n - 1;
     device_attr(&attr, me == bad ? 99 : me % SIM_DEVICES);
-    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
-    CHECK(base == NULL && win == NULL, "outputs not cleared");
     char want[64];
     if (me == bad) {
         snprintf(want, sizeof want, "aclrtSetDevice failed: ACL error 107001");
     } else {
         snprintf(want, sizeof want, "rank %d failed: aclrtSetDevice", bad);
     }
-    CHECK(strstr(kpccl_last_error(), want) != NULL, "the error does not say \"%s\"", want);
+    fails_together(comm, &attr, want);
 }
 
 static void mixed_kinds(kpccl_shm_comm_h comm)
 {
     kpccl_shm_win_attr_t attr;
-    void *base = NULL;
-    kpccl_shm_win_h win = NULL;
     if (n < 2) {
         return;
     }
@@ -117,34 +121,27 @@ static void mixed_kinds(kpccl_shm_comm_h comm)
         attr.memory_kind = KPCCL_SHM_MEMORY_HOST;
         attr.device = 0;
     }
-    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
-    CHECK(strstr(kpccl_last_error(), "memory kind") != NULL, "the error does not name the memory kind");
+    fails_together(comm, &attr, "memory kind");
 }
 
 static void mixed_validation(kpccl_shm_comm_h comm)
 {
     kpccl_shm_win_attr_t attr;
-    void *base = NULL;
-    kpccl_shm_win_h win = NULL;
     if (n < 2) {
         return;
     }
     device_attr(&attr, me % SIM_DEVICES);
     attr.pid_validation = me == n - 1 ? KPCCL_SHM_PID_VALIDATION_OFF : KPCCL_SHM_PID_VALIDATION_ON;
-    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
-    CHECK(strstr(kpccl_last_error(), "PID validation") != NULL, "the error does not name PID validation");
+    fails_together(comm, &attr, "PID validation");
 }
 
+/* The setting is for device memory only: a host window refuses it on every rank. */
 static void host_memory_refuses_pid_validation(kpccl_shm_comm_h comm)
 {
     kpccl_shm_win_attr_t attr;
-    void *base = (void *)&attr;
-    kpccl_shm_win_h win = (kpccl_shm_win_h)&attr;
     CHECK_OK(kpccl_shm_win_attr_init(&attr));
     attr.pid_validation = KPCCL_SHM_PID_VALIDATION_OFF;
-    /* Refused on every rank: the setting is for device memory only. */
-    CHECK_FAILS(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win), "kpccl_shm_win_alloc_ex");
-    CHECK(strstr(kpccl_last_error(), "pid_validation") != NULL, "the error does not name the field");
+    fails_together(comm, &attr, "pid_validation");
 }
 
 int main(int argc, char **argv)
