@@ -132,67 +132,33 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
         }
     }
 
-    let mut total = Counts::default();
-    let mut failures = Vec::new();
+    let mut table = Table::default();
     println!("\n{:<34} {:<20} {:>9}  result", "test", "ranks", "time");
     for n in RANKS {
         for (flavor, program) in &programs {
             let run = run_one(cfg, flavor, program, n);
             let name = program.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            println!("{name:<34} {:<20} {:>9}  {}", flavor.describe(n), Secs(run.elapsed).to_string(), run.verdict);
-            total += run.counts;
-            if run.counts.failed > 0 {
-                failures.push(format!("{name} ({})", flavor.describe(n)));
-                print_tail(&run.output);
-            }
+            table.record(&name, &flavor.describe(n), &run);
         }
     }
     for (flavor, program) in programs.iter().filter(|(_, p)| p.to_string_lossy().contains("kpccl_peer_fence")) {
         let run = example_split(cfg, flavor, program);
-        let what = format!("{} (2 nodes)", flavor.describe(4));
-        println!("{:<34} {what:<20} {:>9}  {}", "kpccl_peer_fence split", Secs(run.elapsed).to_string(), run.verdict);
-        total += run.counts;
-        if run.counts.failed > 0 {
-            failures.push(format!("kpccl_peer_fence split ({what})"));
-            print_tail(&run.output);
-        }
+        table.record("kpccl_peer_fence split", &format!("{} (2 nodes)", flavor.describe(4)), &run);
     }
     if let Some(mpi) = flavors.iter().find(|f| matches!(f, Flavor::Mpi(_))) {
         let program = compile(cfg, mpi, &lib, Path::new(HYBRID), &out)?;
         for (nodes, wrap) in [(1, Vec::new()), (2, split_nodes(4)), (4, split_nodes(2))] {
             let run = hybrid(cfg, mpi, &program, &wrap);
             let what = format!("mpirun -np 8 ({nodes} node{})", if nodes == 1 { "" } else { "s" });
-            println!(
-                "{:<34} {what:<20} {:>9}  {}",
-                "kpccl_hybrid_allreduce",
-                Secs(run.elapsed).to_string(),
-                run.verdict
-            );
-            total += run.counts;
-            if run.counts.failed > 0 {
-                failures.push(format!("kpccl_hybrid_allreduce ({what})"));
-                print_tail(&run.output);
-            }
+            table.record("kpccl_hybrid_allreduce", &what, &run);
         }
     }
     if cfg.target.is_none() {
-        let run = installed(&launcher, &out);
-        println!(
-            "{:<34} {:<20} {:>9}  {}",
-            "install + pkg-config",
-            "kpccl-run -n 2",
-            Secs(run.elapsed).to_string(),
-            run.verdict
-        );
-        total += run.counts;
-        if run.counts.failed > 0 {
-            failures.push("install + pkg-config".to_owned());
-            print_tail(&run.output);
-        }
+        table.record("install + pkg-config", "kpccl-run -n 2", &installed(&launcher, &out));
     }
-    println!("C tests: {total}");
-    if !failures.is_empty() {
-        println!("failed runs: {}", failures.join(", "));
+    println!("C tests: {}", table.total);
+    if !table.failures.is_empty() {
+        println!("failed runs: {}", table.failures.join(", "));
     }
 
     let leaked: Vec<String> = shm_entries().difference(&shm_before).cloned().collect();
@@ -200,7 +166,26 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
         bail!("the C tests left {} in /dev/shm", leaked.join(", "));
     }
     println!("no /dev/shm/kpccl-* entry left behind");
-    Ok(Some(total))
+    Ok(Some(table.total))
+}
+
+/// The runs so far: their summed counts and the ones that failed.
+#[derive(Debug, Default)]
+struct Table {
+    total: Counts,
+    failures: Vec<String>,
+}
+
+impl Table {
+    /// Prints `run`'s row (and its output's tail if it failed) and adds it up.
+    fn record(&mut self, name: &str, ranks: &str, run: &Run) {
+        println!("{name:<34} {ranks:<20} {:>9}  {}", Secs(run.elapsed).to_string(), run.verdict);
+        self.total += run.counts;
+        if run.counts.failed > 0 {
+            self.failures.push(format!("{name} ({ranks})"));
+            print_tail(&run.output);
+        }
+    }
 }
 
 /// `cargo xtask c-test [--aarch64]`: the C tests alone; fails unless every

@@ -146,13 +146,8 @@ static void host_memory_refuses_pid_validation(kpccl_shm_comm_h comm)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    check_init(&argc, &argv, &me, &n, &cbs);
     world = MPI_COMM_WORLD;
-    MPI_Comm_rank(world, &me);
-    MPI_Comm_size(world, &n);
-    check_rank = me;
-    cbs.oob_allgather = check_allgather;
-    cbs.oob_barrier = check_barrier;
 
     /* The simulator, with a registry of this job's own, named after rank 0's pid. */
     long mine = (long)getpid();

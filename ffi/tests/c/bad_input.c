@@ -299,14 +299,9 @@ static void win_calls(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    check_init(&argc, &argv, &me, &n, &cbs);
     world = MPI_COMM_WORLD;
-    MPI_Comm_rank(world, &me);
-    MPI_Comm_size(world, &n);
-    check_rank = me;
     bad = n - 1;
-    cbs.oob_allgather = check_allgather;
-    cbs.oob_barrier = check_barrier;
 
     library();
     comm_create_local();

@@ -96,4 +96,16 @@ static int check_barrier(void *group)
     return MPI_Barrier((MPI_Comm)group);
 }
 
+/* MPI_Init; this rank's number and the job's size in MPI_COMM_WORLD (which
+ * CHECK's messages name); the callbacks above as the out-of-band functions. */
+static inline void check_init(int *argc, char ***argv, int *me, int *n, kpccl_shm_oob_cb_t *cbs)
+{
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, me);
+    MPI_Comm_size(MPI_COMM_WORLD, n);
+    check_rank = *me;
+    cbs->oob_allgather = check_allgather;
+    cbs->oob_barrier = check_barrier;
+}
+
 #endif /* KPCCL_TEST_CHECK_H */

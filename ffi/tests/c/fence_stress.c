@@ -161,15 +161,9 @@ static void uneven(kpccl_shm_comm_h comm, int me, int n)
 int main(int argc, char **argv)
 {
     int me, n;
-    MPI_Init(&argc, &argv);
-    MPI_Comm world = MPI_COMM_WORLD;
-    MPI_Comm_rank(world, &me);
-    MPI_Comm_size(world, &n);
-    check_rank = me;
-
     kpccl_shm_oob_cb_t cbs;
-    cbs.oob_allgather = check_allgather;
-    cbs.oob_barrier = check_barrier;
+    check_init(&argc, &argv, &me, &n, &cbs);
+    MPI_Comm world = MPI_COMM_WORLD;
     kpccl_shm_comm_h comm = NULL;
     CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
 

@@ -197,13 +197,8 @@ static void bad_local_ranks(int k)
 
 int main(void)
 {
-    MPI_Init(NULL, NULL);
+    check_init(NULL, NULL, &me, &n, &cbs);
     world = MPI_COMM_WORLD;
-    MPI_Comm_rank(world, &me);
-    MPI_Comm_size(world, &n);
-    check_rank = me;
-    cbs.oob_allgather = check_allgather;
-    cbs.oob_barrier = check_barrier;
     if (n > 64) {
         fprintf(stderr, "multinode: at most 64 ranks\n");
         return 2;

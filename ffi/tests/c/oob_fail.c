@@ -79,15 +79,10 @@ static void a_good_window(kpccl_shm_comm_h comm)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm world = MPI_COMM_WORLD;
-    MPI_Comm_rank(world, &me);
-    MPI_Comm_size(world, &n);
-    check_rank = me;
-
     kpccl_shm_oob_cb_t cbs;
+    check_init(&argc, &argv, &me, &n, &cbs);
+    MPI_Comm world = MPI_COMM_WORLD;
     cbs.oob_allgather = flaky_allgather;
-    cbs.oob_barrier = check_barrier;
     int culprits[3] = {n - 1, 0, EVERY_RANK};
 
     /* Communicator creation. */
