@@ -529,6 +529,38 @@ int kpccl_shm_win_free(kpccl_shm_win_h win);
 int kpccl_shm_peer_fence(kpccl_shm_win_h win, int remote_rank);
 
 /**
+ * Signals `remote_rank` once and returns without waiting: what this rank
+ * did in the window before the call is seen by `remote_rank` after the
+ * `kpccl_shm_peer_wait(win, <this rank>)` that consumes this signal.
+ * Signals count: n signals satisfy n waits, none is lost or counted twice.
+ * They are separate from fences: `kpccl_shm_peer_fence` and
+ * `kpccl_shm_win_fence` neither send nor consume them, and each call orders
+ * what it orders, so they mix freely on the same pair. A signal does not
+ * wait for the peer to consume earlier ones: a rank that reuses a buffer
+ * waits for a signal back (or fences) first. A signal to oneself does
+ * nothing. `remote_rank` must run on this node.
+ *
+ * # Safety
+ * `win` is `NULL` or a handle that no other thread uses during the call.
+ */
+int kpccl_shm_peer_signal(kpccl_shm_win_h win, int remote_rank);
+
+/**
+ * Waits until `remote_rank` has signalled this rank
+ * (`kpccl_shm_peer_signal(win, <this rank>)`) more times than this rank has
+ * waited for it, and consumes one signal: what `remote_rank` did in the
+ * window before that signal is seen by this rank after the call. Like a
+ * fence, it fails instead of hanging when `remote_rank` dies, when
+ * `KPCCL_TIMEOUT_MS` passes, or when another rank abandoned the window;
+ * a failed wait consumes nothing. Waiting for oneself returns at once.
+ * `remote_rank` must run on this node.
+ *
+ * # Safety
+ * `win` is `NULL` or a handle that no other thread uses during the call.
+ */
+int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
+
+/**
  * The fence with every rank of this node's window (each of them calls it):
  * what any of them did before it is seen by all of them after it. Ranks on
  * other nodes take part in their own node's fence, not in this one.

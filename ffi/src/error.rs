@@ -64,7 +64,9 @@ impl fmt::Display for Error {
             Self::Null(arg) => write!(f, "`{arg}` is NULL"),
             Self::Misaligned(arg) => write!(f, "`{arg}` is not aligned for its type"),
             Self::Handle { arg, kind } => write!(f, "`{arg}` is not a live {kind} (already freed, or never made)"),
-            Self::Range { arg, value, min, end } => write!(f, "`{arg}` = {value} is not in {min}..{end}"),
+            Self::Range { arg, value, min, end } => {
+                write!(f, "`{arg}` = {value} is out of range {min} to {}", end - 1)
+            }
             Self::Invalid { arg, why } => write!(f, "`{arg}` is invalid: {why}"),
             Self::PeerArgument { rank } => write!(
                 f,
