@@ -1,0 +1,392 @@
+/*
+ * kpccl_allreduce.c: an allreduce (sum of doubles) over the ranks of one
+ * node, built on a kpccl shared-memory window: ranks read each other's
+ * segments in place, and window fences order the steps. No message is sent.
+ *
+ * Two algorithms, chosen by size (both give every rank bit-identical sums,
+ * added in rank order 0, 1, ..., N-1):
+ *
+ * - Large vectors: reduce-scatter, then allgather, through the window.
+ *   1. Each rank copies its input into its own segment.        fence
+ *   2. Each rank sums its share (1/N of the vector) over all N segments,
+ *      reading its peers' inputs in place, into its own segment.   fence
+ *   3. Each rank copies every rank's reduced share into its output.
+ *   Every rank reads and adds count/N elements of each input instead of all
+ *   of them: N times less arithmetic and memory traffic than step 4 below.
+ *
+ * - Small vectors: every rank reduces the whole vector.
+ *   1. Each rank copies its input into its own segment.        fence
+ *   2. Each rank sums all N inputs into its output.
+ *   One fence instead of two: for small vectors the fence (a hand-off
+ *   between processes, microseconds when ranks outnumber cores) costs more
+ *   than adding N short vectors, so halving the fences wins.
+ *
+ * Reuse without an extra fence: a call writes its input into the segment
+ * before its first fence, while a peer may still be reading the previous
+ * call's data. The large path's input buffer was last read (step 2) before
+ * the previous call's second fence, which this rank has passed; its reduced
+ * share is rewritten only after the next call's first fence, which no rank
+ * passes before finishing the previous gather. The small path alternates
+ * between two buffers, so the buffer it writes was last read two small
+ * calls ago, before a fence this rank has since passed.
+ *
+ *   mpicc -O2 -I include kpccl_allreduce.c -lkpccl -o allreduce
+ *   mpirun -np 4 ./allreduce [--max BYTES] [--small BYTES] [--rounds R] [--results FILE]
+ *
+ * main() checks the result exactly (the inputs are small integers, so every
+ * order of summing gives the same doubles) against the expected sums and
+ * against MPI_Allreduce, for every size from 8 bytes to --max (default
+ * 16 MiB), then times both, interleaved, and prints their ratio. --small is
+ * the largest vector (bytes) reduced by every rank whole (default 4 KiB);
+ * --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
+ * (for the project's benchmark suite). Exit status 0 when verified.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "kpccl.h"
+
+/* ---------------------------------------------------------------- the allreduce */
+
+/* Segment offsets are rounded up to this many doubles (64 bytes: a cache line). */
+#define LINE_DOUBLES 8
+/* Step 2 of the large path sums this many doubles (8 KiB) at a time: they
+ * stay in L1 while every rank's input is added to them. */
+#define BLOCK_DOUBLES 1024
+
+struct win_allreduce {
+    kpccl_shm_win_h win;
+    int rank, nranks;
+    size_t capacity;   /* the most doubles one call reduces */
+    size_t small;      /* vectors of at most this many doubles: every rank reduces all */
+    double **input;    /* input[r]: rank r's copy of its input, in its segment */
+    double **share;    /* share[r]: rank r's reduced share */
+    double **buffer[2];/* buffer[p][r]: rank r's small-path buffer p */
+    const double **sources; /* scratch: the inputs step 2 adds */
+    unsigned parity;   /* the small-path buffer the next small call uses */
+};
+
+static size_t round_up(size_t doubles)
+{
+    return (doubles + LINE_DOUBLES - 1) / LINE_DOUBLES * LINE_DOUBLES;
+}
+
+/* Rank r's share of [0, count): [lo, hi). */
+static void share_of(size_t count, int r, int nranks, size_t *lo, size_t *hi)
+{
+    *lo = count * (size_t)r / (size_t)nranks;
+    *hi = count * (size_t)(r + 1) / (size_t)nranks;
+}
+
+/* Collective: an allreduce context for vectors of up to `capacity` doubles,
+ * reducing vectors of up to `small` doubles whole on every rank. */
+static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, int rank, int nranks,
+                              size_t capacity, size_t small)
+{
+    memset(a, 0, sizeof *a);
+    a->rank = rank;
+    a->nranks = nranks;
+    a->capacity = capacity;
+    a->small = small < capacity ? small : capacity;
+    size_t in_len = round_up(capacity), share_len = round_up(capacity / (size_t)nranks + 1);
+    size_t small_len = round_up(a->small);
+    size_t bytes = (in_len + share_len + 2 * small_len) * sizeof(double);
+    void *base;
+    if (kpccl_shm_win_alloc(bytes, comm, &base, &a->win) != KPCCL_OK)
+        return KPCCL_ERROR;
+    a->input = calloc((size_t)nranks, sizeof(double *));
+    a->share = calloc((size_t)nranks, sizeof(double *));
+    a->buffer[0] = calloc((size_t)nranks, sizeof(double *));
+    a->buffer[1] = calloc((size_t)nranks, sizeof(double *));
+    a->sources = calloc((size_t)nranks, sizeof(double *));
+    if (!a->input || !a->share || !a->buffer[0] || !a->buffer[1] || !a->sources) {
+        kpccl_shm_win_free(a->win);
+        return KPCCL_ERROR;
+    }
+    /* Every rank's segment, as mapped in this process: read in place. */
+    for (int r = 0; r < nranks; r++) {
+        size_t size;
+        void *seg;
+        if (kpccl_shm_win_query(a->win, r, &size, &seg) != KPCCL_OK)
+            return KPCCL_ERROR;
+        a->input[r] = seg;
+        a->share[r] = a->input[r] + in_len;
+        a->buffer[0][r] = a->share[r] + share_len;
+        a->buffer[1][r] = a->buffer[0][r] + small_len;
+    }
+    return KPCCL_OK;
+}
+
+/* dst[0..n) = src[0][at..at+n) + src[1][at..at+n) + ... + src[nranks-1][at..at+n),
+ * added in rank order, so that every rank gets the same bits; also copied to
+ * `copy` (when not NULL) while each block is still in L1. */
+static void sum_ranks(double *restrict dst, double *copy, const double *const *src, int nranks, size_t at, size_t n)
+{
+    for (size_t b = 0; b < n; b += BLOCK_DOUBLES) {
+        size_t len = n - b < BLOCK_DOUBLES ? n - b : BLOCK_DOUBLES;
+        double *restrict d = dst + b;
+        for (int r = 0; r < nranks; r++) {
+            /* `copy` may be an input (in place): it is written after the last read of this block. */
+            const double *restrict s = src[r] + at + b;
+            if (r == 0)
+                for (size_t i = 0; i < len; i++)
+                    d[i] = s[i];
+            else
+                for (size_t i = 0; i < len; i++)
+                    d[i] += s[i];
+        }
+        if (copy)
+            memcpy(copy + b, d, len * sizeof(double));
+    }
+}
+
+/* Collective: out[i] = the sum over ranks of their in[i], for i < count
+ * (count <= capacity; `in` may equal `out`, like MPI_IN_PLACE). */
+static int win_allreduce(struct win_allreduce *a, const double *in, double *out, size_t count)
+{
+    if (count > a->capacity)
+        return KPCCL_ERROR;
+    if (a->nranks == 1) {
+        memmove(out, in, count * sizeof(double));
+        return KPCCL_OK;
+    }
+    if (count <= a->small) {
+        double **buf = a->buffer[a->parity];
+        a->parity ^= 1;
+        memcpy(buf[a->rank], in, count * sizeof(double));
+        if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
+            return KPCCL_ERROR;
+        sum_ranks(out, NULL, (const double *const *)buf, a->nranks, 0, count);
+        return KPCCL_OK;
+    }
+    /* Peers read only their own shares of this rank's input: this rank's
+     * share stays in `in`, where step 2 reads it. */
+    size_t lo, hi;
+    share_of(count, a->rank, a->nranks, &lo, &hi);
+    double *mine = a->input[a->rank];
+    memcpy(mine, in, lo * sizeof(double));
+    memcpy(mine + hi, in + hi, (count - hi) * sizeof(double));
+    if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
+        return KPCCL_ERROR;
+    for (int r = 0; r < a->nranks; r++)
+        a->sources[r] = r == a->rank ? in : a->input[r];
+    /* The share goes to the segment (for the peers) and to `out` at once. */
+    sum_ranks(a->share[a->rank], out + lo, a->sources, a->nranks, lo, hi - lo);
+    if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
+        return KPCCL_ERROR;
+    for (int r = 0; r < a->nranks; r++) {
+        if (r == a->rank)
+            continue;
+        share_of(count, r, a->nranks, &lo, &hi);
+        memcpy(out + lo, a->share[r], (hi - lo) * sizeof(double));
+    }
+    return KPCCL_OK;
+}
+
+/* Collective: frees the window. */
+static int win_allreduce_free(struct win_allreduce *a)
+{
+    int rc = kpccl_shm_win_free(a->win);
+    free(a->input);
+    free(a->share);
+    free(a->buffer[0]);
+    free(a->buffer[1]);
+    free(a->sources);
+    return rc;
+}
+
+/* ------------------------------------------------ the demonstration: check, then time */
+
+static int allgather(const void *sendbuf, void *recvbuf, int size, void *group, kpccl_shm_datatype_t datatype)
+{
+    static const MPI_Datatype types[] = {MPI_CHAR, MPI_INT, MPI_LONG, MPI_FLOAT, MPI_DOUBLE};
+    if ((unsigned)datatype >= sizeof types / sizeof *types)
+        return KPCCL_ERROR;
+    return MPI_Allgather(sendbuf, size, types[datatype], recvbuf, size, types[datatype], (MPI_Comm)group);
+}
+
+static int barrier(void *group)
+{
+    return MPI_Barrier((MPI_Comm)group);
+}
+
+static int me;
+
+#define TRY(call)                                                                       \
+    do {                                                                                \
+        if ((call) != KPCCL_OK) {                                                       \
+            fprintf(stderr, "rank %d: %s failed: %s\n", me, #call, kpccl_last_error()); \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                               \
+        }                                                                               \
+    } while (0)
+
+/* Rank r's input of call c: small integers, so that sums are exact. */
+static double input(int r, size_t i, int c)
+{
+    return (double)(((size_t)(r + 1) * (i + 1) + 31u * (size_t)c) % 1024u);
+}
+
+/* Runs three calls of `count` doubles with different inputs and checks each
+ * result against the exact sums, and the last against MPI_Allreduce.
+ * Returns the number of wrong elements on this rank. */
+static long check(struct win_allreduce *a, size_t count, double *in, double *out, double *ref)
+{
+    long wrong = 0;
+    for (int c = 0; c < 3; c++) {
+        for (size_t i = 0; i < count; i++)
+            in[i] = input(me, i, c);
+        TRY(win_allreduce(a, in, c == 1 ? in : out, count)); /* once in place */
+        const double *got = c == 1 ? in : out;
+        for (size_t i = 0; i < count; i++) {
+            double want = 0;
+            for (int r = 0; r < a->nranks; r++)
+                want += input(r, i, c);
+            wrong += got[i] != want;
+        }
+    }
+    for (size_t i = 0; i < count; i++)
+        in[i] = input(me, i, 2);
+    MPI_Allreduce(in, ref, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (size_t i = 0; i < count; i++)
+        wrong += out[i] != ref[i];
+    return wrong;
+}
+
+/* Seconds per call of k calls, the slowest rank's: kpccl's (mpi = 0) or MPI_Allreduce's. */
+static double timed(struct win_allreduce *a, int mpi, int k, const double *in, double *out, size_t count)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = MPI_Wtime();
+    for (int i = 0; i < k; i++) {
+        if (mpi)
+            MPI_Allreduce(in, out, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        else
+            TRY(win_allreduce(a, in, out, count));
+    }
+    t = (MPI_Wtime() - t) / k;
+    double slowest;
+    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+static int by_value(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Appends `key<TAB>ns<TAB>v1,v2,...` (nanoseconds) to `path`. */
+static void append(const char *path, const char *key, const double *secs, int n)
+{
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        perror(path);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    fprintf(f, "%s\tns\t", key);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%.3f", i ? "," : "", secs[i] * 1e9);
+    fprintf(f, "\n");
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    size_t max_bytes = 16u << 20, small_bytes = 4096;
+    int rounds = 5;
+    const char *results = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--max"))
+            max_bytes = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--small"))
+            small_bytes = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--rounds"))
+            rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--results"))
+            results = argv[i + 1];
+        else
+            rounds = 0;
+    }
+    if (argc % 2 == 0 || rounds < 1 || max_bytes < 8 || max_bytes > (1u << 30)) {
+        if (me == 0)
+            fprintf(stderr, "usage: %s [--max BYTES (8..1 GiB)] [--small BYTES] [--rounds R] [--results FILE]\n",
+                    argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+
+    /* A communicator over every rank (one node), with MPI as the out-of-band channel. */
+    kpccl_shm_oob_cb_t cbs = {0};
+    cbs.oob_allgather = allgather;
+    cbs.oob_barrier = barrier;
+    kpccl_shm_comm_h comm;
+    TRY(kpccl_shm_comm_create(n, me, me, &cbs, (void *)MPI_COMM_WORLD, &comm));
+    struct win_allreduce a;
+    size_t capacity = max_bytes / sizeof(double);
+    TRY(win_allreduce_init(&a, comm, me, n, capacity, small_bytes / sizeof(double)));
+    double *in = malloc(capacity * sizeof(double));
+    double *out = malloc(capacity * sizeof(double));
+    double *ref = malloc(capacity * sizeof(double));
+    double *samples = malloc(2 * (size_t)rounds * sizeof(double));
+    if (!in || !out || !ref || !samples) {
+        fprintf(stderr, "rank %d: out of memory\n", me);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
+    if (me == 0)
+        printf("allreduce of doubles, %d ranks (vectors up to %zu bytes: every rank reduces all)\n"
+               "%10s %14s %14s %8s\n",
+               n, a.small * sizeof(double), "bytes", "kpccl", "MPI", "ratio");
+    long wrong_all = 0;
+    /* 8 bytes, then 16, 64, 256, ... (powers of 4) up to --max. */
+    for (size_t bytes = 8; bytes <= max_bytes; bytes = bytes == 8 ? 16 : bytes * 4) {
+        size_t count = bytes / sizeof(double);
+        long wrong = check(&a, count, in, out, ref), sum = 0;
+        MPI_Allreduce(&wrong, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        wrong_all += sum;
+        /* Calls per sample: about 5 ms of kpccl calls, as rank 0 finds. */
+        double once = timed(&a, 0, 1, in, out, count);
+        int k = once > 5e-3 ? 1 : once < 5e-3 / 1000 ? 1000 : (int)(5e-3 / once);
+        MPI_Bcast(&k, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        /* Interleaved, so that drift of the machine hits both alike. */
+        for (int r = 0; r < rounds; r++) {
+            samples[r] = timed(&a, 0, k, in, out, count);
+            samples[rounds + r] = timed(&a, 1, k, in, ref, count);
+        }
+        if (me == 0) {
+            char key[64];
+            for (int m = 0; results && m < 2; m++) {
+                snprintf(key, sizeof key, "allreduce/%s/%d/%zu", m ? "mpi" : "kpccl", n, bytes);
+                append(results, key, samples + m * rounds, rounds);
+            }
+            double t = median(samples, rounds), t_mpi = median(samples + rounds, rounds);
+            printf("%10zu %11.2f us %11.2f us %8.2f%s\n", bytes, t * 1e6, t_mpi * 1e6, t / t_mpi,
+                   sum ? "  WRONG" : "");
+        }
+    }
+    if (me == 0)
+        printf("%s: %ld wrong elements\n", wrong_all == 0 ? "verified" : "FAILED", wrong_all);
+
+    TRY(win_allreduce_free(&a));
+    TRY(kpccl_shm_comm_destroy(comm));
+    free(in);
+    free(out);
+    free(ref);
+    free(samples);
+    MPI_Finalize();
+    return wrong_all == 0 ? 0 : 1;
+}
