@@ -21,9 +21,7 @@
  */
 #include "bench.h"
 
-#include <mpi.h>
-
-#include "kpccl.h"
+#include "mpi_oob.h"
 
 struct ctx {
     int rank, nranks, peer;
@@ -139,19 +137,6 @@ static void touch(char *p, size_t len)
         ((volatile char *)p)[i] = 1;
 }
 
-static int oob_allgather(const void *sendbuf, void *recvbuf, int size, void *group, kpccl_shm_datatype_t type)
-{
-    static const MPI_Datatype types[] = {MPI_CHAR, MPI_INT, MPI_LONG, MPI_FLOAT, MPI_DOUBLE};
-    if ((unsigned)type >= sizeof types / sizeof *types)
-        return -1;
-    return MPI_Allgather(sendbuf, size, types[type], recvbuf, size, types[type], *(MPI_Comm *)group);
-}
-
-static int oob_barrier(void *group)
-{
-    return MPI_Barrier(*(MPI_Comm *)group);
-}
-
 /* One creation (and teardown) of a window with `mine` bytes per rank, by MPI
  * (`comm` NULL) or by kpccl on `comm`; `use` also touches every page of our segment. */
 static int create_once(kpccl_shm_comm_h comm, int use, size_t mine)
@@ -179,15 +164,10 @@ static int create_once(kpccl_shm_comm_h comm, int use, size_t mine)
 
 /* A kpccl communicator whose windows reserve their memory as `reserve` says
  * (KPCCL_RESERVE is read when a communicator is created). */
-static kpccl_shm_comm_h comm_reserving(struct ctx *c, const char *reserve)
+static kpccl_shm_comm_h comm_reserving(const char *reserve)
 {
-    static kpccl_shm_oob_cb_t cbs = {oob_allgather, oob_barrier};
-    static MPI_Comm world;
-    world = MPI_COMM_WORLD;
-    kpccl_shm_comm_h comm = NULL;
     setenv("KPCCL_RESERVE", reserve, 1);
-    if (kpccl_shm_comm_create(c->nranks, c->rank, c->rank, &cbs, &world, &comm) != KPCCL_OK)
-        fprintf(stderr, "mpi_bench: kpccl_shm_comm_create: %s\n", kpccl_last_error());
+    kpccl_shm_comm_h comm = world_comm();
     unsetenv("KPCCL_RESERVE");
     return comm;
 }
@@ -199,7 +179,7 @@ static int create(struct ctx *c, const char *reps_arg, const char *out, int nsiz
     unsigned small, mid, large;
     if (sscanf(reps_arg, "%u:%u:%u", &small, &mid, &large) != 3)
         return -1;
-    kpccl_shm_comm_h comms[LIBS] = {NULL, comm_reserving(c, "eager"), comm_reserving(c, "lazy")};
+    kpccl_shm_comm_h comms[LIBS] = {NULL, comm_reserving("eager"), comm_reserving("lazy")};
     if (!comms[1] || !comms[2])
         return -1;
     static const char *const names[LIBS][2] = {{"mpi/create", "mpi/create-touch"},

@@ -13,6 +13,11 @@ use kpccl_posix::launch::Launch;
 use crate::measure::Budget;
 use crate::ranks::{self, CREATE_SIZES, What};
 use crate::results::{self, Results};
+use crate::workloads;
+
+/// The parts `--parts` selects from (`micro`, the criterion benchmarks, is
+/// `cargo xtask bench`'s: the driver accepts and ignores it).
+pub const PARTS: [&str; 9] = ["micro", "ref", "rust", "c", "mpi", "create", "copy", "pipeline", "allreduce"];
 
 /// Rank counts of the fence benchmarks (8 oversubscribes a 2-core machine).
 pub const RANKS: [u32; 3] = [2, 4, 8];
@@ -33,7 +38,8 @@ pub struct Options {
     pub variants: Vec<Variant>,
     /// Rank counts of the fence benchmarks.
     pub ranks: Vec<u32>,
-    /// Which parts run (`ref`, `rust`, `c`, `mpi`, `create`, `copy`); empty: all.
+    /// Which parts run (`ref`, `rust`, `c`, `mpi`, `create`, `copy`,
+    /// `pipeline`, `allreduce`); empty: all.
     pub parts: Vec<String>,
     /// How long, in all, to wait for other processes to leave the machine idle.
     pub patience: Duration,
@@ -101,6 +107,9 @@ pub struct Context {
     pub results: Results,
     /// Notes for the report (skipped parts, failures).
     pub notes: Vec<String>,
+    /// The programs that failed (a benchmark that fails, or whose result
+    /// does not validate), each with its error; also among the notes.
+    pub failures: Vec<String>,
     /// The window sizes of the creation benchmark.
     pub sizes: Vec<u64>,
     /// `mpirun --version`'s first line, when Open MPI runs.
@@ -193,22 +202,35 @@ fn run_quiet(cmd: &mut Command) -> Step {
     run_timed(cmd, Duration::from_secs(300))
 }
 
-/// Compiles `bench/c/<src>` with `cc` into the work directory.
+/// Compiles `src` (relative to the workspace root) with `cc` into `out`;
+/// `bench/c` is on the include path.
 fn compile(cc: &str, src: &str, out: &Path, extra: &[OsString]) -> Step {
-    let c = workspace_root().join("bench/c");
+    let root = workspace_root();
     let mut cmd = Command::new(cc);
     cmd.args(["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror"])
         .arg("-I")
-        .arg(&c)
-        .arg(c.join(src))
+        .arg(root.join("bench/c"))
+        .arg(root.join(src))
         .arg("-o")
         .arg(out)
         .args(extra);
     run_quiet(&mut cmd)
 }
 
-/// Builds the C-API and MPI programs; returns their paths (MPI's only when it builds).
-fn build_c(opts: &Options, ctx: &mut Context) -> Result<(PathBuf, Option<PathBuf>), String> {
+/// The C programs of a run: the C-API benchmark, and the MPI ones that build.
+#[derive(Clone, Debug)]
+struct Programs {
+    kpccl: PathBuf,
+    /// `bench/c/mpi_bench.c`.
+    mpi: Option<PathBuf>,
+    /// `bench/c/pipeline.c`, when its part runs.
+    pipeline: Option<PathBuf>,
+    /// `examples/kpccl_allreduce.c`, when its part runs.
+    allreduce: Option<PathBuf>,
+}
+
+/// Builds the C-API and MPI programs (MPI's only when they build).
+fn build_c(opts: &Options, ctx: &mut Context) -> Result<Programs, String> {
     let lib = exe_dir()?;
     if !lib.join("libkpccl.so").exists() {
         return Err(format!(
@@ -225,24 +247,35 @@ fn build_c(opts: &Options, ctx: &mut Context) -> Result<(PathBuf, Option<PathBuf
     let mut i = OsString::from("-I");
     i.push(&include);
     let link = [i, l, "-lkpccl".into(), rpath];
-    compile("cc", "kpccl_bench.c", &kpccl, &link)?;
-    let mpi = if opts.no_mpi {
+    compile("cc", "bench/c/kpccl_bench.c", &kpccl, &link)?;
+    let mut progs = Programs { kpccl, mpi: None, pipeline: None, allreduce: None };
+    if opts.no_mpi {
         ctx.notes.push("Open MPI skipped (--no-mpi).".to_owned());
-        None
-    } else if !found("mpicc") || !found("mpirun") {
+        return Ok(progs);
+    }
+    if !found("mpicc") || !found("mpirun") {
         ctx.notes.push("Open MPI skipped: `mpicc` or `mpirun` is not on PATH.".to_owned());
-        None
-    } else {
-        let out = opts.work.join("mpi_bench");
-        match compile("mpicc", "mpi_bench.c", &out, &link) {
+        return Ok(progs);
+    }
+    let mut build = |part: &str, src: &str, name: &str| {
+        if !opts.part(part) {
+            return None;
+        }
+        let out = opts.work.join(name);
+        match compile("mpicc", src, &out, &link) {
             Ok(()) => Some(out),
             Err(e) => {
-                ctx.notes.push(format!("Open MPI skipped: mpi_bench.c does not build: {e}"));
+                ctx.notes.push(format!("{src} does not build, so its part is skipped: {e}"));
                 None
             }
         }
     };
-    Ok((kpccl, mpi))
+    // mpi_bench serves the `mpi` and `create` parts; empty parts select all.
+    let mpi_part = if opts.part("mpi") { "mpi" } else { "create" };
+    progs.mpi = build(mpi_part, "bench/c/mpi_bench.c", "mpi_bench");
+    progs.pipeline = build("pipeline", "bench/c/pipeline.c", "pipeline");
+    progs.allreduce = build("allreduce", workloads::ALLREDUCE_SOURCE, "allreduce");
+    Ok(progs)
 }
 
 /// `mpirun` with the flags every MPI job here uses.
@@ -407,8 +440,9 @@ pub fn run(opts: &Options) -> Result<Context, String> {
     let out = opts.work.join("results.tsv");
     let _ = fs::remove_file(&out);
     let budget = if opts.smoke { Budget::SMOKE } else { Budget::FULL };
-    let (cprog, mpi) = build_c(opts, &mut ctx)?;
-    if mpi.is_some() {
+    let progs = build_c(opts, &mut ctx)?;
+    let (cprog, mpi) = (&progs.kpccl, &progs.mpi);
+    if mpi.is_some() || progs.pipeline.is_some() || progs.allreduce.is_some() {
         ctx.mpi_version = Command::new("mpirun")
             .arg("--version")
             .output()
@@ -460,7 +494,7 @@ pub fn run(opts: &Options) -> Result<Context, String> {
             if opts.part("c") {
                 step(
                     &format!("c fences n={n}"),
-                    run_launch(&launch(n, &[]), &cprog, &["c".to_owned(), budget.arg(), path_arg(&out)]),
+                    run_launch(&launch(n, &[]), cprog, &["c".to_owned(), budget.arg(), path_arg(&out)]),
                 );
             }
             if let Some(mpi) = mpi.as_ref().filter(|_| opts.part("mpi")) {
@@ -499,7 +533,7 @@ pub fn run(opts: &Options) -> Result<Context, String> {
         for &n in &opts.ranks {
             let job = RustJob { what: What::Create, sizes: &ctx.sizes, ..RustJob::fences("rust") };
             step(&format!("rust create n={n}"), job.run(n, &budget, &out));
-            if let Some(mpi) = &mpi {
+            if let Some(mpi) = mpi {
                 let reps = |s: u64| ranks::create_reps(s, opts.smoke);
                 let reps = format!("{}:{}:{}", reps(4096), reps(64 << 20), reps(1 << 30));
                 step(
@@ -519,6 +553,22 @@ pub fn run(opts: &Options) -> Result<Context, String> {
         eprintln!("kpccl-bench: copy bandwidth");
         step("rust copy", RustJob { what: What::Copy, ..RustJob::fences("rust") }.run(2, &budget, &out));
     }
+    if let Some(p) = &progs.pipeline {
+        quiet(&mut patience);
+        eprintln!("kpccl-bench: pipeline kernel");
+        for &n in &opts.ranks {
+            let args = workloads::pipeline_args(opts.smoke, &out);
+            step(&format!("pipeline n={n}"), run_quiet(mpirun(n).arg(p).args(args)));
+        }
+    }
+    if let Some(p) = &progs.allreduce {
+        quiet(&mut patience);
+        eprintln!("kpccl-bench: window allreduce");
+        for &n in &opts.ranks {
+            let args = workloads::allreduce_args(opts.smoke, &out);
+            step(&format!("allreduce n={n}"), run_quiet(mpirun(n).arg(p).args(args)));
+        }
+    }
     if busy_phases > 0 && !opts.smoke {
         ctx.notes.push(format!(
             "{busy_phases} phase(s) started while other processes kept the machine more than 10 % busy \
@@ -526,7 +576,8 @@ pub fn run(opts: &Options) -> Result<Context, String> {
             opts.patience.as_secs()
         ));
     }
-    ctx.notes.extend(failures);
+    ctx.notes.extend(failures.iter().cloned());
+    ctx.failures = failures;
     let text = fs::read_to_string(&out).unwrap_or_default();
     results::parse_into(&text, &mut ctx.results);
     ctx.load.1 = load();

@@ -10,7 +10,10 @@
 //!   kpccl launcher; `bench/c/kpccl_bench.c` does the same through the C
 //!   API, `bench/c/mpi_bench.c` measures Open MPI under `mpirun`;
 //! - [`driver`]: builds the C programs and runs everything in rounds;
-//! - [`report`] and [`svg`]: the tables, targets and plot;
+//! - [`workloads`]: the real workloads against Open MPI, the pipeline kernel
+//!   of the Parallel Research Kernels (`bench/c/pipeline.c`) and the window
+//!   allreduce example (`examples/kpccl_allreduce.c`);
+//! - [`report`], [`workload_report`] and [`svg`]: the tables, targets and plots;
 //! - [`heap`]: a heap sync area, for the criterion benchmarks of fences
 //!   between threads (`benches/micro.rs`).
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
@@ -24,3 +27,5 @@ pub mod report;
 pub mod results;
 pub mod stats;
 pub mod svg;
+pub mod workload_report;
+pub mod workloads;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! kpccl-bench [--smoke] [--rounds N] [--experiments] [--no-mpi]
-//!             [--ranks 2,4,8] [--parts ref,rust,c,mpi,create,copy]
+//!             [--ranks 2,4,8] [--parts micro,ref,rust,c,mpi,create,copy,pipeline,allreduce]
 //!             [--variant TAG[@N,N…]:KEY=VALUE[,KEY=VALUE…]]… [--patience SECONDS]
 //!             [--out BENCHMARKS.md] [--svg docs/fence-latency.svg]
 //!             [--criterion FILE] [--work DIR]
@@ -24,7 +24,7 @@ use kpccl_bench::{report, results, svg};
 use kpccl_posix::launch::RunOob;
 
 const USAGE: &str = "usage: kpccl-bench [--smoke] [--rounds N] [--experiments] [--no-mpi] \
-[--ranks 2,4,8] [--parts ref,rust,c,mpi,create,copy] [--variant TAG[@N,..]:KEY=VALUE,..] \
+[--ranks 2,4,8] [--parts micro,ref,rust,c,mpi,create,copy,pipeline,allreduce] [--variant TAG[@N,..]:KEY=VALUE,..] \
 [--patience SECONDS] \
 [--out BENCHMARKS.md] [--svg docs/fence-latency.svg] [--criterion FILE] [--work DIR]";
 
@@ -108,7 +108,12 @@ fn drive(args: &[String]) -> Result<(), String> {
             "--patience" => {
                 opts.patience = Duration::from_secs(value()?.parse().map_err(|e| format!("--patience: {e}"))?);
             }
-            "--parts" => opts.parts = value()?.split(',').map(str::to_owned).collect(),
+            "--parts" => {
+                opts.parts = value()?.split(',').map(str::to_owned).collect();
+                if let Some(p) = opts.parts.iter().find(|p| !driver::PARTS.contains(&p.as_str())) {
+                    return Err(format!("--parts: unknown part {p:?} (known: {})", driver::PARTS.join(",")));
+                }
+            }
             "-h" | "--help" => {
                 eprintln!("{USAGE}");
                 return Ok(());
@@ -129,15 +134,36 @@ fn drive(args: &[String]) -> Result<(), String> {
         None => String::new(),
     };
     let machine = report::Machine::probe();
-    let plot = svg::fence_plot(&ctx.results);
-    let svg_link = svg_path.as_ref().map(|p| relative_link(out.as_deref(), p));
-    let text = report::render(&ctx, &machine, &report::parse_criterion(&crit), svg_link.as_deref(), opts.smoke);
-    if let Some(p) = &svg_path {
-        write(p, &plot)?;
+    // The workloads' plots sit next to the fence plot, written when measured.
+    let has = |prefix: &str| ctx.results.keys().any(|k| k.starts_with(prefix));
+    let plots: [(Option<PathBuf>, String); 3] = [
+        (svg_path.clone(), svg::fence_plot(&ctx.results)),
+        (
+            svg_path.as_ref().filter(|_| has("pipeline/")).map(|p| p.with_file_name("pipeline.svg")),
+            svg::pipeline_plot(&ctx.results),
+        ),
+        (
+            svg_path.as_ref().filter(|_| has("allreduce/")).map(|p| p.with_file_name("allreduce.svg")),
+            svg::allreduce_plot(&ctx.results),
+        ),
+    ];
+    let links: Vec<Option<String>> =
+        plots.iter().map(|(p, _)| p.as_ref().map(|p| relative_link(out.as_deref(), p))).collect();
+    let links =
+        report::Links { fences: links[0].as_deref(), pipeline: links[1].as_deref(), allreduce: links[2].as_deref() };
+    let text = report::render(&ctx, &machine, &report::parse_criterion(&crit), &links, opts.smoke);
+    for (p, plot) in &plots {
+        if let Some(p) = p {
+            write(p, plot)?;
+        }
     }
     match &out {
         Some(p) => write(p, &text)?,
         None => print!("{text}"),
+    }
+    if opts.smoke && !ctx.failures.is_empty() {
+        // The report names them too; a smoke run exists to catch exactly this.
+        return Err(format!("{} benchmark program(s) failed: {}", ctx.failures.len(), ctx.failures.join("; ")));
     }
     if !opts.smoke {
         let _ = std::fs::remove_dir_all(&opts.work);

@@ -164,27 +164,28 @@ fn value(v: f64, unit: &str) -> String {
     }
 }
 
-fn ratio(r: Option<f64>) -> String {
+pub(crate) fn ratio(r: Option<f64>) -> String {
     match r {
         Some(r) if r.is_finite() => format!("{r:.2}×"),
         _ => "—".to_owned(),
     }
 }
 
-fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{} GiB", b >> 30),
         b if b >= 1 << 20 => format!("{} MiB", b >> 20),
-        b => format!("{} KiB", b >> 10),
+        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
     }
 }
 
 /// The summary of `key`, if measured.
-fn get(r: &Results, key: &str) -> Option<Summary> {
+pub(crate) fn get(r: &Results, key: &str) -> Option<Summary> {
     r.get(key).and_then(|s| Summary::of(&s.samples))
 }
 
-fn median(r: &Results, key: &str) -> Option<f64> {
+pub(crate) fn median(r: &Results, key: &str) -> Option<f64> {
     get(r, key).map(|s| s.median)
 }
 
@@ -326,9 +327,21 @@ pub fn targets(r: &Results, sizes: &[u64]) -> Vec<Target> {
     rows
 }
 
+/// The plots' paths as the report links them, where written.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Links<'a> {
+    /// Fence latency vs rank count.
+    pub fences: Option<&'a str>,
+    /// The pipeline kernel's time vs rank count.
+    pub pipeline: Option<&'a str>,
+    /// The allreduce's time vs size.
+    pub allreduce: Option<&'a str>,
+}
+
 /// The whole report.
 #[must_use]
-pub fn render(ctx: &Context, m: &Machine, crit: &[Criterion], svg: Option<&str>, smoke: bool) -> String {
+pub fn render(ctx: &Context, m: &Machine, crit: &[Criterion], svgs: &Links<'_>, smoke: bool) -> String {
+    let svg = svgs.fences;
     let r = &ctx.results;
     let mut s = String::new();
     let w = &mut s;
@@ -411,6 +424,7 @@ pub fn render(ctx: &Context, m: &Machine, crit: &[Criterion], svg: Option<&str>,
     fence_tables(w, r);
     creation_table(w, r, &ctx.sizes);
     copy_table(w, r);
+    crate::workload_report::section(w, r, smoke, [svgs.pipeline, svgs.allreduce]);
     criterion_table(w, crit);
     variants_table(w, r);
     let _ = writeln!(w, "\n{}", WHAT_WAS_TRIED.trim_end());
@@ -484,7 +498,7 @@ fn fence_tables(w: &mut String, r: &Results) {
     }
 }
 
-fn spread_cell(s: Option<Summary>) -> String {
+pub(crate) fn spread_cell(s: Option<Summary>) -> String {
     s.map_or_else(|| "—".to_owned(), |s| format!("{} ({} – {})", ns(s.median), ns(s.p10), ns(s.p90)))
 }
 
@@ -646,5 +660,6 @@ mod tests {
         assert_eq!(ns(12_345.0), "12.3 µs");
         assert_eq!(size(1 << 30), "1 GiB");
         assert_eq!(size(4096), "4 KiB");
+        assert_eq!(size(8), "8 B");
     }
 }

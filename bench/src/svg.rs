@@ -1,13 +1,15 @@
-//! The plot of fence latency vs rank count, written as SVG by hand (no
-//! plotting dependency): medians as lines, the p10–p90 spread as bars, a
-//! logarithmic latency axis, the reference as a dashed horizontal line.
+//! The plots, written as SVG by hand (no plotting dependency): medians as
+//! lines over categories on the x axis (rank counts, vector sizes), the
+//! p10–p90 spread as bars, a logarithmic time axis, an optional reference
+//! as a dashed horizontal line and an optional shaded region.
 
 use std::fmt::Write as _;
 
 use crate::driver::RANKS;
-use crate::report::ns;
+use crate::report::{ns, size};
 use crate::results::Results;
 use crate::stats::Summary;
+use crate::workloads::{ALLREDUCE_MAX, PIPELINE_VARIANTS, allreduce_key, allreduce_sizes, pipeline_key};
 
 const W: f64 = 760.0;
 const H: f64 = 460.0;
@@ -16,22 +18,139 @@ const RIGHT: f64 = 250.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
 
-/// One line of the plot.
-struct Line {
+/// One line of a plot: its points are (x category, summary).
+struct Curve {
+    label: String,
+    color: &'static str,
+    dashed: bool,
+    points: Vec<(usize, Summary)>,
+}
+
+/// A plot over categories.
+struct Plot {
+    title: &'static str,
+    x_label: &'static str,
+    y_label: &'static str,
+    /// The x categories' labels, evenly spaced.
+    xs: Vec<String>,
+    /// Categories from this one on are shaded, with this note.
+    shade: Option<(usize, &'static str)>,
+    /// A dashed horizontal line: its legend and value.
+    reference: Option<(String, f64)>,
+    curves: Vec<Curve>,
+    /// Said in the middle when nothing was measured.
+    empty: &'static str,
+}
+
+/// One line of the fence plot: results `<prefix>/<ranks>`.
+struct FenceLine {
     prefix: &'static str,
     label: &'static str,
     color: &'static str,
     dashed: bool,
 }
 
-const LINES: [Line; 6] = [
-    Line { prefix: "rust/fence", label: "kpccl fence() (Rust)", color: "#1f5fbf", dashed: false },
-    Line { prefix: "c/fence", label: "kpccl win_fence (C)", color: "#2a9d8f", dashed: false },
-    Line { prefix: "rust/peer", label: "kpccl peer_fence, N/2 pairs", color: "#6a3fb5", dashed: false },
-    Line { prefix: "mpi/winfence", label: "Open MPI MPI_Win_fence", color: "#d62828", dashed: true },
-    Line { prefix: "mpi/barrier", label: "Open MPI MPI_Barrier", color: "#f77f00", dashed: true },
-    Line { prefix: "mpi/pscw", label: "Open MPI PSCW, N/2 pairs", color: "#9c6644", dashed: true },
+const FENCE_LINES: [FenceLine; 6] = [
+    FenceLine { prefix: "rust/fence", label: "kpccl fence() (Rust)", color: "#1f5fbf", dashed: false },
+    FenceLine { prefix: "c/fence", label: "kpccl win_fence (C)", color: "#2a9d8f", dashed: false },
+    FenceLine { prefix: "rust/peer", label: "kpccl peer_fence, N/2 pairs", color: "#6a3fb5", dashed: false },
+    FenceLine { prefix: "mpi/winfence", label: "Open MPI MPI_Win_fence", color: "#d62828", dashed: true },
+    FenceLine { prefix: "mpi/barrier", label: "Open MPI MPI_Barrier", color: "#f77f00", dashed: true },
+    FenceLine { prefix: "mpi/pscw", label: "Open MPI PSCW, N/2 pairs", color: "#9c6644", dashed: true },
 ];
+
+/// Colours of the pipeline's variants (MPI's dashed) and of the allreduce's rank counts.
+const PIPELINE_COLORS: [&str; 4] = ["#d62828", "#f77f00", "#6a3fb5", "#1f5fbf"];
+const RANK_COLORS: [&str; 3] = ["#1f5fbf", "#2a9d8f", "#d62828"];
+
+fn summary(r: &Results, key: &str) -> Option<Summary> {
+    r.get(key).and_then(|s| Summary::of(&s.samples))
+}
+
+/// Points of `key(x)` over the categories `xs`, where measured.
+fn points<T: Copy>(r: &Results, xs: &[T], key: impl Fn(T) -> String) -> Vec<(usize, Summary)> {
+    xs.iter().enumerate().filter_map(|(i, &x)| summary(r, &key(x)).map(|s| (i, s))).collect()
+}
+
+fn rank_labels() -> Vec<String> {
+    RANKS.iter().map(u32::to_string).collect()
+}
+
+/// The fence latency vs rank count plot (`docs/fence-latency.svg`).
+#[must_use]
+pub fn fence_plot(r: &Results) -> String {
+    let curves = FENCE_LINES
+        .iter()
+        .map(|l| Curve {
+            label: l.label.to_owned(),
+            color: l.color,
+            dashed: l.dashed,
+            points: points(r, &RANKS, |n| format!("{}/{n}", l.prefix)),
+        })
+        .collect();
+    render(&Plot {
+        title: "Fence latency vs rank count (median, p10–p90 bars; log scale)",
+        x_label: "ranks (processes) on 2 cores",
+        y_label: "time per fence",
+        xs: rank_labels(),
+        shade: Some((1, "more ranks than cores")),
+        reference: summary(r, "ref/flag/2").map(|s| (format!("reference, 2 procs ({})", ns(s.median)), s.median)),
+        curves,
+        empty: "no fence measurements",
+    })
+}
+
+/// The pipeline kernel's time per sweep vs rank count, per hand-off variant.
+#[must_use]
+pub fn pipeline_plot(r: &Results) -> String {
+    let curves = PIPELINE_VARIANTS
+        .iter()
+        .zip(PIPELINE_COLORS)
+        .map(|((v, name), color)| Curve {
+            label: name.replace('`', ""),
+            color,
+            dashed: v.starts_with("mpi"),
+            points: points(r, &RANKS, |n| pipeline_key(v, n)),
+        })
+        .collect();
+    render(&Plot {
+        title: "Pipeline kernel (PRK Synch_p2p): time per sweep vs rank count",
+        x_label: "ranks (processes) on 2 cores",
+        y_label: "time per sweep",
+        xs: rank_labels(),
+        shade: Some((1, "more ranks than cores")),
+        reference: None,
+        curves,
+        empty: "no pipeline measurements",
+    })
+}
+
+/// The window allreduce's and `MPI_Allreduce`'s time vs vector size, per rank count.
+#[must_use]
+pub fn allreduce_plot(r: &Results) -> String {
+    let sizes = allreduce_sizes(ALLREDUCE_MAX[0]);
+    let mut curves = Vec::new();
+    for (&n, color) in RANKS.iter().zip(RANK_COLORS) {
+        for (lib, label, dashed) in [("kpccl", "kpccl window", false), ("mpi", "MPI_Allreduce", true)] {
+            curves.push(Curve {
+                label: format!("{label}, {n} ranks"),
+                color,
+                dashed,
+                points: points(r, &sizes, |b| allreduce_key(lib, n, b)),
+            });
+        }
+    }
+    render(&Plot {
+        title: "Allreduce (sum of doubles): time per call vs size",
+        x_label: "vector size",
+        y_label: "time per call",
+        xs: sizes.iter().map(|&b| size(b)).collect(),
+        shade: None,
+        reference: None,
+        curves,
+        empty: "no allreduce measurements",
+    })
+}
 
 /// The label of 10^d nanoseconds: `100 ns`, `1 µs`…
 fn decade(d: i32) -> String {
@@ -44,26 +163,12 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// The SVG document for `r` (an empty plot with a note when nothing was measured).
-#[must_use]
-pub fn fence_plot(r: &Results) -> String {
-    let series: Vec<(&Line, Vec<(u32, Summary)>)> = LINES
-        .iter()
-        .map(|l| {
-            let pts = RANKS
-                .iter()
-                .filter_map(|&n| {
-                    r.get(&format!("{}/{n}", l.prefix)).and_then(|s| Summary::of(&s.samples)).map(|s| (n, s))
-                })
-                .collect();
-            (l, pts)
-        })
-        .filter(|(_, p): &(_, Vec<_>)| !p.is_empty())
-        .collect();
-    let reference = r.get("ref/flag/2").and_then(|s| Summary::of(&s.samples));
+/// The SVG document of `p` (an empty plot with a note when nothing was measured).
+fn render(p: &Plot) -> String {
+    let series: Vec<&Curve> = p.curves.iter().filter(|c| !c.points.is_empty()).collect();
     let mut values: Vec<f64> =
-        series.iter().flat_map(|(_, p)| p.iter().flat_map(|(_, s)| [s.p10, s.p90, s.median])).collect();
-    values.extend(reference.map(|s| s.median));
+        series.iter().flat_map(|c| c.points.iter().flat_map(|(_, s)| [s.p10, s.p90, s.median])).collect();
+    values.extend(p.reference.as_ref().map(|r| r.1));
     values.retain(|v| v.is_finite() && *v > 0.0);
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(0.0, f64::max);
@@ -75,11 +180,9 @@ pub fn fence_plot(r: &Results) -> String {
     let plot_w = W - LEFT - RIGHT;
     let plot_h = H - TOP - BOTTOM;
     let y = |v: f64| TOP + plot_h * (1.0 - (v.max(1e-3).log10() - d0) / (d1 - d0));
+    let margin = if p.xs.len() <= 4 { 0.12 } else { 0.05 };
     #[allow(clippy::cast_precision_loss)]
-    let x = |n: u32| {
-        let i = RANKS.iter().position(|&k| k == n).unwrap_or(0) as f64;
-        LEFT + plot_w * (0.12 + 0.76 * i / (RANKS.len() - 1).max(1) as f64)
-    };
+    let x = |i: usize| LEFT + plot_w * (margin + (1.0 - 2.0 * margin) * i as f64 / (p.xs.len().max(2) - 1) as f64);
 
     let mut s = String::new();
     let w = &mut s;
@@ -90,18 +193,21 @@ pub fn fence_plot(r: &Results) -> String {
     let _ = writeln!(w, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
     let _ = writeln!(
         w,
-        r##"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">Fence latency vs rank count (median, p10–p90 bars; log scale)</text>"##,
-        W / 2.0
+        r##"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"##,
+        W / 2.0,
+        esc(p.title)
     );
-    // The oversubscribed region: more ranks than the 2 cores (4 and 8).
-    let shade = (x(2) + x(4)) / 2.0;
-    let _ = writeln!(
-        w,
-        r##"<rect x="{shade:.1}" y="{TOP}" width="{:.1}" height="{plot_h}" fill="#f2f2f2"/><text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#666">more ranks than cores</text>"##,
-        LEFT + plot_w - shade,
-        (shade + LEFT + plot_w) / 2.0,
-        TOP + 14.0
-    );
+    if let Some((from, note)) = p.shade.filter(|(from, _)| *from > 0 && *from < p.xs.len()) {
+        let shade = (x(from - 1) + x(from)) / 2.0;
+        let _ = writeln!(
+            w,
+            r##"<rect x="{shade:.1}" y="{TOP}" width="{:.1}" height="{plot_h}" fill="#f2f2f2"/><text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#666">{}</text>"##,
+            LEFT + plot_w - shade,
+            (shade + LEFT + plot_w) / 2.0,
+            TOP + 14.0,
+            esc(note)
+        );
+    }
     // Axes, decade grid and labels.
     #[allow(clippy::cast_possible_truncation)]
     for d in (d0 as i32)..=(d1 as i32) {
@@ -127,78 +233,78 @@ pub fn fence_plot(r: &Results) -> String {
             }
         }
     }
-    for n in RANKS {
-        let xx = x(n);
+    let small = if p.xs.len() > 6 { r#" font-size="10""# } else { "" };
+    for (i, label) in p.xs.iter().enumerate() {
+        let xx = x(i);
         let _ = writeln!(
             w,
-            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{n}</text>"##,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle"{small}>{}</text>"##,
             TOP + plot_h,
             TOP + plot_h + 5.0,
-            TOP + plot_h + 20.0
+            TOP + plot_h + 20.0,
+            esc(label)
         );
     }
     let _ =
         writeln!(w, r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#333"/>"##);
     let _ = writeln!(
         w,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">ranks (processes) on 2 cores</text>"##,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
         LEFT + plot_w / 2.0,
-        H - 18.0
+        H - 18.0,
+        esc(p.x_label)
     );
     let _ = writeln!(
         w,
-        r##"<text x="18" y="{:.1}" text-anchor="middle" transform="rotate(-90 18 {:.1})">time per fence</text>"##,
+        r##"<text x="18" y="{:.1}" text-anchor="middle" transform="rotate(-90 18 {:.1})">{}</text>"##,
         TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0
+        TOP + plot_h / 2.0,
+        esc(p.y_label)
     );
-    // The reference.
-    if let Some(rf) = reference {
-        let yy = y(rf.median);
+    if let Some((_, v)) = &p.reference {
+        let yy = y(*v);
         let _ = writeln!(
             w,
             r##"<line x1="{LEFT}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#000" stroke-dasharray="2,3"/>"##,
             LEFT + plot_w
         );
     }
-    // The series.
     #[allow(clippy::cast_precision_loss)]
-    for (i, (l, pts)) in series.iter().enumerate() {
+    for (i, c) in series.iter().enumerate() {
         let nudge = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 4.0;
-        let dash = if l.dashed { r#" stroke-dasharray="6,4""# } else { "" };
-        let path: Vec<String> = pts.iter().map(|(n, s)| format!("{:.1},{:.1}", x(*n) + nudge, y(s.median))).collect();
+        let dash = if c.dashed { r#" stroke-dasharray="6,4""# } else { "" };
+        let path: Vec<String> =
+            c.points.iter().map(|(n, s)| format!("{:.1},{:.1}", x(*n) + nudge, y(s.median))).collect();
         let _ = writeln!(
             w,
             r##"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{dash}/>"##,
             path.join(" "),
-            l.color
+            c.color
         );
-        for (n, s) in pts {
+        for (n, s) in &c.points {
             let xx = x(*n) + nudge;
             let _ = writeln!(
                 w,
                 r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}" stroke="{}" stroke-width="1.2"/>"##,
                 y(s.p90),
                 y(s.p10),
-                l.color
+                c.color
             );
-            if l.dashed {
+            let title = format!("<title>{} @ {}: {}</title>", esc(&c.label), esc(&p.xs[*n]), esc(&ns(s.median)));
+            if c.dashed {
                 let _ = writeln!(
                     w,
-                    r##"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{}"><title>{} @ {n}: {}</title></rect>"##,
+                    r##"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{}">{title}</rect>"##,
                     xx - 3.5,
                     y(s.median) - 3.5,
-                    l.color,
-                    esc(l.label),
-                    esc(&ns(s.median))
+                    c.color
                 );
             } else {
                 let _ = writeln!(
                     w,
-                    r##"<circle cx="{xx:.1}" cy="{:.1}" r="4" fill="{}"><title>{} @ {n}: {}</title></circle>"##,
+                    r##"<circle cx="{xx:.1}" cy="{:.1}" r="4" fill="{}">{title}</circle>"##,
                     y(s.median),
-                    l.color,
-                    esc(l.label),
-                    esc(&ns(s.median))
+                    c.color
                 );
             }
         }
@@ -206,36 +312,31 @@ pub fn fence_plot(r: &Results) -> String {
     // The legend.
     let lx = LEFT + plot_w + 16.0;
     let mut ly = TOP + 10.0;
-    for (l, _) in &series {
-        let dash = if l.dashed { r#" stroke-dasharray="6,4""# } else { "" };
+    for c in &series {
+        let dash = if c.dashed { r#" stroke-dasharray="6,4""# } else { "" };
         let _ = writeln!(
             w,
             r##"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{}" stroke-width="2"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"##,
             lx + 26.0,
-            l.color,
+            c.color,
             lx + 32.0,
             ly + 4.0,
-            esc(l.label)
+            esc(&c.label)
         );
         ly += 22.0;
     }
-    if let Some(rf) = reference {
+    if let Some((label, _)) = &p.reference {
         let _ = writeln!(
             w,
-            r##"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="#000" stroke-dasharray="2,3"/><text x="{:.1}" y="{:.1}">reference, 2 procs ({})</text>"##,
+            r##"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="#000" stroke-dasharray="2,3"/><text x="{:.1}" y="{:.1}">{}</text>"##,
             lx + 26.0,
             lx + 32.0,
             ly + 4.0,
-            esc(&ns(rf.median))
+            esc(label)
         );
     }
     if series.is_empty() {
-        let _ = writeln!(
-            w,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">no fence measurements</text>"##,
-            W / 2.0,
-            H / 2.0
-        );
+        let _ = writeln!(w, r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, W / 2.0, H / 2.0, p.empty);
     }
     let _ = writeln!(w, "</svg>");
     s
@@ -246,14 +347,22 @@ mod tests {
     use super::*;
     use crate::results::Series;
 
+    fn results(pairs: &[(&str, f64)]) -> Results {
+        let mut r = Results::new();
+        for (k, v) in pairs {
+            r.insert((*k).to_owned(), Series { unit: "ns".to_owned(), samples: vec![*v, v * 1.1, v * 0.9] });
+        }
+        r
+    }
+
     #[test]
     fn plots_what_there_is() {
-        let mut r = Results::new();
-        for (k, v) in
-            [("rust/fence/2", 150.0), ("rust/fence/8", 9000.0), ("mpi/winfence/2", 400.0), ("ref/flag/2", 100.0)]
-        {
-            r.insert(k.to_owned(), Series { unit: "ns".to_owned(), samples: vec![v, v * 1.1, v * 0.9] });
-        }
+        let r = results(&[
+            ("rust/fence/2", 150.0),
+            ("rust/fence/8", 9000.0),
+            ("mpi/winfence/2", 400.0),
+            ("ref/flag/2", 100.0),
+        ]);
         let svg = fence_plot(&r);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("kpccl fence() (Rust)"));
@@ -263,5 +372,22 @@ mod tests {
         assert_eq!(decade(2), "100 ns");
         assert_eq!(decade(3), "1 µs");
         assert_eq!(decade(7), "10 ms");
+    }
+
+    #[test]
+    fn workload_plots() {
+        let r = results(&[
+            ("pipeline/mpi/2", 4e6),
+            ("pipeline/kpccl-signal/4", 3e6),
+            ("allreduce/kpccl/2/8", 900.0),
+            ("allreduce/mpi/8/16777216", 3e7),
+        ]);
+        let p = pipeline_plot(&r);
+        assert!(p.contains("kpccl signal/wait") && p.contains("Open MPI zero-byte send/recv"));
+        assert!(!p.contains("peer_fence") && !p.contains("NaN"));
+        let a = allreduce_plot(&r);
+        assert!(a.contains("kpccl window, 2 ranks") && a.contains("MPI_Allreduce, 8 ranks") && a.contains("16 MiB"));
+        assert!(!a.contains("kpccl window, 4 ranks"));
+        assert!(allreduce_plot(&Results::new()).contains("no allreduce measurements"));
     }
 }
