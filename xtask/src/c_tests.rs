@@ -22,7 +22,8 @@
 //!    every rank, not hang.
 //! 6. With MPI, `examples/kpccl_hybrid_allreduce.c` runs on 8 ranks as one
 //!    node, 2 and 4 simulated nodes, verified against `MPI_Allreduce`; the
-//!    time ratio it prints is shown.
+//!    time ratio it prints is shown. `examples/kpccl_allreduce.c` runs on 2
+//!    and 4 ranks and must verify every size up to 256 KiB.
 //! 7. No `/dev/shm/kpccl-*` entry may be left behind.
 //!
 //! `examples/kpccl_peer_fence.c`, the reference example with its two
@@ -147,10 +148,17 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
     }
     if let Some(mpi) = flavors.iter().find(|f| matches!(f, Flavor::Mpi(_))) {
         let program = compile(cfg, mpi, &lib, Path::new(HYBRID), &out)?;
+        let args = ["1048576", "5"];
         for (nodes, wrap) in [(1, Vec::new()), (2, split_nodes(4)), (4, split_nodes(2))] {
-            let run = hybrid(cfg, mpi, &program, &wrap);
+            let run = verified(cfg, mpi, &program, (8, &wrap), &args, Some(HYBRID_RATIO));
             let what = format!("mpirun -np 8 ({nodes} node{})", if nodes == 1 { "" } else { "s" });
             table.record("kpccl_hybrid_allreduce", &what, &run);
+        }
+        // Up to 256 KiB: both of its algorithms, each checked on three calls.
+        let program = compile(cfg, mpi, &lib, Path::new(ALLREDUCE), &out)?;
+        for n in [2, 4] {
+            let run = verified(cfg, mpi, &program, (n, &[]), &["--max", "262144", "--rounds", "1"], None);
+            table.record("kpccl_allreduce", &mpi.describe(n), &run);
         }
     }
     if cfg.target.is_none() {
@@ -201,6 +209,8 @@ pub(crate) fn standalone(aarch64: bool) -> Result<()> {
 const EXAMPLE: &str = "examples/kpccl_peer_fence.c";
 /// The hybrid model's example (MPI between nodes), run under mpirun only.
 const HYBRID: &str = "examples/kpccl_hybrid_allreduce.c";
+/// The window allreduce example, run under mpirun only.
+const ALLREDUCE: &str = "examples/kpccl_allreduce.c";
 
 /// The C test sources, `ffi/tests/c/*.c` and the reference example, sorted;
 /// none when the test directory is absent.
@@ -467,10 +477,22 @@ fn example_split(cfg: &CTests, flavor: &Flavor, program: &Path) -> Run {
     }
 }
 
-/// The hybrid example (MPI only): verified against `MPI_Allreduce`; its time ratio is the verdict.
-fn hybrid(cfg: &CTests, flavor: &Flavor, program: &Path, wrap: &[String]) -> Run {
-    let mut argv = command_line(cfg, flavor, program, 8, wrap);
-    argv.extend(["1048576".to_owned(), "5".to_owned()]);
+/// The line of the hybrid example's time ratio.
+const HYBRID_RATIO: &str = "time ratio hybrid / MPI_Allreduce: ";
+
+/// An MPI example that prints `verified:` when its results are right, run
+/// on `ranks.0` ranks each through `ranks.1`; with `ratio`, the line that
+/// starts so must be there too, and its rest is the verdict.
+fn verified(
+    cfg: &CTests,
+    flavor: &Flavor,
+    program: &Path,
+    ranks: (u32, &[String]),
+    args: &[&str],
+    ratio: Option<&str>,
+) -> Run {
+    let mut argv = command_line(cfg, flavor, program, ranks.0, ranks.1);
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
     let start = Instant::now();
     let result = bounded(&argv, &[], cfg.timeout());
     let elapsed = start.elapsed();
@@ -480,11 +502,14 @@ fn hybrid(cfg: &CTests, flavor: &Flavor, program: &Path, wrap: &[String]) -> Run
         Err(e) => failed(format!("FAILED: {e}"), String::new()),
         Ok(done) => {
             let output = format!("$ {}\n{}{}", argv.join(" "), done.stdout, done.stderr);
-            let ratio = done.stdout.lines().find_map(|l| l.strip_prefix("time ratio hybrid / MPI_Allreduce: "));
-            match (done.success, done.stdout.lines().any(|l| l.starts_with("verified:")), ratio) {
-                (true, true, Some(ratio)) => Run {
+            let said = ratio.map(|p| done.stdout.lines().find_map(|l| l.strip_prefix(p)));
+            match (done.success, done.stdout.lines().any(|l| l.starts_with("verified:")), said) {
+                (true, true, None) => {
+                    Run { counts: Counts { passed: 1, failed: 0 }, verdict: "verified".to_owned(), elapsed, output }
+                }
+                (true, true, Some(Some(r))) => Run {
                     counts: Counts { passed: 1, failed: 0 },
-                    verdict: format!("verified; time hybrid / MPI_Allreduce = {ratio}"),
+                    verdict: format!("verified; {}{r}", ratio.unwrap_or_default()),
                     elapsed,
                     output,
                 },
