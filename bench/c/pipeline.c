@@ -38,7 +38,7 @@
  * that drift of the machine hits all alike. Rank 0 appends one result line
  * per variant to OUT (bench/src/results.rs): `pipeline/VARIANT/NRANKS`, ns per
  * timed sweep of the slowest rank (PRK reports the maximum over ranks), one
- * sample per repetition; and prints a summary. Exit status 0 when every run
+ * sample per repetition; and prints them. Exit status 0 when every run
  * validated.
  */
 #include "bench.h"
@@ -309,18 +309,6 @@ static int pick(const char *list, int use[VARIANTS])
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -386,17 +374,16 @@ int main(int argc, char **argv)
         printf("pipeline: %d ranks, %ld x %ld grid, %ld timed sweeps, %ld repetitions: every run validated "
                "(corner = %ld)\n",
                j.nranks, j.m, j.n, j.sweeps, reps, (j.sweeps + 1) * (j.m + j.n - 2));
-        double base_mpi = use[MPI_SEND] ? 0 : NAN;
         for (int k = 0; k < VARIANTS; k++) {
             if (!use[k])
                 continue;
             char key[64];
             snprintf(key, sizeof key, "pipeline/%s/%d", NAMES[k], j.nranks);
             err |= result_append(out, key, "ns", &times[k * reps], 1, (uint64_t)reps);
-            double med = median(&times[k * reps], reps);
-            if (k == MPI_SEND)
-                base_mpi = med;
-            printf("  %-13s %10.3f ms per sweep (median)   / mpi: %.2f\n", NAMES[k], med / 1e6, med / base_mpi);
+            printf("  %-13s ms per sweep:", NAMES[k]);
+            for (long rep = 0; rep < reps; rep++)
+                printf(" %.3f", times[k * reps + rep] / 1e6);
+            printf("\n");
         }
     }
     MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD);

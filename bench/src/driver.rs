@@ -553,20 +553,16 @@ pub fn run(opts: &Options) -> Result<Context, String> {
         eprintln!("kpccl-bench: copy bandwidth");
         step("rust copy", RustJob { what: What::Copy, ..RustJob::fences("rust") }.run(2, &budget, &out));
     }
-    if let Some(p) = &progs.pipeline {
+    let workloads = [
+        ("pipeline", "pipeline kernel", &progs.pipeline, workloads::pipeline_args(opts.smoke, &out)),
+        ("allreduce", "window allreduce", &progs.allreduce, workloads::allreduce_args(opts.smoke, &out)),
+    ];
+    for (name, what, program, args) in workloads {
+        let Some(program) = program else { continue };
         quiet(&mut patience);
-        eprintln!("kpccl-bench: pipeline kernel");
+        eprintln!("kpccl-bench: {what}");
         for &n in &opts.ranks {
-            let args = workloads::pipeline_args(opts.smoke, &out);
-            step(&format!("pipeline n={n}"), run_quiet(mpirun(n).arg(p).args(args)));
-        }
-    }
-    if let Some(p) = &progs.allreduce {
-        quiet(&mut patience);
-        eprintln!("kpccl-bench: window allreduce");
-        for &n in &opts.ranks {
-            let args = workloads::allreduce_args(opts.smoke, &out);
-            step(&format!("allreduce n={n}"), run_quiet(mpirun(n).arg(p).args(args)));
+            step(&format!("{name} n={n}"), run_quiet(mpirun(n).arg(program).args(&args)));
         }
     }
     if busy_phases > 0 && !opts.smoke {
