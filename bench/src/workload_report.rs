@@ -149,8 +149,9 @@ fn allreduce_table(w: &mut String, r: &Results, svg: Option<&str>) {
         w,
         "\n### Window allreduce (`examples/kpccl_allreduce.c`)\n\n\
          The example users copy: a sum of doubles through a kpccl window — up to 4 KiB every rank \
-         reduces the whole vector after one window fence; above, each rank reduces its 1/N share \
-         reading its peers' segments in place, a fence, and every rank gathers the shares (two fences). \
+         reduces the whole vector after one window fence; above, 1 MiB at a time, each rank reduces \
+         its 1/N share reading its peers' segments in place, a fence, and every rank gathers the \
+         shares (two fences). \
          Every size is first checked exactly against the expected sums and `MPI_Allreduce`; then \
          both are timed in the same job, interleaved ({ALLREDUCE_ROUNDS} samples each of about 5 ms of \
          calls). Time per call of the slowest rank, median; × is kpccl over `MPI_Allreduce`.\n"
