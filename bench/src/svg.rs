@@ -11,7 +11,9 @@ use crate::results::Results;
 use crate::stats::Summary;
 use crate::workloads::{ALLREDUCE_MAX, PIPELINE_VARIANTS, allreduce_key, allreduce_sizes, pipeline_key};
 
+/// The width of a plot of up to 4 categories; each one more adds [`PER_X`].
 const W: f64 = 760.0;
+const PER_X: f64 = 40.0;
 const H: f64 = 460.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 250.0;
@@ -177,7 +179,9 @@ fn render(p: &Plot) -> String {
     } else {
         (lo.log10().floor(), hi.log10().ceil().max(lo.log10().floor() + 1.0))
     };
-    let plot_w = W - LEFT - RIGHT;
+    #[allow(clippy::cast_precision_loss)]
+    let width = W + PER_X * p.xs.len().saturating_sub(4) as f64;
+    let plot_w = width - LEFT - RIGHT;
     let plot_h = H - TOP - BOTTOM;
     let y = |v: f64| TOP + plot_h * (1.0 - (v.max(1e-3).log10() - d0) / (d1 - d0));
     let margin = if p.xs.len() <= 4 { 0.12 } else { 0.05 };
@@ -188,13 +192,13 @@ fn render(p: &Plot) -> String {
     let w = &mut s;
     let _ = writeln!(
         w,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{H}" viewBox="0 0 {width} {H}" font-family="sans-serif" font-size="12">"##
     );
-    let _ = writeln!(w, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
+    let _ = writeln!(w, r##"<rect width="{width}" height="{H}" fill="#ffffff"/>"##);
     let _ = writeln!(
         w,
         r##"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"##,
-        W / 2.0,
+        width / 2.0,
         esc(p.title)
     );
     if let Some((from, note)) = p.shade.filter(|(from, _)| *from > 0 && *from < p.xs.len()) {
@@ -233,12 +237,11 @@ fn render(p: &Plot) -> String {
             }
         }
     }
-    let small = if p.xs.len() > 6 { r#" font-size="10""# } else { "" };
     for (i, label) in p.xs.iter().enumerate() {
         let xx = x(i);
         let _ = writeln!(
             w,
-            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle"{small}>{}</text>"##,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             TOP + plot_h,
             TOP + plot_h + 5.0,
             TOP + plot_h + 20.0,
@@ -336,7 +339,8 @@ fn render(p: &Plot) -> String {
         );
     }
     if series.is_empty() {
-        let _ = writeln!(w, r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, W / 2.0, H / 2.0, p.empty);
+        let _ =
+            writeln!(w, r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, width / 2.0, H / 2.0, p.empty);
     }
     let _ = writeln!(w, "</svg>");
     s
