@@ -356,7 +356,7 @@ typedef struct kpccl_shm_win_t {
    */
   int nranks;
   /**
-   * Library-private: marks a live window; cleared when it is freed.
+   * Library-private (the handle's serial number).
    */
   uint64_t reserved;
 } kpccl_shm_win_t;

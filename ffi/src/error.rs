@@ -9,6 +9,7 @@ use std::ffi::CString;
 use kpccl_core::error::ArgError;
 use kpccl_core::{CollectiveError, Failure};
 
+use crate::handle::{Kind, Refusal};
 use crate::log::{self, Level};
 
 /// What went wrong in one call.
@@ -18,12 +19,16 @@ pub(crate) enum Error {
     Null(&'static str),
     /// A pointer argument is not aligned for its type.
     Misaligned(&'static str),
-    /// A handle argument is not a live handle of the right kind.
+    /// A handle argument is not a live, idle handle of the right kind.
     Handle {
         /// The argument.
         arg: &'static str,
         /// What it should be.
-        kind: &'static str,
+        kind: Kind,
+        /// Its value.
+        addr: usize,
+        /// What it is instead.
+        why: Refusal,
     },
     /// An integer argument is outside `min..end`.
     Range {
@@ -63,7 +68,20 @@ impl fmt::Display for Error {
         match self {
             Self::Null(arg) => write!(f, "`{arg}` is NULL"),
             Self::Misaligned(arg) => write!(f, "`{arg}` is not aligned for its type"),
-            Self::Handle { arg, kind } => write!(f, "`{arg}` is not a live {kind} (already freed, or never made)"),
+            Self::Handle { arg, kind, addr, why } => {
+                let kind = kind.name();
+                match why {
+                    Refusal::Stale => write!(f, "{kind} {addr:#x} (`{arg}`) was freed (stale handle)"),
+                    Refusal::Foreign => write!(f, "`{arg}` = {addr:#x} is not a {kind} (never made by kpccl)"),
+                    Refusal::Kind(k) => write!(f, "`{arg}` = {addr:#x} is a {}, not a {kind}", k.name()),
+                    Refusal::Busy => write!(
+                        f,
+                        "{kind} {addr:#x} (`{arg}`) is in use by another thread (a call that needs it alone \
+                         is running there: a fence, an allocation on it, or its free; make one thread use it \
+                         at a time)"
+                    ),
+                }
+            }
             Self::Range { arg, value, min, end } => write!(f, "`{arg}` = {value} is not in {min}..{end}"),
             Self::Invalid { arg, why } => write!(f, "`{arg}` is invalid: {why}"),
             Self::PeerArgument { rank } => write!(
