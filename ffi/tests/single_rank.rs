@@ -235,7 +235,7 @@ fn a_free_racing_queries_and_fences_is_refused_or_refuses_them() {
             }
         }
     });
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::thread::sleep(core::time::Duration::from_millis(20));
     let mut refusals = 0;
     while unsafe { kpccl_shm_win_free(win) } == KPCCL_ERROR {
         assert!(last_error().contains("is in use by another thread"), "{}", last_error());
