@@ -41,7 +41,12 @@ pub struct kpccl_shm_comm_info_t {
 /// rank order (every rank of the node must pass it).
 pub const KPCCL_LOCAL_RANK_AUTO: c_int = -1;
 
-/// A communicator handle.
+/// A communicator handle, checked like a window handle (see
+/// `kpccl_shm_win_h`): any value may be passed, and a destroyed one is
+/// refused as stale even after new communicators were made. One thread at
+/// a time may allocate a window on it or destroy it: another thread's
+/// allocation or destruction meanwhile fails ("… is in use by another
+/// thread"); queries may run beside them.
 pub type kpccl_shm_comm_h = *mut kpccl_shm_comm_t;
 
 impl handle::Object for Comm<CallbackOob> {
@@ -142,7 +147,7 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
 /// stay valid and are freed on their own.
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle; no other thread uses it during or after the call.
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_destroy(comm: kpccl_shm_comm_h) -> c_int {
     ffi_boundary!("kpccl_shm_comm_destroy", {
@@ -165,8 +170,8 @@ fn int(v: u32) -> c_int {
 /// Local (no collective).
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle not destroyed during the call; `info` is
-/// `NULL` or valid for writes.
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`); `info` is `NULL`
+/// or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut kpccl_shm_comm_info_t) -> c_int {
     ffi_boundary!("kpccl_shm_comm_query", {
@@ -193,8 +198,8 @@ pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut
 /// (nothing written). Local (no collective).
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle not destroyed during the call; `ranks` is
-/// `NULL` or valid for writes of `capacity` ints.
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`); `ranks` is `NULL`
+/// or valid for writes of `capacity` ints.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_node_ranks(
     comm: kpccl_shm_comm_h,

@@ -28,7 +28,17 @@ pub struct kpccl_shm_win_t {
     pub reserved: u64,
 }
 
-/// A window handle.
+/// A window handle. Every call checks it before use, so any value may be
+/// passed: `NULL`, a foreign pointer and a communicator are refused, and so
+/// is a freed window ("window handle 0x… was freed (stale handle)") even
+/// after new windows were made, because the library never hands out a freed
+/// handle's value again (until 2^29 handles have been made in the process):
+/// a stale call never touches a live window.
+///
+/// One thread at a time may fence or free a window. Another thread's fence
+/// or free meanwhile fails ("… is in use by another thread") instead of
+/// corrupting the fence; `kpccl_shm_win_query` may run beside a fence, and a
+/// free racing a query either waits for it or makes it fail as stale.
 pub type kpccl_shm_win_h = *mut kpccl_shm_win_t;
 
 impl handle::Object for AnyWindow {
@@ -61,7 +71,7 @@ unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a, AnyWindow>
 /// Equivalent to [`kpccl_shm_win_alloc_ex`] with `attr` `NULL`.
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle not being destroyed meanwhile; `baseptr` and
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`); `baseptr` and
 /// `win` are `NULL` or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_alloc(
@@ -183,12 +193,14 @@ unsafe fn finish(window: AnyWindow, baseptr: NonNull<*mut c_void>, win: NonNull<
 }
 
 /// Frees a window (collective): fences with every rank so that nobody still
-/// reads, then unmaps. The handle is gone afterwards even when the call
-/// fails (e.g. a peer died during the fence): the memory is released and
-/// the error returned.
+/// reads, then unmaps. An accepted handle is gone afterwards even when the
+/// call fails (e.g. a peer died during the fence): the memory is released
+/// and the error returned. A refused one (stale, or in another thread's
+/// fence) is left as it was.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle no other thread uses during or after the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`); it fails, and the
+/// window lives on, while another thread fences it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
     ffi_boundary!("kpccl_shm_win_free", {
@@ -205,7 +217,7 @@ pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
 /// (shared memory does not cross nodes).
 ///
 /// # Safety
-/// `win` is `NULL` or a handle that no other thread uses during the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
     ffi_boundary!("kpccl_shm_peer_fence", {
@@ -221,7 +233,7 @@ pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank:
 /// other nodes take part in their own node's fence, not in this one.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle that no other thread uses during the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
     ffi_boundary!("kpccl_shm_win_fence", {
@@ -238,7 +250,7 @@ pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
 /// (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle not freed during the call; `size` and
+/// `win` is any value (checked: see `kpccl_shm_win_h`); `size` and
 /// `baseptr` are `NULL` or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_query(
