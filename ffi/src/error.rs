@@ -30,6 +30,13 @@ pub(crate) enum Error {
         /// What it is instead.
         why: Refusal,
     },
+    /// No handle could be made for a new object.
+    NoHandle {
+        /// What it would have been.
+        kind: Kind,
+        /// Why not.
+        why: &'static str,
+    },
     /// An integer argument is outside `min..end`.
     Range {
         /// The argument.
@@ -82,6 +89,7 @@ impl fmt::Display for Error {
                     ),
                 }
             }
+            Self::NoHandle { kind, why } => write!(f, "cannot make a {}: {why}", kind.name()),
             Self::Range { arg, value, min, end } => write!(f, "`{arg}` = {value} is not in {min}..{end}"),
             Self::Invalid { arg, why } => write!(f, "`{arg}` is invalid: {why}"),
             Self::PeerArgument { rank } => write!(

@@ -91,11 +91,11 @@ pub(crate) fn make<T: Object, H>(
     nranks: core::ffi::c_int,
 ) -> Result<*mut H, Error> {
     let arena = Arena::global()
-        .ok_or(Error::Invalid { arg: T::KIND.name(), why: "no address space could be reserved for handles" })?;
+        .ok_or(Error::NoHandle { kind: T::KIND, why: "no address space could be reserved for handles" })?;
     let mut cursor = arena.lock();
     let (block, serial) = arena
         .claim(&mut cursor)
-        .ok_or(Error::Invalid { arg: T::KIND.name(), why: "every handle of the region is live" })?;
+        .ok_or(Error::NoHandle { kind: T::KIND, why: "every handle of the region is live (free some)" })?;
     let head = kpccl_shm_win_t { rank, nranks, reserved: serial };
     // SAFETY: a claimed block is ours alone until `state` publishes it.
     unsafe { block.head.get().write(head) };
