@@ -11,11 +11,14 @@ use kpccl_core::fence::{SyncArea, WaitEnv};
 use kpccl_core::layout::rounds;
 use kpccl_core::sync::{AtomicU32, AtomicU64};
 
-/// One 128-byte line holding one word, as in the shared layout.
+/// One 128-byte line, as in the shared layout: a slot's word, and for peer
+/// lines the signal counts that share the writer's line.
 #[repr(C, align(128))]
 #[derive(Debug, Default)]
 struct Line {
     word: AtomicU64,
+    signals: AtomicU64,
+    taken: AtomicU64,
 }
 
 /// The sync area of an `n`-rank window on the heap: every slot on its own
@@ -67,6 +70,12 @@ impl SyncArea for HeapArea {
     }
     fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
         &self.peer[(reader * self.n + writer) as usize].word
+    }
+    fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
+        &self.peer[(reader * self.n + writer) as usize].signals
+    }
+    fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64 {
+        &self.peer[(signaller * self.n + taker) as usize].taken
     }
     fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
         debug_assert!(round < self.rounds);

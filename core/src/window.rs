@@ -100,6 +100,18 @@ impl<P: Platform> Window<P> {
         fence::peer_fence(self, self, self.rank, peer, &self.policy)
     }
 
+    /// Signals `peer` once, without waiting (see [`fence::peer_signal`]).
+    #[inline]
+    pub fn signal(&self, peer: u32) -> Result<(), FenceError> {
+        fence::peer_signal(self, self, self.rank, peer)
+    }
+
+    /// Waits for and consumes the next signal from `peer` (see [`fence::peer_wait`]).
+    #[inline]
+    pub fn wait(&self, peer: u32) -> Result<(), FenceError> {
+        fence::peer_wait(self, self, self.rank, peer, &self.policy)
+    }
+
     /// The fence with every rank of the window (see [`fence::window_fence`]
     /// and [`fence::flat_fence`]).
     #[inline]
@@ -193,6 +205,14 @@ impl<P: Platform> SyncArea for Window<P> {
     #[inline]
     fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
         self.mem.u64_at(self.layout.peer_slot(writer, reader))
+    }
+    #[inline]
+    fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
+        self.mem.u64_at(self.layout.signal_slot(writer, reader))
+    }
+    #[inline]
+    fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64 {
+        self.mem.u64_at(self.layout.taken_slot(taker, signaller))
     }
     #[inline]
     fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {

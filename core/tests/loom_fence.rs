@@ -13,7 +13,7 @@
 
 use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
-use kpccl_core::fence::{SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, window_fence};
+use kpccl_core::fence::{SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_wait, window_fence};
 use kpccl_core::layout::rounds;
 use kpccl_core::sync::{AtomicU32, AtomicU64, Ordering};
 use loom::cell::UnsafeCell;
@@ -27,6 +27,10 @@ struct Area {
     nranks: u32,
     /// `peer[writer * n + reader]`.
     peer: Vec<AtomicU64>,
+    /// `signals[writer * n + reader]`.
+    signals: Vec<AtomicU64>,
+    /// `taken[taker * n + signaller]`.
+    taken: Vec<AtomicU64>,
     /// `round[round * n + reader]`.
     round: Vec<AtomicU64>,
     doorbell: Vec<AtomicU32>,
@@ -41,6 +45,8 @@ impl Area {
         Self {
             nranks,
             peer: (0..n * n).map(|_| AtomicU64::new(0)).collect(),
+            signals: (0..n * n).map(|_| AtomicU64::new(0)).collect(),
+            taken: (0..n * n).map(|_| AtomicU64::new(0)).collect(),
             round: (0..rounds(nranks) as usize * n).map(|_| AtomicU64::new(0)).collect(),
             doorbell: (0..n).map(|_| AtomicU32::new(0)).collect(),
             sleeping: (0..n).map(|_| AtomicU32::new(0)).collect(),
@@ -56,6 +62,12 @@ impl SyncArea for Area {
     }
     fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
         &self.peer[(writer * self.nranks + reader) as usize]
+    }
+    fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
+        &self.signals[(writer * self.nranks + reader) as usize]
+    }
+    fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64 {
+        &self.taken[(taker * self.nranks + signaller) as usize]
     }
     fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
         &self.round[(round * self.nranks + reader) as usize]
@@ -137,12 +149,12 @@ impl WaitEnv for Futex {
 
 /// Little spinning and yielding (each is a loom yield), no timeout, no
 /// liveness checks (the clock stands still at 0).
-const POLICY: WaitPolicy = WaitPolicy { spins: 2, yields: 1, timeout_ns: 0, liveness_ns: u64::MAX };
+const POLICY: WaitPolicy = WaitPolicy { spins: 2, yields: 1, yield_ns: 0, timeout_ns: 0, liveness_ns: u64::MAX };
 /// One poll, then the doorbell: exercises `notify` against `sleep_until`.
 /// The poll matters: loom orders `fence(SeqCst)`s more strongly than C11 does
 /// (they synchronise with each other), so a rank that reads its slot only
 /// after the sleep path's fence would mask a missing Release/Acquire pair.
-const SLEEPY: WaitPolicy = WaitPolicy { spins: 1, yields: 0, timeout_ns: 0, liveness_ns: u64::MAX };
+const SLEEPY: WaitPolicy = WaitPolicy { spins: 1, yields: 0, yield_ns: 0, timeout_ns: 0, liveness_ns: u64::MAX };
 
 /// One `UnsafeCell` per rank: its owner writes it, the others read it.
 #[derive(Debug)]
@@ -271,6 +283,56 @@ fn peer_star<E: Mode>() {
     });
 }
 
+/// One-way signals count: rank 0 fills two messages, signalling after each;
+/// rank 1 waits twice and reads each message after its own signal. A wait
+/// that returned early, or a Release/Acquire edge missing, is a race loom reports.
+fn signals_count<E: Mode>() {
+    model(|| {
+        let (area, msgs, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (a, m) = (Arc::clone(&area), Arc::clone(&msgs));
+        ranks(2, move |me| {
+            if me == 0 {
+                for k in 0..2 {
+                    m.write(k, 7 + u64::from(k));
+                    peer_signal(&*a, &*env, 0, 1).unwrap();
+                }
+            } else {
+                for k in 0..2 {
+                    peer_wait(&*a, &*env, 1, 0, &E::POLICY).unwrap();
+                    assert_eq!(m.read(k), 7 + u64::from(k));
+                }
+            }
+        });
+        // Two sent, two taken, nothing the other way, no fence epoch moved.
+        assert_eq!(area.signal_slot(0, 1).load(Ordering::Relaxed), 2);
+        assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
+        assert_eq!(area.signal_slot(1, 0).load(Ordering::Relaxed), 0);
+        assert_eq!(area.peer_slot(0, 1).load(Ordering::Relaxed), 0);
+    });
+}
+
+/// Signals and a peer fence on the same pair: rank 0 publishes with a
+/// signal, rank 1 reads after its wait, then both peer-fence, after which
+/// rank 0 may overwrite (rank 1's read happens-before it through the fence).
+/// The fence must match the fence, not the signal.
+fn signal_then_fence<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(1)), Arc::new(E::env()));
+        ranks(2, move |me| {
+            if me == 0 {
+                data.write(0, 1);
+                peer_signal(&*area, &*env, 0, 1).unwrap();
+                peer_fence(&*area, &*env, 0, 1, &E::POLICY).unwrap();
+                data.write(0, 2);
+            } else {
+                peer_wait(&*area, &*env, 1, 0, &E::POLICY).unwrap();
+                assert_eq!(data.read(0), 1);
+                peer_fence(&*area, &*env, 1, 0, &E::POLICY).unwrap();
+            }
+        });
+    });
+}
+
 /// A window-wide fence algorithm, as the models call it.
 type WindowFence<E> = fn(&Area, &E, u32, &WaitPolicy) -> Result<(), FenceError>;
 
@@ -345,6 +407,28 @@ fn window_fence_two_ranks_sleeping() {
 #[test]
 fn window_fence_three_ranks_sleeping() {
     window::<Futex>(3, 1, window_fence);
+}
+
+// One-way signals, both ways of waiting.
+
+#[test]
+fn signals_count_and_publish() {
+    signals_count::<Yielding>();
+}
+
+#[test]
+fn signals_count_and_publish_sleeping() {
+    signals_count::<Futex>();
+}
+
+#[test]
+fn signal_and_peer_fence_on_one_pair() {
+    signal_then_fence::<Yielding>();
+}
+
+#[test]
+fn signal_and_peer_fence_on_one_pair_sleeping() {
+    signal_then_fence::<Futex>();
 }
 
 // The flat barrier (one shared arrival counter), both ways of waiting.

@@ -1,8 +1,9 @@
 //! The core embedded with threads as ranks (see `support`): communicator and
 //! window creation, data handed between ranks' segments in order by peer
-//! fences and window fences over many rounds, every word checked, and the
-//! collective failures (bad arguments, disagreements, failing out-of-band
-//! calls) reaching every rank without a hang. Runs under Miri too.
+//! fences, window fences and one-way signals over many rounds, every word
+//! checked, and the collective failures (bad arguments, disagreements,
+//! failing out-of-band calls) reaching every rank without a hang. Runs under
+//! Miri too.
 #![cfg(not(loom))] // the window API is compiled out under loom
 
 mod support;
@@ -30,6 +31,7 @@ fn policy() -> WaitPolicy {
     WaitPolicy {
         spins: if cfg!(miri) { 4 } else { 256 },
         yields: 16,
+        yield_ns: 0,
         // A fence that waits this long is a failure (an error), not a hang.
         timeout_ns: if cfg!(miri) { 0 } else { 60_000_000_000 },
         liveness_ns: 10_000_000,
@@ -159,6 +161,35 @@ fn rank_main(
             }
         }
     }
+
+    // One-way signals: a pipeline 0 -> 1 -> ... -> n-1. Rank r reads r-1's
+    // data after its wait and acknowledges it; it rewrites its own segment
+    // only after r+1 acknowledged the last round. Then a burst of signals
+    // sent ahead satisfies as many waits.
+    assert_eq!(w.signal(rank).and(w.wait(rank)), Ok(()), "signals to oneself are no-ops");
+    let (prev, next) = (rank.checked_sub(1), Some(rank + 1).filter(|&r| r < n));
+    for t in 3 * rounds..4 * rounds {
+        if let (Some(next), true) = (next, t > 3 * rounds) {
+            w.wait(next).unwrap();
+        }
+        if let Some(prev) = prev {
+            w.wait(prev).unwrap();
+            check(&segs[prev as usize], prev, t).unwrap();
+            w.signal(prev).unwrap();
+        }
+        fill(me, rank, t);
+        if let Some(next) = next {
+            w.signal(next).unwrap();
+        }
+    }
+    if let Some(next) = next {
+        w.wait(next).unwrap();
+        (0..3).for_each(|_| w.signal(next).unwrap());
+    }
+    if let Some(prev) = prev {
+        (0..3).for_each(|_| w.wait(prev).unwrap());
+    }
+    assert_eq!(w.peer_fence(rank), Ok(()));
 
     let seen = Seen {
         entries: (0..n).map(|r| w.rank_entry(r).map(|e| (e.offset, e.size)).unwrap()).collect(),

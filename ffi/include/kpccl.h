@@ -374,9 +374,9 @@ typedef struct kpccl_shm_win_t {
  * handle's value again (until 2^29 handles have been made in the process):
  * a stale call never touches a live window.
  *
- * One thread at a time may fence or free a window. Another thread's fence
- * or free meanwhile fails ("… is in use by another thread") instead of
- * corrupting the fence; `kpccl_shm_win_query` may run beside a fence, and a
+ * One thread at a time may fence, signal, wait on or free a window.
+ * Another thread's such call meanwhile fails ("… is in use by another
+ * thread") instead of corrupting the fence; `kpccl_shm_win_query` may run beside a fence, and a
  * free racing a query either waits for it or makes it fail as stale.
  */
 typedef struct kpccl_shm_win_t *kpccl_shm_win_h;
@@ -544,6 +544,38 @@ int kpccl_shm_win_free(kpccl_shm_win_h win);
  * `win` is any value (checked: see `kpccl_shm_win_h`).
  */
 int kpccl_shm_peer_fence(kpccl_shm_win_h win, int remote_rank);
+
+/**
+ * Signals `remote_rank` once and returns without waiting: what this rank
+ * did in the window before the call is seen by `remote_rank` after the
+ * `kpccl_shm_peer_wait(win, <this rank>)` that consumes this signal.
+ * Signals count: n signals satisfy n waits, none is lost or counted twice.
+ * They are separate from fences: `kpccl_shm_peer_fence` and
+ * `kpccl_shm_win_fence` neither send nor consume them, and each call orders
+ * what it orders, so they mix freely on the same pair. A signal does not
+ * wait for the peer to consume earlier ones: a rank that reuses a buffer
+ * waits for a signal back (or fences) first. A signal to oneself does
+ * nothing. `remote_rank` must run on this node.
+ *
+ * # Safety
+ * `win` is any value (checked: see `kpccl_shm_win_h`).
+ */
+int kpccl_shm_peer_signal(kpccl_shm_win_h win, int remote_rank);
+
+/**
+ * Waits until `remote_rank` has signalled this rank
+ * (`kpccl_shm_peer_signal(win, <this rank>)`) more times than this rank has
+ * waited for it, and consumes one signal: what `remote_rank` did in the
+ * window before that signal is seen by this rank after the call. Like a
+ * fence, it fails instead of hanging when `remote_rank` dies, when
+ * `KPCCL_TIMEOUT_MS` passes, or when another rank abandoned the window;
+ * a failed wait consumes nothing. Waiting for oneself returns at once.
+ * `remote_rank` must run on this node.
+ *
+ * # Safety
+ * `win` is any value (checked: see `kpccl_shm_win_h`).
+ */
+int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
 
 /**
  * The fence with every rank of this node's window (each of them calls it):

@@ -50,6 +50,22 @@ impl AnyWindow {
     }
 
     #[inline]
+    pub(crate) fn signal(&self, peer: u32) -> Result<(), WinError> {
+        match self {
+            Self::Host(w) => Ok(w.signal(peer)?),
+            Self::Device(w) => w.signal(peer),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn wait(&self, peer: u32) -> Result<(), WinError> {
+        match self {
+            Self::Host(w) => Ok(w.wait(peer)?),
+            Self::Device(w) => w.wait(peer),
+        }
+    }
+
+    #[inline]
     pub(crate) fn fence(&self) -> Result<(), WinError> {
         match self {
             Self::Host(w) => Ok(w.fence()?),

@@ -84,13 +84,15 @@ impl fmt::Display for Error {
                     Refusal::Busy => write!(
                         f,
                         "{kind} {addr:#x} (`{arg}`) is in use by another thread (a call that needs it alone \
-                         is running there: a fence, an allocation on it, or its free; make one thread use it \
-                         at a time)"
+                         is running there: a fence, signal or wait, an allocation on it, or its free; make one \
+                         thread use it at a time)"
                     ),
                 }
             }
             Self::NoHandle { kind, why } => write!(f, "cannot make a {}: {why}", kind.name()),
-            Self::Range { arg, value, min, end } => write!(f, "`{arg}` = {value} is not in {min}..{end}"),
+            Self::Range { arg, value, min, end } => {
+                write!(f, "`{arg}` = {value} is out of range {min} to {}", end - 1)
+            }
             Self::Invalid { arg, why } => write!(f, "`{arg}` is invalid: {why}"),
             Self::PeerArgument { rank } => write!(
                 f,

@@ -35,9 +35,9 @@ pub struct kpccl_shm_win_t {
 /// handle's value again (until 2^29 handles have been made in the process):
 /// a stale call never touches a live window.
 ///
-/// One thread at a time may fence or free a window. Another thread's fence
-/// or free meanwhile fails ("… is in use by another thread") instead of
-/// corrupting the fence; `kpccl_shm_win_query` may run beside a fence, and a
+/// One thread at a time may fence, signal, wait on or free a window.
+/// Another thread's such call meanwhile fails ("… is in use by another
+/// thread") instead of corrupting the fence; `kpccl_shm_win_query` may run beside a fence, and a
 /// free racing a query either waits for it or makes it fail as stale.
 pub type kpccl_shm_win_h = *mut kpccl_shm_win_t;
 
@@ -221,10 +221,54 @@ pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
     ffi_boundary!("kpccl_shm_peer_fence", {
-        // SAFETY: the caller does not free `win` during the call.
+        // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
         let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
         Ok(w.peer_fence(peer)?)
+    })
+}
+
+/// Signals `remote_rank` once and returns without waiting: what this rank
+/// did in the window before the call is seen by `remote_rank` after the
+/// `kpccl_shm_peer_wait(win, <this rank>)` that consumes this signal.
+/// Signals count: n signals satisfy n waits, none is lost or counted twice.
+/// They are separate from fences: `kpccl_shm_peer_fence` and
+/// `kpccl_shm_win_fence` neither send nor consume them, and each call orders
+/// what it orders, so they mix freely on the same pair. A signal does not
+/// wait for the peer to consume earlier ones: a rank that reuses a buffer
+/// waits for a signal back (or fences) first. A signal to oneself does
+/// nothing. `remote_rank` must run on this node.
+///
+/// # Safety
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_peer_signal(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
+    ffi_boundary!("kpccl_shm_peer_signal", {
+        // SAFETY: none needed (see `get`).
+        let w = unsafe { get(win) }?;
+        let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
+        Ok(w.signal(peer)?)
+    })
+}
+
+/// Waits until `remote_rank` has signalled this rank
+/// (`kpccl_shm_peer_signal(win, <this rank>)`) more times than this rank has
+/// waited for it, and consumes one signal: what `remote_rank` did in the
+/// window before that signal is seen by this rank after the call. Like a
+/// fence, it fails instead of hanging when `remote_rank` dies, when
+/// `KPCCL_TIMEOUT_MS` passes, or when another rank abandoned the window;
+/// a failed wait consumes nothing. Waiting for oneself returns at once.
+/// `remote_rank` must run on this node.
+///
+/// # Safety
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_peer_wait(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
+    ffi_boundary!("kpccl_shm_peer_wait", {
+        // SAFETY: none needed (see `get`).
+        let w = unsafe { get(win) }?;
+        let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
+        Ok(w.wait(peer)?)
     })
 }
 
@@ -237,7 +281,7 @@ pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank:
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
     ffi_boundary!("kpccl_shm_win_fence", {
-        // SAFETY: the caller does not free `win` during the call.
+        // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
         Ok(w.fence()?)
     })

@@ -171,6 +171,8 @@ fn a_freed_window_is_refused_and_its_successor_untouched() {
     let stale = "was freed (stale handle)";
     refused(unsafe { kpccl_shm_peer_fence(old, 0) }, "kpccl_shm_peer_fence: window handle 0x", stale);
     refused(unsafe { kpccl_shm_win_fence(old) }, "kpccl_shm_win_fence", stale);
+    refused(unsafe { kpccl_shm_peer_signal(old, 0) }, "kpccl_shm_peer_signal", stale);
+    refused(unsafe { kpccl_shm_peer_wait(old, 0) }, "kpccl_shm_peer_wait", stale);
     refused(unsafe { kpccl_shm_win_query(old, 0, &mut size, &mut ptr) }, "kpccl_shm_win_query", stale);
     refused(unsafe { kpccl_shm_win_free(old) }, "kpccl_shm_win_free", stale);
     assert_eq!((size, ptr), (0, null_mut()), "a refused query writes nothing");

@@ -123,6 +123,11 @@ fn dead_peer_ends_peer_fence() {
 }
 
 #[test]
+fn dead_peer_ends_signal_wait() {
+    scenario(3, "die", &["at=wait", "victim=1"]);
+}
+
+#[test]
 fn dead_peer_ends_free() {
     scenario(3, "die", &["at=free"]);
 }
@@ -145,6 +150,15 @@ fn failing_oob_callback_fails_every_rank_at_every_stage() {
 #[test]
 fn live_but_absent_peer_times_out() {
     scenario(3, "stall", &["timeout_ms=300"]);
+    scenario(2, "stall", &["timeout_ms=300", "op=wait"]);
+}
+
+#[test]
+fn signal_wait_pipeline_on_1_2_3_and_5_ranks() {
+    for n in [1, 2, 3, 5] {
+        scenario(n, "pipeline", &["rounds=400"]);
+    }
+    scenario_with(4, "pipeline", &["rounds=200"], &[("KPCCL_BARRIER", "flat")]);
 }
 
 /// A 1 MiB tmpfs as the segment directory (needs root, or skips saying so).

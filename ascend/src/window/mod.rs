@@ -146,6 +146,21 @@ impl DeviceWindow {
         Ok(self.host.peer_fence(peer)?)
     }
 
+    /// Signals `peer` once without waiting (host counters; see
+    /// [`kpccl_posix::Window::signal`]). Device copies made through this
+    /// window are synchronous, so they are complete before it.
+    #[inline]
+    pub fn signal(&self, peer: u32) -> Result<(), Error> {
+        Ok(self.host.signal(peer)?)
+    }
+
+    /// Waits for and consumes the next signal from `peer` (see
+    /// [`kpccl_posix::Window::wait`]).
+    #[inline]
+    pub fn wait(&self, peer: u32) -> Result<(), Error> {
+        Ok(self.host.wait(peer)?)
+    }
+
     /// The fence with every rank of the window.
     #[inline]
     pub fn fence(&self) -> Result<(), Error> {

@@ -9,12 +9,14 @@
 mod flat;
 mod peer;
 mod poison;
+mod signal;
 mod wait;
 mod window;
 
 pub use flat::flat_fence;
 pub use peer::peer_fence;
 pub use poison::{Poison, PoisonKind, poison, poison_state};
+pub use signal::{peer_signal, peer_wait};
 pub use wait::WaitPolicy;
 pub use window::window_fence;
 
@@ -27,6 +29,11 @@ pub trait SyncArea {
     fn nranks(&self) -> u32;
     /// The peer-fence slot written by `writer` and read by `reader`.
     fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64;
+    /// The count of one-way signals `writer` has sent to `reader`.
+    fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64;
+    /// The count of `signaller`'s signals that `taker` has waited for
+    /// (written and read by `taker` only).
+    fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64;
     /// The window-fence slot of `round` read by `reader` (written by `(reader - 2^round) mod n`).
     fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64;
     /// The futex word `rank` sleeps on.

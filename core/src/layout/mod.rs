@@ -7,7 +7,8 @@
 //! sync_base    one sync block per rank j, read (spun on) by j only:
 //!                line 0            WaitRecord (j's doorbell)
 //!                line 1 + k        window-fence slot of round k, written by (j - 2^k) mod n
-//!                line 1 + R + i    peer-fence slot written by rank i
+//!                line 1 + R + i    PeerLine written by rank i: its peer-fence epoch,
+//!                                  its signal count, its count of j's signals taken
 //!              (page-padded in aligned mode, so j's reservation places it on j's node)
 //! data_base    data segments, in rank order
 //! ```
@@ -19,12 +20,12 @@ mod digest;
 pub mod shared;
 
 pub use digest::Digest;
-use shared::{Header, LINE, RankEntry};
+use shared::{Header, LINE, PeerLine, RankEntry};
 
 use crate::error::LayoutError;
 
 /// The version of the shared layout and protocol; bumped on any change.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// `size_of::<Header>()`, as stored in the header.
 const HEADER_SIZE: u32 = 384;
@@ -258,10 +259,28 @@ impl Layout {
         self.sync_block(reader) + (1 + u64::from(round)) * LINE
     }
 
+    /// Offset of the [`PeerLine`] written by `writer` for `reader`.
+    #[must_use]
+    pub fn peer_line(&self, writer: u32, reader: u32) -> u64 {
+        self.sync_block(reader) + (1 + u64::from(self.rounds) + u64::from(writer)) * LINE
+    }
+
     /// Offset of the peer-fence slot written by `writer` and read by `reader`.
     #[must_use]
     pub fn peer_slot(&self, writer: u32, reader: u32) -> u64 {
-        self.sync_block(reader) + (1 + u64::from(self.rounds) + u64::from(writer)) * LINE
+        self.peer_line(writer, reader) + core::mem::offset_of!(PeerLine, fence) as u64
+    }
+
+    /// Offset of the count of signals `writer` has sent to `reader`.
+    #[must_use]
+    pub fn signal_slot(&self, writer: u32, reader: u32) -> u64 {
+        self.peer_line(writer, reader) + core::mem::offset_of!(PeerLine, signals) as u64
+    }
+
+    /// Offset of the count of `signaller`'s signals that `taker` has waited for.
+    #[must_use]
+    pub fn taken_slot(&self, taker: u32, signaller: u32) -> u64 {
+        self.peer_line(taker, signaller) + core::mem::offset_of!(PeerLine, taken) as u64
     }
 
     /// The bytes of the sync area that rank `r` spins on.

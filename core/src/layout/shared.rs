@@ -90,8 +90,25 @@ pub struct WaitRecord {
     pub reserved: [u32; 30],
 }
 
+/// The line rank `i` writes for rank `j` (in `j`'s sync block, so `j` spins
+/// on memory it touched first): every word has the single writer `i`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerLine {
+    /// `i`'s peer-fence epoch towards `j`.
+    pub fence: u64,
+    /// How many one-way signals `i` has sent to `j`.
+    pub signals: u64,
+    /// How many of `j`'s signals `i` has waited for (read by `i` only).
+    pub taken: u64,
+    /// Zero.
+    pub reserved: [u64; 13],
+}
+
 const _: () = {
     assert!(size_of::<Header>() == 384);
+    assert!(size_of::<PeerLine>() as u64 == LINE);
+    assert!(offset_of!(PeerLine, fence) == 0);
     assert!(offset_of!(Header, poison) as u64 == LINE);
     assert!(offset_of!(Header, arrivals) as u64 == 2 * LINE);
     assert!(size_of::<RankEntry>() == 64);

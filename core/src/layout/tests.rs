@@ -161,6 +161,10 @@ fn check_sync_lines(l: &Layout) {
         }
         for w in 0..n {
             claim(l.peer_slot(w, r), &|| std::format!("peer_slot({w}, {r})"));
+            // The signal counters share the writer's line, never another's.
+            assert_eq!(l.signal_slot(w, r) / LINE, l.peer_slot(w, r) / LINE, "signal_slot({w}, {r})");
+            assert_eq!(l.taken_slot(w, r) / LINE, l.peer_slot(w, r) / LINE, "taken_slot({w}, {r})");
+            assert!(l.signal_slot(w, r) != l.peer_slot(w, r) && l.taken_slot(w, r) != l.signal_slot(w, r));
         }
     }
 }

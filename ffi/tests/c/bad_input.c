@@ -269,6 +269,16 @@ static void win_calls(void)
     CHECK(strstr(kpccl_last_error(), "remote_rank") != NULL, "the message names the argument");
     CHECK_OK(kpccl_shm_peer_fence(win, me)); /* with oneself: at once */
 
+    CHECK_FAILS(kpccl_shm_peer_signal(NULL, 0), "kpccl_shm_peer_signal");
+    CHECK_FAILS(kpccl_shm_peer_signal(foreign, 0), "kpccl_shm_peer_signal");
+    CHECK_FAILS(kpccl_shm_peer_signal(win, n), "kpccl_shm_peer_signal");
+    CHECK(strstr(kpccl_last_error(), "out of range") != NULL, "the message says why: %s", kpccl_last_error());
+    CHECK_FAILS(kpccl_shm_peer_wait(NULL, 0), "kpccl_shm_peer_wait");
+    CHECK_FAILS(kpccl_shm_peer_wait(foreign, 0), "kpccl_shm_peer_wait");
+    CHECK_FAILS(kpccl_shm_peer_wait(win, -1), "kpccl_shm_peer_wait");
+    CHECK_OK(kpccl_shm_peer_signal(win, me)); /* with oneself: nothing to do */
+    CHECK_OK(kpccl_shm_peer_wait(win, me));
+
     CHECK_FAILS(kpccl_shm_win_fence(NULL), "kpccl_shm_win_fence");
     CHECK_FAILS(kpccl_shm_win_fence(foreign), "kpccl_shm_win_fence");
 
@@ -291,6 +301,8 @@ static void win_calls(void)
     /* A freed window is refused everywhere. */
     CHECK_FAILS(kpccl_shm_win_free(win), "kpccl_shm_win_free");
     CHECK_FAILS(kpccl_shm_peer_fence(win, 0), "kpccl_shm_peer_fence");
+    CHECK_FAILS(kpccl_shm_peer_signal(win, 0), "kpccl_shm_peer_signal");
+    CHECK_FAILS(kpccl_shm_peer_wait(win, 0), "kpccl_shm_peer_wait");
     CHECK_FAILS(kpccl_shm_win_fence(win), "kpccl_shm_win_fence");
     CHECK_FAILS(kpccl_shm_win_query(win, 0, &size, &base), "kpccl_shm_win_query");
     CHECK(strstr(kpccl_last_error(), "was freed (stale handle)") != NULL, "the message says why");
@@ -333,6 +345,8 @@ static void stale_handles(void)
 
     CHECK_STALE(kpccl_shm_peer_fence(old, me), "kpccl_shm_peer_fence");
     CHECK_STALE(kpccl_shm_win_fence(old), "kpccl_shm_win_fence");
+    CHECK_STALE(kpccl_shm_peer_signal(old, me), "kpccl_shm_peer_signal");
+    CHECK_STALE(kpccl_shm_peer_wait(old, me), "kpccl_shm_peer_wait");
     CHECK_STALE(kpccl_shm_win_query(old, me, &size, &other), "kpccl_shm_win_query");
     CHECK_STALE(kpccl_shm_win_free(old), "kpccl_shm_win_free");
     CHECK_STALE(kpccl_shm_comm_query(old_comm, &info), "kpccl_shm_comm_query");

@@ -9,6 +9,11 @@
  * A round with partner p: write into p's inbox of mine; peer fence; verify
  * my inbox of p's; peer fence again (p has read mine before I write again).
  *
+ * Then a ring ordered only by one-way signals: each round a rank writes into
+ * its successor's inbox, kpccl_shm_peer_signal(next), waits for its
+ * predecessor's signal, verifies, and acknowledges with a signal back; it
+ * writes again only after the successor's acknowledgement.
+ *
  * KPCCL_STRESS_ROUNDS (default 1000) sets the rounds of each phase,
  * KPCCL_STRESS_SEED the seed (default: from the clock, printed).
  */
@@ -127,6 +132,30 @@ static void all_to_all(kpccl_shm_win_h win, volatile uint64_t **seg, uint64_t se
     }
 }
 
+static void signal_ring(kpccl_shm_win_h win, volatile uint64_t **seg, uint64_t seed, int rounds)
+{
+    int me = win->rank, n = win->nranks;
+    int next = (me + 1) % n, prev = (me + n - 1) % n;
+    for (int round = 0; round < rounds && n > 1; round++) {
+        int k = 2 * rounds + round; /* other values than the other phases' */
+        int ack = round == 0 ? KPCCL_OK : kpccl_shm_peer_wait(win, next); /* next has read round - 1 */
+        volatile uint64_t *out = seg[next] + (size_t)me * WORDS;
+        for (int i = 0; i < WORDS / 4; i++) {
+            out[i] = word(seed, k, me, next, i);
+        }
+        int rc = kpccl_shm_peer_signal(win, next);
+        int rc2 = kpccl_shm_peer_wait(win, prev);
+        long bad = verify(seg[me] + (size_t)prev * WORDS, seed, k, prev, me, WORDS / 4);
+        int rc3 = kpccl_shm_peer_signal(win, prev);
+        CHECK(ack == KPCCL_OK && rc == KPCCL_OK && rc2 == KPCCL_OK && rc3 == KPCCL_OK && bad < 0,
+              "signal ring round %d: calls %d %d %d %d, first bad word %ld from rank %d", round, ack, rc, rc2, rc3, bad,
+              prev);
+    }
+    if (n > 1 && rounds > 0) {
+        CHECK_OK(kpccl_shm_peer_wait(win, next)); /* the last acknowledgement */
+    }
+}
+
 /* Sizes differ per rank, one is 0: every rank sees every segment, with its size, where it should be. */
 static void uneven(kpccl_shm_comm_h comm, int me, int n)
 {
@@ -206,6 +235,8 @@ int main(int argc, char **argv)
         CHECK(seg[me] == base, "query and alloc disagree on my segment");
         random_pairs(win, seg, seed + (uint64_t)variant, rounds);
         all_to_all(win, seg, seed + (uint64_t)variant, rounds / 4 + 1);
+        signal_ring(win, seg, seed + (uint64_t)variant, rounds);
+        random_pairs(win, seg, seed + (uint64_t)variant + 1, rounds / 8 + 1); /* fences still match after signals */
         free((void *)seg);
         CHECK_OK(kpccl_shm_win_free(win));
     }

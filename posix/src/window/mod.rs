@@ -70,6 +70,28 @@ impl Window {
         self.inner.peer_fence(local).map_err(|e| self.global(e))
     }
 
+    /// Signals `peer`, a rank of this node, once and returns without waiting:
+    /// what this rank did before it is seen by `peer` after the
+    /// [`Window::wait`] that consumes this signal. Signals count (n signals
+    /// satisfy n waits) and are separate from fences: a `peer_fence` neither
+    /// sends nor consumes one. A signal to oneself does nothing.
+    #[inline]
+    pub fn signal(&self, peer: u32) -> Result<(), Error> {
+        let local = self.nodes.local(peer)?;
+        self.inner.signal(local).map_err(|e| self.global(e))
+    }
+
+    /// Waits until `peer`, a rank of this node, has signalled this rank more
+    /// times than this rank has waited for it, and consumes one signal: what
+    /// `peer` did before that signal is seen here after the call. Fails like
+    /// a fence (dead peer, timeout, abandoned window), consuming nothing.
+    /// Waiting for oneself returns at once.
+    #[inline]
+    pub fn wait(&self, peer: u32) -> Result<(), Error> {
+        let local = self.nodes.local(peer)?;
+        self.inner.wait(local).map_err(|e| self.global(e))
+    }
+
     /// The fence with every rank of this node (each of them calls it).
     #[inline]
     pub fn fence(&self) -> Result<(), Error> {

@@ -9,6 +9,7 @@ mod args;
 mod checks;
 mod fork;
 mod nodes;
+mod pipeline;
 mod scenarios;
 mod signals;
 

@@ -12,6 +12,7 @@ use crate::checks::{Rng, resources, verify, word};
 pub(crate) const NAMES: &[&str] = &[
     "layout",
     "handoff",
+    "pipeline",
     "fence",
     "cycle",
     "bad-align",
@@ -25,9 +26,9 @@ pub(crate) const NAMES: &[&str] = &[
     "nodes",
 ];
 
-type Res = Result<(), String>;
+pub(crate) type Res = Result<(), String>;
 
-fn s(e: impl std::fmt::Display) -> String {
+pub(crate) fn s(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -46,6 +47,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
     match name {
         "layout" => layout(&comm, args),
         "handoff" => handoff(&comm, args),
+        "pipeline" => crate::pipeline::pipeline(&comm, args),
         "fence" => fence(&comm, args),
         "cycle" => cycle(&comm, args),
         "bad-align" => {
@@ -66,7 +68,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
     }
 }
 
-fn words(round: u64, writer: u32, len: usize) -> Vec<u64> {
+pub(crate) fn words(round: u64, writer: u32, len: usize) -> Vec<u64> {
     (0..len).map(|i| word(round, writer, i)).collect()
 }
 
@@ -309,7 +311,7 @@ fn bad_nranks(oob: RunOob, me: u32, n: u32) -> Res {
     }
 }
 
-/// `victim` exits at `at` (alloc, fence, peer, free); every survivor must get
+/// `victim` exits at `at` (alloc, fence, peer, wait, free); every survivor must get
 /// an error naming it, within `bound_ms`.
 fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
@@ -337,6 +339,7 @@ fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let start = Instant::now();
     let result = match at.as_str() {
         "peer" => win.peer_fence(victim),
+        "wait" => win.wait(victim),
         "free" => return expect_dead(win.free(), victim, bound, start, me),
         _ => win.fence(),
     };
@@ -422,8 +425,9 @@ fn oob_fail(oob: RunOob, args: &Args) -> Res {
     }
 }
 
-/// `victim` stays alive but never fences: every other rank's fence must end
-/// with an error after its timeout (`timeout_ms`), within `bound_ms`.
+/// `victim` stays alive but never fences (nor signals): every other rank's
+/// fence (`op=fence`) or wait for it (`op=wait`) must end with an error
+/// after its timeout (`timeout_ms`), within `bound_ms`.
 fn stall<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
     let victim: u32 = args.get("victim", n - 1)?;
@@ -439,8 +443,12 @@ fn stall<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
         };
     }
     let start = Instant::now();
-    match win.fence() {
-        Ok(()) => return Err("the fence succeeded although a rank never came".into()),
+    let result = match args.str("op").unwrap_or("fence") {
+        "wait" => win.wait(victim),
+        _ => win.fence(),
+    };
+    match result {
+        Ok(()) => return Err("the wait succeeded although a rank never came".into()),
         Err(e) => within(bound, start, me, &e.to_string())?,
     }
     if start.elapsed() < timeout {

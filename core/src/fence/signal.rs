@@ -1,0 +1,86 @@
+//! One-way pairwise synchronisation: the two halves of a peer fence.
+//!
+//! `peer_signal(me, peer)` publishes everything `me` did before it to
+//! `peer` and returns at once; `peer_wait(me, peer)` returns once `peer`
+//! has signalled `me` more times than `me` has waited for it. Signals count:
+//! n signals satisfy n waits, none is lost or counted twice, and a signal
+//! sent before anyone waits is kept.
+//!
+//! Two single-writer counters per ordered pair, both written by one rank
+//! only and both on the line that rank writes for the pair:
+//! - `signal_slot(i, j)`: how many signals `i` has sent to `j`;
+//! - `taken_slot(j, i)`: how many of `i`'s signals `j` has waited for
+//!   (kept in shared memory because the core has no allocator; only `j`
+//!   reads it).
+//!
+//! They are separate from the peer-fence epochs, so signals and fences
+//! between the same pair never match each other: a `peer_fence` neither
+//! sends nor consumes a signal, and a window fence touches neither. Each
+//! still orders what it orders (program order plus its own Release/Acquire
+//! edge), so a pipeline may mix them freely.
+
+use super::wait::{notify, wait_for};
+use super::{SyncArea, WaitEnv, WaitPolicy, poison_state, reached};
+use crate::error::FenceError;
+use crate::sync::Ordering::{Acquire, Relaxed, Release};
+
+fn check<A: SyncArea + ?Sized>(area: &A, peer: u32) -> Result<(), FenceError> {
+    let nranks = area.nranks();
+    if peer >= nranks {
+        return Err(FenceError::InvalidRank { rank: peer, nranks });
+    }
+    match poison_state(area) {
+        Some(p) => Err(p.error()),
+        None => Ok(()),
+    }
+}
+
+/// Signals `peer` once: every access `me` made before the call
+/// happens-before every access `peer` makes after the [`peer_wait`] that
+/// consumes this signal. Never waits. A signal to oneself does nothing.
+pub fn peer_signal<A, E>(area: &A, env: &E, me: u32, peer: u32) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    check(area, peer)?;
+    if peer == me {
+        return Ok(());
+    }
+    let sent = area.signal_slot(me, peer);
+    // Relaxed: only this rank writes `sent`, so program order gives its last value.
+    let count = sent.load(Relaxed).wrapping_add(1);
+    // Release: publishes everything this rank did before the signal to the
+    // peer's Acquire load that sees this count (or a later one: a single
+    // writer's later stores carry the earlier ones' history with them).
+    sent.store(count, Release);
+    notify(area, env, peer);
+    Ok(())
+}
+
+/// Waits for the next signal from `peer`: returns once `peer` has sent `me`
+/// more signals than `me` has waited for, and consumes one. Everything
+/// `peer` did before that signal happens-before everything `me` does
+/// after. Fails like a fence (dead peer, timeout, poisoned window), and then
+/// consumes nothing. Waiting for oneself returns at once.
+pub fn peer_wait<A, E>(area: &A, env: &E, me: u32, peer: u32, policy: &WaitPolicy) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    check(area, peer)?;
+    if peer == me {
+        return Ok(());
+    }
+    let taken = area.taken_slot(me, peer);
+    // Relaxed: only this rank writes `taken`, so program order gives its last value.
+    let want = taken.load(Relaxed).wrapping_add(1);
+    let inbound = area.signal_slot(peer, me);
+    // Acquire: pairs with the peer's Release store of its count, so what it
+    // did before that signal happens-before what we do after the wait.
+    wait_for(area, env, me, peer, policy, || reached(inbound.load(Acquire), want))?;
+    // Relaxed: a private counter that happens to live in shared memory; only
+    // this rank reads it, in program order.
+    taken.store(want, Relaxed);
+    Ok(())
+}
