@@ -274,8 +274,11 @@ pub(crate) unsafe fn clear<T>(p: *mut T, value: T) {
 }
 
 /// A rank argument, checked against `0..nranks`.
+/// Every fence checks one: the error is built only on failure (built
+/// eagerly, its drop cost a call per fence).
+#[inline]
 pub(crate) fn rank(value: core::ffi::c_int, arg: &'static str, nranks: u32) -> Result<u32, Error> {
-    u32::try_from(value).ok().filter(|r| *r < nranks).ok_or(Error::Range {
+    u32::try_from(value).ok().filter(|r| *r < nranks).ok_or_else(|| Error::Range {
         arg,
         value: i64::from(value),
         min: 0,
