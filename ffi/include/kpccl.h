@@ -376,8 +376,9 @@ typedef struct kpccl_shm_win_t {
  *
  * One thread at a time may fence, signal, wait on or free a window.
  * Another thread's such call meanwhile fails ("… is in use by another
- * thread") instead of corrupting the fence; `kpccl_shm_win_query` may run beside a fence, and a
- * free racing a query either waits for it or makes it fail as stale.
+ * thread") instead of corrupting the fence; `kpccl_shm_win_query` may run
+ * beside a fence, and a free racing a query either waits for it or makes
+ * it fail as stale.
  */
 typedef struct kpccl_shm_win_t *kpccl_shm_win_h;
 
