@@ -94,15 +94,28 @@ fn a_second_thread_fencing_a_busy_window_is_refused() {
     let me = join(0, &shared);
     let peer = other.join().unwrap();
 
-    // Rank 0's first thread waits in a fence for rank 1, which comes later.
+    // Rank 0's first thread waits in a fence for rank 1, which comes later
+    // (it retries while the probes below hold the window for an instant).
+    let busy = "is in use by another thread";
     let waiting = std::thread::spawn(move || {
-        let rc = unsafe { kpccl_shm_peer_fence(win(me), 1) };
-        (rc, last_error())
+        loop {
+            let rc = unsafe { kpccl_shm_peer_fence(win(me), 1) };
+            if rc == KPCCL_OK || !last_error().contains(busy) {
+                return (rc, last_error());
+            }
+        }
     });
-    std::thread::sleep(Duration::from_millis(200));
+    // Until it is in: a fence with oneself returns at once, or is refused
+    // while the window is busy.
+    let mut tries = 0;
+    while unsafe { kpccl_shm_peer_fence(win(me), 0) } == KPCCL_OK {
+        tries += 1;
+        assert!(tries < 10_000, "the first thread never entered its fence");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(last_error().contains(busy), "{}", last_error());
     assert!(!waiting.is_finished(), "the fence waits for rank 1");
     // Rank 0's second thread: refused at once, and nothing disturbed.
-    let busy = "is in use by another thread";
     for rc in [unsafe { kpccl_shm_peer_fence(win(me), 1) }, unsafe { kpccl_shm_win_fence(win(me)) }] {
         assert_eq!(rc, KPCCL_ERROR);
         assert!(last_error().contains(busy) && last_error().contains("kpccl_shm_"), "{}", last_error());
