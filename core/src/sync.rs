@@ -60,6 +60,12 @@ macro_rules! atomic {
 
             /// See the `core` method of the same name.
             #[inline]
+            pub fn swap(&self, v: $int, order: Ordering) -> $int {
+                self.0.swap(v, order)
+            }
+
+            /// See the `core` method of the same name.
+            #[inline]
             pub fn compare_exchange(
                 &self,
                 current: $int,

@@ -31,6 +31,7 @@ fn policy() -> WaitPolicy {
     WaitPolicy {
         spins: if cfg!(miri) { 4 } else { 256 },
         yields: 16,
+        yield_ns: 0,
         // A fence that waits this long is a failure (an error), not a hang.
         timeout_ns: if cfg!(miri) { 0 } else { 60_000_000_000 },
         liveness_ns: 10_000_000,

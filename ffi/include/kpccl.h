@@ -303,7 +303,12 @@ typedef struct kpccl_shm_oob_cb_t {
 typedef struct kpccl_shm_oob_cb_t *kpccl_shm_oob_cb_h;
 
 /**
- * A communicator handle.
+ * A communicator handle, checked like a window handle (see
+ * `kpccl_shm_win_h`): any value may be passed, and a destroyed one is
+ * refused as stale even after new communicators were made. One thread at
+ * a time may allocate a window on it or destroy it: another thread's
+ * allocation or destruction meanwhile fails ("… is in use by another
+ * thread"); queries may run beside them.
  */
 typedef struct kpccl_shm_comm_t *kpccl_shm_comm_h;
 
@@ -356,13 +361,24 @@ typedef struct kpccl_shm_win_t {
    */
   int nranks;
   /**
-   * Library-private: marks a live window; cleared when it is freed.
+   * Library-private (the handle's serial number).
    */
   uint64_t reserved;
 } kpccl_shm_win_t;
 
 /**
- * A window handle.
+ * A window handle. Every call checks it before use, so any value may be
+ * passed: `NULL`, a foreign pointer and a communicator are refused, and so
+ * is a freed window ("window handle 0x… was freed (stale handle)") even
+ * after new windows were made, because the library never hands out a freed
+ * handle's value again (until 2^29 handles have been made in the process):
+ * a stale call never touches a live window.
+ *
+ * One thread at a time may fence, signal, wait on or free a window.
+ * Another thread's such call meanwhile fails ("… is in use by another
+ * thread") instead of corrupting the fence; `kpccl_shm_win_query` may run
+ * beside a fence, and a free racing a query either waits for it or makes
+ * it fail as stale.
  */
 typedef struct kpccl_shm_win_t *kpccl_shm_win_h;
 
@@ -423,7 +439,7 @@ int kpccl_shm_comm_create(int nranks,
  * stay valid and are freed on their own.
  *
  * # Safety
- * `comm` is `NULL` or a handle; no other thread uses it during or after the call.
+ * `comm` is any value (checked: see `kpccl_shm_comm_h`).
  */
 int kpccl_shm_comm_destroy(kpccl_shm_comm_h comm);
 
@@ -433,8 +449,8 @@ int kpccl_shm_comm_destroy(kpccl_shm_comm_h comm);
  * Local (no collective).
  *
  * # Safety
- * `comm` is `NULL` or a handle not destroyed during the call; `info` is
- * `NULL` or valid for writes.
+ * `comm` is any value (checked: see `kpccl_shm_comm_h`); `info` is `NULL`
+ * or valid for writes.
  */
 int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *info);
 
@@ -445,8 +461,8 @@ int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *in
  * (nothing written). Local (no collective).
  *
  * # Safety
- * `comm` is `NULL` or a handle not destroyed during the call; `ranks` is
- * `NULL` or valid for writes of `capacity` ints.
+ * `comm` is any value (checked: see `kpccl_shm_comm_h`); `ranks` is `NULL`
+ * or valid for writes of `capacity` ints.
  */
 int kpccl_shm_comm_node_ranks(kpccl_shm_comm_h comm, int *ranks, int capacity);
 
@@ -482,7 +498,7 @@ int kpccl_run_oob(struct kpccl_shm_oob_cb_t *cbs, void **group, int *rank, int *
  * Equivalent to [`kpccl_shm_win_alloc_ex`] with `attr` `NULL`.
  *
  * # Safety
- * `comm` is `NULL` or a handle not being destroyed meanwhile; `baseptr` and
+ * `comm` is any value (checked: see `kpccl_shm_comm_h`); `baseptr` and
  * `win` are `NULL` or valid for writes.
  */
 int kpccl_shm_win_alloc(size_t size, kpccl_shm_comm_h comm, void **baseptr, kpccl_shm_win_h *win);
@@ -506,12 +522,14 @@ int kpccl_shm_win_alloc_ex(size_t size,
 
 /**
  * Frees a window (collective): fences with every rank so that nobody still
- * reads, then unmaps. The handle is gone afterwards even when the call
- * fails (e.g. a peer died during the fence): the memory is released and
- * the error returned.
+ * reads, then unmaps. An accepted handle is gone afterwards even when the
+ * call fails (e.g. a peer died during the fence): the memory is released
+ * and the error returned. A refused one (stale, or in another thread's
+ * fence) is left as it was.
  *
  * # Safety
- * `win` is `NULL` or a handle no other thread uses during or after the call.
+ * `win` is any value (checked: see `kpccl_shm_win_h`); it fails, and the
+ * window lives on, while another thread fences it.
  */
 int kpccl_shm_win_free(kpccl_shm_win_h win);
 
@@ -524,7 +542,7 @@ int kpccl_shm_win_free(kpccl_shm_win_h win);
  * (shared memory does not cross nodes).
  *
  * # Safety
- * `win` is `NULL` or a handle that no other thread uses during the call.
+ * `win` is any value (checked: see `kpccl_shm_win_h`).
  */
 int kpccl_shm_peer_fence(kpccl_shm_win_h win, int remote_rank);
 
@@ -541,7 +559,7 @@ int kpccl_shm_peer_fence(kpccl_shm_win_h win, int remote_rank);
  * nothing. `remote_rank` must run on this node.
  *
  * # Safety
- * `win` is `NULL` or a handle that no other thread uses during the call.
+ * `win` is any value (checked: see `kpccl_shm_win_h`).
  */
 int kpccl_shm_peer_signal(kpccl_shm_win_h win, int remote_rank);
 
@@ -556,7 +574,7 @@ int kpccl_shm_peer_signal(kpccl_shm_win_h win, int remote_rank);
  * `remote_rank` must run on this node.
  *
  * # Safety
- * `win` is `NULL` or a handle that no other thread uses during the call.
+ * `win` is any value (checked: see `kpccl_shm_win_h`).
  */
 int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
 
@@ -566,7 +584,7 @@ int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
  * other nodes take part in their own node's fence, not in this one.
  *
  * # Safety
- * `win` is `NULL` or a handle that no other thread uses during the call.
+ * `win` is any value (checked: see `kpccl_shm_win_h`).
  */
 int kpccl_shm_win_fence(kpccl_shm_win_h win);
 
@@ -578,7 +596,7 @@ int kpccl_shm_win_fence(kpccl_shm_win_h win);
  * (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
  *
  * # Safety
- * `win` is `NULL` or a handle not freed during the call; `size` and
+ * `win` is any value (checked: see `kpccl_shm_win_h`); `size` and
  * `baseptr` are `NULL` or valid for writes.
  */
 int kpccl_shm_win_query(kpccl_shm_win_h win, int rank, size_t *size, void **baseptr);

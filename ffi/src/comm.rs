@@ -2,12 +2,11 @@
 //! where their ranks run: `kpccl_shm_comm_query` / `kpccl_shm_comm_node_ranks`.
 
 use core::ffi::{c_int, c_void};
-use core::ptr::NonNull;
 
 use kpccl_posix::Comm;
 
 use crate::error::Error;
-use crate::handle::{self, Kind};
+use crate::handle::{self, Exclusive, Kind};
 use crate::log::{self, Level};
 use crate::oob::{CallbackOob, kpccl_shm_oob_cb_h};
 
@@ -15,8 +14,7 @@ use crate::oob::{CallbackOob, kpccl_shm_oob_cb_h};
 /// create windows together through out-of-band callbacks.
 #[derive(Debug)]
 pub struct kpccl_shm_comm_t {
-    magic: u64,
-    comm: Comm<CallbackOob>,
+    _opaque: [u8; 0],
 }
 
 /// Where a communicator's ranks run, as `kpccl_shm_comm_query` reports it.
@@ -43,31 +41,30 @@ pub struct kpccl_shm_comm_info_t {
 /// rank order (every rank of the node must pass it).
 pub const KPCCL_LOCAL_RANK_AUTO: c_int = -1;
 
-/// A communicator handle.
+/// A communicator handle, checked like a window handle (see
+/// `kpccl_shm_win_h`): any value may be passed, and a destroyed one is
+/// refused as stale even after new communicators were made. One thread at
+/// a time may allocate a window on it or destroy it: another thread's
+/// allocation or destruction meanwhile fails ("… is in use by another
+/// thread"); queries may run beside them.
 pub type kpccl_shm_comm_h = *mut kpccl_shm_comm_t;
 
-const MAGIC: u64 = u64::from_be_bytes(*b"kpcclCOM");
-
-impl kpccl_shm_comm_t {
-    /// The Rust communicator.
-    pub(crate) fn comm(&self) -> &Comm<CallbackOob> {
-        &self.comm
-    }
+impl handle::Object for Comm<CallbackOob> {
+    const KIND: Kind = Kind::Comm;
 }
 
-/// Checks that `h` is a live communicator handle and borrows it.
+/// Checks that `h` is a live communicator handle and takes exclusive use of
+/// it until the result is dropped (for a window allocation: another
+/// thread's allocation on it, or its destruction, is refused meanwhile).
 ///
 /// # Safety
-/// No other thread frees `h` while the borrow lasts.
-pub(crate) unsafe fn get<'a>(h: kpccl_shm_comm_h, arg: &'static str) -> Result<&'a kpccl_shm_comm_t, Error> {
-    let p = handle::check(h, arg, Kind::Comm)?;
-    // SAFETY: registered, so a live `Box<kpccl_shm_comm_t>` of ours; the C
-    // side never sees inside it (opaque), so nothing writes it concurrently.
-    let c = unsafe { p.as_ref() };
-    if c.magic != MAGIC {
-        return Err(Error::Handle { arg, kind: "communicator handle" });
-    }
-    Ok(c)
+/// None beyond Rust's: every value of `h` is checked before use, and the
+/// communicator cannot be destroyed while the result lives.
+pub(crate) unsafe fn get<'a>(
+    h: kpccl_shm_comm_h,
+    arg: &'static str,
+) -> Result<Exclusive<'a, Comm<CallbackOob>>, Error> {
+    handle::exclusive(h, arg)
 }
 
 /// Creates a communicator (collective: every rank calls it with the same
@@ -130,20 +127,18 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
             }
         };
         let comm = Comm::with_local_rank(callbacks, rank, n, local_rank)?;
-        let c = Box::new(kpccl_shm_comm_t { magic: MAGIC, comm });
         log::log(
             Level::Info,
             format_args!(
                 "rank {} (local rank {} of node {}) of {n}: communicator ready",
-                c.comm.rank(),
-                c.comm.local_rank(),
-                c.comm.node()
+                comm.rank(),
+                comm.local_rank(),
+                comm.node()
             ),
         );
-        let p = NonNull::from(Box::leak(c));
-        handle::register(p, Kind::Comm);
+        let h = handle::make(Box::new(comm), int(rank), nranks)?;
         // SAFETY: `out` was checked not NULL and aligned; writable by the caller's contract.
-        unsafe { out.as_ptr().write(p.as_ptr()) };
+        unsafe { out.as_ptr().write(h) };
         Ok(())
     })
 }
@@ -152,18 +147,14 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
 /// stay valid and are freed on their own.
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle; no other thread uses it during or after the call.
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_destroy(comm: kpccl_shm_comm_h) -> c_int {
     ffi_boundary!("kpccl_shm_comm_destroy", {
-        let p = handle::take(comm, "comm", Kind::Comm)?;
-        // SAFETY: it was registered, so it is a live `Box` of ours, now
-        // unregistered: nobody else will free it.
-        let mut c = unsafe { Box::from_raw(p.as_ptr()) };
-        c.magic = 0;
+        let c = handle::take::<Comm<CallbackOob>, _>(comm, "comm")?;
         log::log(
             Level::Debug,
-            format_args!("rank {} (local rank {}): communicator destroyed", c.comm.rank(), c.comm.local_rank()),
+            format_args!("rank {} (local rank {}): communicator destroyed", c.rank(), c.local_rank()),
         );
         drop(c);
         Ok(())
@@ -179,22 +170,22 @@ fn int(v: u32) -> c_int {
 /// Local (no collective).
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle not destroyed during the call; `info` is
-/// `NULL` or valid for writes.
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`); `info` is `NULL`
+/// or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut kpccl_shm_comm_info_t) -> c_int {
     ffi_boundary!("kpccl_shm_comm_query", {
-        // SAFETY: the caller does not destroy `comm` during the call.
-        let c = unsafe { get(comm, "comm") }?.comm();
+        let i = handle::shared(comm, "comm", |c: &Comm<CallbackOob>| {
+            Ok(kpccl_shm_comm_info_t {
+                rank: int(c.rank()),
+                nranks: int(c.nranks()),
+                nnodes: int(c.nnodes()),
+                node: int(c.node()),
+                local_rank: int(c.local_rank()),
+                local_size: int(c.local_size()),
+            })
+        })?;
         let out = handle::out(info, "info")?;
-        let i = kpccl_shm_comm_info_t {
-            rank: int(c.rank()),
-            nranks: int(c.nranks()),
-            nnodes: int(c.nnodes()),
-            node: int(c.node()),
-            local_rank: int(c.local_rank()),
-            local_size: int(c.local_size()),
-        };
         // SAFETY: checked not NULL and aligned; writable by the caller's contract.
         unsafe { out.as_ptr().write(i) };
         Ok(())
@@ -207,8 +198,8 @@ pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut
 /// (nothing written). Local (no collective).
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle not destroyed during the call; `ranks` is
-/// `NULL` or valid for writes of `capacity` ints.
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`); `ranks` is `NULL`
+/// or valid for writes of `capacity` ints.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_node_ranks(
     comm: kpccl_shm_comm_h,
@@ -216,24 +207,24 @@ pub unsafe extern "C" fn kpccl_shm_comm_node_ranks(
     capacity: c_int,
 ) -> c_int {
     ffi_boundary!("kpccl_shm_comm_node_ranks", {
-        // SAFETY: the caller does not destroy `comm` during the call.
-        let c = unsafe { get(comm, "comm") }?.comm();
-        let out = handle::out(ranks, "ranks")?;
-        let node = c.node_ranks();
-        if usize::try_from(capacity).map_or(true, |cap| cap < node.len()) {
-            return Err(Error::Range {
-                arg: "capacity",
-                value: capacity.into(),
-                min: i64::from(c.local_size()),
-                end: i64::from(c_int::MAX),
-            });
-        }
-        // SAFETY: `ranks` is valid for writes of `capacity >= node.len()`
-        // ints (the caller's contract), checked not NULL and aligned.
-        let dst = unsafe { core::slice::from_raw_parts_mut(out.as_ptr(), node.len()) };
-        for (d, &r) in dst.iter_mut().zip(node) {
-            *d = int(r);
-        }
-        Ok(())
+        handle::shared(comm, "comm", |c: &Comm<CallbackOob>| {
+            let out = handle::out(ranks, "ranks")?;
+            let node = c.node_ranks();
+            if usize::try_from(capacity).map_or(true, |cap| cap < node.len()) {
+                return Err(Error::Range {
+                    arg: "capacity",
+                    value: capacity.into(),
+                    min: i64::from(c.local_size()),
+                    end: i64::from(c_int::MAX),
+                });
+            }
+            // SAFETY: `ranks` is valid for writes of `capacity >= node.len()`
+            // ints (the caller's contract), checked not NULL and aligned.
+            let dst = unsafe { core::slice::from_raw_parts_mut(out.as_ptr(), node.len()) };
+            for (d, &r) in dst.iter_mut().zip(node) {
+                *d = int(r);
+            }
+            Ok(())
+        })
     })
 }

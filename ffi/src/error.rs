@@ -9,6 +9,7 @@ use std::ffi::CString;
 use kpccl_core::error::ArgError;
 use kpccl_core::{CollectiveError, Failure};
 
+use crate::handle::{Kind, Refusal};
 use crate::log::{self, Level};
 
 /// What went wrong in one call.
@@ -18,12 +19,23 @@ pub(crate) enum Error {
     Null(&'static str),
     /// A pointer argument is not aligned for its type.
     Misaligned(&'static str),
-    /// A handle argument is not a live handle of the right kind.
+    /// A handle argument is not a live, idle handle of the right kind.
     Handle {
         /// The argument.
         arg: &'static str,
         /// What it should be.
-        kind: &'static str,
+        kind: Kind,
+        /// Its value.
+        addr: usize,
+        /// What it is instead.
+        why: Refusal,
+    },
+    /// No handle could be made for a new object.
+    NoHandle {
+        /// What it would have been.
+        kind: Kind,
+        /// Why not.
+        why: &'static str,
     },
     /// An integer argument is outside `min..end`.
     Range {
@@ -63,7 +75,21 @@ impl fmt::Display for Error {
         match self {
             Self::Null(arg) => write!(f, "`{arg}` is NULL"),
             Self::Misaligned(arg) => write!(f, "`{arg}` is not aligned for its type"),
-            Self::Handle { arg, kind } => write!(f, "`{arg}` is not a live {kind} (already freed, or never made)"),
+            Self::Handle { arg, kind, addr, why } => {
+                let kind = kind.name();
+                match why {
+                    Refusal::Stale => write!(f, "{kind} {addr:#x} (`{arg}`) was freed (stale handle)"),
+                    Refusal::Foreign => write!(f, "`{arg}` = {addr:#x} is not a {kind} (never made by kpccl)"),
+                    Refusal::Kind(k) => write!(f, "`{arg}` = {addr:#x} is a {}, not a {kind}", k.name()),
+                    Refusal::Busy => write!(
+                        f,
+                        "{kind} {addr:#x} (`{arg}`) is in use by another thread (a call that needs it alone \
+                         is running there: a fence, signal or wait, an allocation on it, or its free; make one \
+                         thread use it at a time)"
+                    ),
+                }
+            }
+            Self::NoHandle { kind, why } => write!(f, "cannot make a {}: {why}", kind.name()),
             Self::Range { arg, value, min, end } => {
                 write!(f, "`{arg}` = {value} is out of range {min} to {}", end - 1)
             }

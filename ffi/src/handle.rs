@@ -1,139 +1,255 @@
-//! Handles given to C: every live one is registered, so a freed, foreign or
-//! mistyped handle is refused *before* it is dereferenced; each also carries
-//! a magic number, cleared when it is freed. And the checks of pointer
-//! arguments.
+//! Handles given to C, and the checks of pointer arguments.
+//!
+//! A handle is the address of a block of the handle [`arena`]: every value
+//! C passes is compared with the region before anything is read, and a
+//! block's address is not handed out again (until the region wraps), so a
+//! freed handle is refused as freed even when a new object was made since,
+//! and a foreign or mistyped one is refused too; nothing behind a refused
+//! handle is touched.
+//!
+//! Calls that must not overlap on one handle (fences, a window allocation
+//! on a communicator, free and destroy) take it [`exclusive`]ly, with one
+//! compare-and-swap on the block's state and no lock: a second thread is
+//! refused meanwhile, and so is a free. Queries run [`shared`], under the
+//! arena's lock, which `take` (free, destroy) also holds: a free racing a
+//! query either waits for it or is seen by it.
 
+mod arena;
+
+use core::ops::Deref;
 use core::ptr::NonNull;
-use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
 
+use kpccl_core::sync::AtomicU64;
+use kpccl_core::sync::Ordering::{Acquire, Relaxed, Release};
+
+use self::arena::{Arena, Block};
 use crate::error::Error;
+use crate::win::kpccl_shm_win_t;
 
 /// What a handle points to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// A `kpccl_shm_comm_t`.
+    /// A `kpccl_shm_comm_h`.
     Comm,
-    /// A `kpccl_shm_win_t`.
+    /// A `kpccl_shm_win_h`.
     Win,
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    /// The name C programmers know it by.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Comm => "communicator handle",
             Self::Win => "window handle",
         }
     }
+
+    /// The block state of a live, idle handle of this kind.
+    const fn tag(self) -> u64 {
+        match self {
+            Self::Comm => 1,
+            Self::Win => 2,
+        }
+    }
+
+    fn of_tag(state: u64) -> Option<Kind> {
+        match state & !BUSY {
+            1 => Some(Self::Comm),
+            2 => Some(Self::Win),
+            _ => None,
+        }
+    }
 }
 
-/// Addresses of the live handles. A handle's address is reused only after
-/// it was freed, when it names the new handle.
-static LIVE: Mutex<BTreeMap<usize, Kind>> = Mutex::new(BTreeMap::new());
+/// Set in a block's state while one call has exclusive use of the handle.
+const BUSY: u64 = 4;
 
-fn live() -> std::sync::MutexGuard<'static, BTreeMap<usize, Kind>> {
-    // A panic while holding the lock cannot leave the map half-updated.
-    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+/// A type that lives behind handles of one kind.
+pub(crate) trait Object {
+    /// The kind of its handles.
+    const KIND: Kind;
 }
 
-/// Registers a new handle.
-pub(crate) fn register<T>(p: NonNull<T>, kind: Kind) {
-    let mut live = live();
-    live.insert(p.as_ptr().addr(), kind);
-    fast::insert(p.as_ptr().addr(), kind);
+/// Why a handle was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// It was never made by this library.
+    Foreign,
+    /// It was freed.
+    Stale,
+    /// It is a live handle of another kind.
+    Kind(Kind),
+    /// Another thread is in an exclusive call on it.
+    Busy,
 }
 
-/// Checks that `p` is a live handle of `kind`. Lock-free for the handles the
-/// fast table holds (every fence goes through here).
+/// Makes a handle for `object`: `rank` and `nranks` are what C reads
+/// through a window handle.
+pub(crate) fn make<T: Object, H>(
+    object: Box<T>,
+    rank: core::ffi::c_int,
+    nranks: core::ffi::c_int,
+) -> Result<*mut H, Error> {
+    let arena = Arena::global()
+        .ok_or(Error::NoHandle { kind: T::KIND, why: "no address space could be reserved for handles" })?;
+    let mut cursor = arena.lock();
+    let (block, serial) = arena
+        .claim(&mut cursor)
+        .ok_or(Error::NoHandle { kind: T::KIND, why: "every handle of the region is live (free some)" })?;
+    let head = kpccl_shm_win_t { rank, nranks, reserved: serial };
+    // SAFETY: a claimed block is ours alone until `state` publishes it.
+    unsafe { block.head.get().write(head) };
+    // SAFETY: as above.
+    unsafe { block.object.get().write(Box::into_raw(object).cast::<()>()) };
+    // Release: whoever finds the handle live also sees the block filled.
+    block.state.store(T::KIND.tag(), Release);
+    Ok(core::ptr::from_ref(block).cast_mut().cast::<H>())
+}
+
+/// Exclusive use of a live handle's object: the handle is busy until this
+/// is dropped (another exclusive call, and a free, are refused meanwhile).
+#[derive(Debug)]
+pub(crate) struct Exclusive<'a, T> {
+    state: &'a AtomicU64,
+    idle: u64,
+    object: &'a T,
+}
+
+impl<T> Deref for Exclusive<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        self.object
+    }
+}
+
+impl<T> Drop for Exclusive<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: the next exclusive user (or the free) sees what this call
+        // did to the object. Nothing else writes a busy state, so a store does.
+        self.state.store(self.idle, Release);
+    }
+}
+
+/// Takes exclusive use of the live handle `h` of `T`'s kind, lock-free (every
+/// fence goes through here): one load and one compare-and-swap.
 #[inline]
-pub(crate) fn check<T>(p: *mut T, arg: &'static str, kind: Kind) -> Result<NonNull<T>, Error> {
-    let p = NonNull::new(p).ok_or(Error::Null(arg))?;
-    if fast::contains(p.as_ptr().addr(), kind) {
-        return Ok(p);
+pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Result<Exclusive<'a, T>, Error> {
+    let idle = T::KIND.tag();
+    let block = Arena::global().and_then(|a| a.block(h.addr()));
+    if let Some(b) = block {
+        // Relaxed: only a hint that spares the compare-and-swap (a locked
+        // write on some CPUs) when the handle is not idle.
+        if b.state.load(Relaxed) == idle
+            // Acquire: pairs with `make`'s Release and the last user's, so the
+            // block and the object are seen as they left them.
+            && b.state.compare_exchange(idle, idle | BUSY, Acquire, Relaxed).is_ok()
+        {
+            // SAFETY: live and now busy: the object stays until the guard is
+            // dropped (`take` refuses busy handles).
+            let object = unsafe { object::<T>(b) };
+            return Ok(Exclusive { state: &b.state, idle, object });
+        }
     }
-    match live().get(&p.as_ptr().addr()) {
-        Some(k) if *k == kind => Ok(p),
-        _ => Err(Error::Handle { arg, kind: kind.name() }),
+    Err(refusal::<T>(h, arg, block))
+}
+
+/// Runs `f` on the live handle `h`'s object under the arena's lock, so that
+/// no free can run meanwhile; exclusive calls on the handle may.
+pub(crate) fn shared<T: Object, H, R>(
+    h: *mut H,
+    arg: &'static str,
+    f: impl FnOnce(&T) -> Result<R, Error>,
+) -> Result<R, Error> {
+    let p = NonNull::new(h).ok_or(Error::Null(arg))?;
+    let arena = Arena::global().ok_or(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign })?;
+    let cursor = arena.lock();
+    let Some(block) = arena.block(p.as_ptr().addr()) else {
+        return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign });
+    };
+    // Acquire: pairs with `make`'s Release (the block and object filled).
+    let state = block.state.load(Acquire);
+    if Kind::of_tag(state) != Some(T::KIND) {
+        return Err(classify::<T>(arena, &cursor, block, h.addr(), arg, state));
+    }
+    // SAFETY: live, and no `take` can free it while we hold the lock.
+    // Exclusive users borrow it shared, too.
+    f(unsafe { object::<T>(block) })
+}
+
+/// The object of a live block of `T`'s kind.
+///
+/// # Safety
+/// `block` is live, of `T`'s kind, and stays so for `'a`.
+unsafe fn object<'a, T: Object>(block: &Block) -> &'a T {
+    // SAFETY: written before the block was published live (the caller saw it
+    // live with Acquire), and not written again while it is.
+    let p = unsafe { *block.object.get() };
+    // SAFETY: made by `make` from a `Box<T>` (the kind's type); alive for
+    // `'a` by the caller's contract.
+    unsafe { &*p.cast::<T>() }
+}
+
+/// Unregisters the live, idle handle `h` (no later call accepts it) and
+/// gives its object back, to be freed.
+pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>, Error> {
+    NonNull::new(h).ok_or(Error::Null(arg))?;
+    let foreign = Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign };
+    let arena = Arena::global().ok_or(foreign)?;
+    let mut cursor = arena.lock();
+    let Some(block) = arena.block(h.addr()) else {
+        return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign });
+    };
+    let idle = T::KIND.tag();
+    // Acquire: sees what the last exclusive user did to the object.
+    if let Err(state) = block.state.compare_exchange(idle, 0, Acquire, Relaxed) {
+        return Err(classify::<T>(arena, &cursor, block, h.addr(), arg, state));
+    }
+    // SAFETY: it was live, and is ours alone now: every later call finds it freed.
+    let object = unsafe { *block.object.get() };
+    arena.release(&mut cursor, block);
+    // SAFETY: made by `make` from a `Box<T>` (its kind's type), taken once.
+    Ok(unsafe { Box::from_raw(object.cast::<T>()) })
+}
+
+/// Why `h` was refused by [`exclusive`] (out of the fences' way).
+#[cold]
+#[inline(never)]
+fn refusal<T: Object>(h: *mut impl Sized, arg: &'static str, block: Option<&Block>) -> Error {
+    let addr = h.addr();
+    if h.is_null() {
+        return Error::Null(arg);
+    }
+    match (Arena::global(), block) {
+        (Some(arena), Some(block)) => {
+            let cursor = arena.lock();
+            // Relaxed: what the state was when we looked; no data is read.
+            classify::<T>(arena, &cursor, block, addr, arg, block.state.load(Relaxed))
+        }
+        _ => Error::Handle { arg, kind: T::KIND, addr, why: Refusal::Foreign },
     }
 }
 
-/// Unregisters a live handle of `kind`, so that no later call accepts it;
-/// the caller then owns it and frees it.
-pub(crate) fn take<T>(p: *mut T, arg: &'static str, kind: Kind) -> Result<NonNull<T>, Error> {
-    let p = NonNull::new(p).ok_or(Error::Null(arg))?;
-    let mut live = live();
-    match live.get(&p.as_ptr().addr()) {
-        Some(k) if *k == kind => {
-            live.remove(&p.as_ptr().addr());
-            fast::remove(p.as_ptr().addr(), kind);
-            Ok(p)
-        }
-        _ => Err(Error::Handle { arg, kind: kind.name() }),
-    }
-}
-
-/// A lock-free cache of [`LIVE`]: an open-addressed table of `address | kind`
-/// words, written only under `LIVE`'s lock and read without it. A handle that
-/// finds no room near its hash stays in the map alone (the slow path).
-mod fast {
-    use kpccl_core::sync::AtomicU64;
-    use kpccl_core::sync::Ordering::{Acquire, Relaxed, Release};
-
-    use super::Kind;
-
-    const SLOTS: usize = 4096;
-    /// How far from its home slot an entry may sit.
-    const PROBES: usize = 16;
-    const EMPTY: u64 = 0;
-    /// A removed entry: lookups go past it, inserts reuse it.
-    const GONE: u64 = 1;
-
-    static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(EMPTY) }; SLOTS];
-
-    /// Handles are boxes of 8-aligned structs, so the low bits are free for the kind.
-    #[inline]
-    fn entry(addr: usize, kind: Kind) -> u64 {
-        addr as u64
-            | match kind {
-                Kind::Comm => 2,
-                Kind::Win => 4,
-            }
-    }
-
-    #[inline]
-    fn probe(addr: usize) -> impl Iterator<Item = &'static AtomicU64> {
-        // Fibonacci hashing of the address without its always-zero low bits.
-        let home = ((addr as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize;
-        (0..PROBES).map(move |i| &TABLE[(home + i) % SLOTS])
-    }
-
-    /// Under `LIVE`'s lock.
-    pub(super) fn insert(addr: usize, kind: Kind) {
-        // Relaxed: slots change only under the lock we hold.
-        if let Some(slot) = probe(addr).find(|s| matches!(s.load(Relaxed), EMPTY | GONE)) {
-            // Release: a reader that finds the entry also sees the handle's
-            // initialisation (C hands the handle over with its own synchronisation anyway).
-            slot.store(entry(addr, kind), Release);
-        }
-    }
-
-    /// Under `LIVE`'s lock.
-    pub(super) fn remove(addr: usize, kind: Kind) {
-        let e = entry(addr, kind);
-        // Relaxed: slots change only under the lock we hold.
-        if let Some(slot) = probe(addr).find(|s| s.load(Relaxed) == e) {
-            // Release: ordered before the handle is freed; a caller racing with
-            // the free breaks the API's contract either way.
-            slot.store(GONE, Release);
-        }
-    }
-
-    #[inline]
-    pub(super) fn contains(addr: usize, kind: Kind) -> bool {
-        let e = entry(addr, kind);
-        // Acquire: pairs with `insert`'s Release store.
-        probe(addr).map(|s| s.load(Acquire)).take_while(|&v| v != EMPTY).any(|v| v == e)
-    }
+/// Why a block in state `state` is not a live, idle handle of `T`'s kind.
+fn classify<T: Object>(
+    arena: &Arena,
+    cursor: &arena::Cursor,
+    block: &Block,
+    addr: usize,
+    arg: &'static str,
+    state: u64,
+) -> Error {
+    let why = match Kind::of_tag(state) {
+        Some(k) if k != T::KIND => Refusal::Kind(k),
+        Some(_) if state & BUSY != 0 => Refusal::Busy,
+        // Freed after we looked; or live and idle again, a race the caller lost.
+        Some(_) => Refusal::Busy,
+        None if arena.was_made(cursor, block) => Refusal::Stale,
+        None => Refusal::Foreign,
+    };
+    Error::Handle { arg, kind: T::KIND, addr, why }
 }
 
 /// Checks that an output pointer can be written.
@@ -158,8 +274,11 @@ pub(crate) unsafe fn clear<T>(p: *mut T, value: T) {
 }
 
 /// A rank argument, checked against `0..nranks`.
+/// Every fence checks one: the error is built only on failure (built
+/// eagerly, its drop cost a call per fence).
+#[inline]
 pub(crate) fn rank(value: core::ffi::c_int, arg: &'static str, nranks: u32) -> Result<u32, Error> {
-    u32::try_from(value).ok().filter(|r| *r < nranks).ok_or(Error::Range {
+    u32::try_from(value).ok().filter(|r| *r < nranks).ok_or_else(|| Error::Range {
         arg,
         value: i64::from(value),
         min: 0,
@@ -171,37 +290,69 @@ pub(crate) fn rank(value: core::ffi::c_int, arg: &'static str, nranks: u32) -> R
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_live_handles_of_the_right_kind_pass() {
-        let mut a = 1u64;
-        let p = NonNull::from(&mut a);
-        assert!(matches!(check(p.as_ptr(), "h", Kind::Win), Err(Error::Handle { .. })));
-        register(p, Kind::Win);
-        assert!(check(p.as_ptr(), "h", Kind::Win).is_ok());
-        assert!(matches!(check(p.as_ptr(), "h", Kind::Comm), Err(Error::Handle { .. })));
-        assert!(take(p.as_ptr(), "h", Kind::Win).is_ok());
-        assert!(matches!(take(p.as_ptr(), "h", Kind::Win), Err(Error::Handle { .. })));
-        assert!(matches!(check(core::ptr::null_mut::<u64>(), "h", Kind::Win), Err(Error::Null("h"))));
+    #[derive(Debug)]
+    struct W(u64);
+    impl Object for W {
+        const KIND: Kind = Kind::Win;
+    }
+    #[derive(Debug)]
+    struct C(u64);
+    impl Object for C {
+        const KIND: Kind = Kind::Comm;
+    }
+
+    fn why<R: core::fmt::Debug>(r: Result<R, Error>) -> Refusal {
+        match r {
+            Err(Error::Handle { why, .. }) => why,
+            r => panic!("not a handle refusal: {r:?}"),
+        }
     }
 
     #[test]
-    fn more_handles_than_the_fast_table_holds() {
-        let words: &'static mut [u64] = Vec::leak(vec![0u64; 6000]);
-        let ptrs: Vec<*mut u64> = words.iter_mut().map(core::ptr::from_mut).collect();
-        for &p in &ptrs {
-            register(NonNull::new(p).unwrap(), Kind::Comm);
+    fn only_live_handles_of_the_right_kind_pass() {
+        let h: *mut kpccl_shm_win_t = make(Box::new(W(7)), 1, 2).unwrap();
+        // SAFETY: a live window handle's public part.
+        let head = unsafe { h.read() };
+        assert_eq!((head.rank, head.nranks), (1, 2));
+        assert_eq!(exclusive::<W, _>(h, "h").unwrap().0, 7);
+        assert_eq!(shared::<W, _, _>(h, "h", |w| Ok(w.0)).unwrap(), 7);
+        assert_eq!(why(exclusive::<C, _>(h, "h")), Refusal::Kind(Kind::Win));
+        assert_eq!(why(take::<C, _>(h, "h")), Refusal::Kind(Kind::Win));
+        assert_eq!(take::<W, _>(h, "h").unwrap().0, 7);
+        assert_eq!(why(exclusive::<W, _>(h, "h")), Refusal::Stale);
+        assert_eq!(why(shared::<W, _, _>(h, "h", |w| Ok(w.0))), Refusal::Stale);
+        assert_eq!(why(take::<W, _>(h, "h")), Refusal::Stale);
+        assert!(matches!(exclusive::<W, u8>(core::ptr::null_mut(), "h"), Err(Error::Null("h"))));
+        let mut local = 0u64;
+        assert_eq!(why(exclusive::<W, _>(&raw mut local, "h")), Refusal::Foreign);
+        assert_eq!(why(take::<C, _>(&raw mut local, "h")), Refusal::Foreign);
+        assert_eq!(local, 0);
+    }
+
+    #[test]
+    fn a_freed_handle_stays_freed_while_new_ones_are_made() {
+        let old: *mut u8 = make(Box::new(C(1)), 0, 1).unwrap();
+        take::<C, _>(old, "h").unwrap();
+        let new: Vec<*mut u8> = (0..3000).map(|i| make(Box::new(C(i)), 0, 1).unwrap()).collect();
+        assert!(!new.contains(&old), "a freed handle's address is not handed out again");
+        assert_eq!(why(exclusive::<C, _>(old, "h")), Refusal::Stale);
+        for (i, &h) in new.iter().enumerate() {
+            assert_eq!(exclusive::<C, _>(h, "h").unwrap().0, i as u64);
+            assert_eq!(take::<C, _>(h, "h").unwrap().0, i as u64);
         }
-        for &p in &ptrs {
-            assert!(check(p, "h", Kind::Comm).is_ok());
-            assert!(check(p, "h", Kind::Win).is_err());
-        }
-        for &p in &ptrs {
-            assert!(take(p, "h", Kind::Comm).is_ok());
-        }
-        for &p in &ptrs {
-            assert!(check(p, "h", Kind::Comm).is_err());
-            assert!(take(p, "h", Kind::Comm).is_err());
-        }
+    }
+
+    #[test]
+    fn an_exclusive_user_keeps_out_others_and_the_free() {
+        let h: *mut u8 = make(Box::new(W(3)), 0, 1).unwrap();
+        let guard = exclusive::<W, _>(h, "h").unwrap();
+        assert_eq!(why(exclusive::<W, _>(h, "h")), Refusal::Busy);
+        assert_eq!(why(take::<W, _>(h, "h")), Refusal::Busy);
+        // Queries may run beside it.
+        assert_eq!(shared::<W, _, _>(h, "h", |w| Ok(w.0)).unwrap(), 3);
+        drop(guard);
+        assert!(exclusive::<W, _>(h, "h").is_ok());
+        assert_eq!(take::<W, _>(h, "h").unwrap().0, 3);
     }
 
     #[test]

@@ -7,8 +7,11 @@
 //! Every entry point
 //! - returns [`KPCCL_OK`] or [`KPCCL_ERROR`], and on failure leaves the
 //!   reason in a thread-local text ([`kpccl_last_error`]);
-//! - checks every pointer, rank and handle (a freed or foreign handle is
-//!   refused without being dereferenced: live handles are registered);
+//! - checks every pointer, rank and handle: a freed, foreign or mistyped
+//!   handle is refused before anything behind it is touched, even when new
+//!   objects were made since (a freed handle's value is not handed out
+//!   again), and a second thread in a fence or free on one handle is
+//!   refused, not raced;
 //! - catches panics (they never cross into C);
 //! - leaves nothing half-made: a failed call releases what it took and
 //!   writes `NULL` to its output handles;

@@ -3,11 +3,14 @@
 use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
 
+use kpccl_posix::Comm;
+
 use crate::attr::{Options, kpccl_shm_win_attr_t};
 use crate::comm::{self, kpccl_shm_comm_h};
 use crate::device::{self, AnyWindow};
 use crate::error::Error;
 use crate::handle::{self, Kind};
+use crate::oob::CallbackOob;
 
 /// A window as C sees it: the public fields, followed by library-private
 /// state. Never allocate, copy or write one; read `rank` and `nranks`.
@@ -21,50 +24,42 @@ pub struct kpccl_shm_win_t {
     pub rank: c_int,
     /// The number of ranks in the communicator (on every node).
     pub nranks: c_int,
-    /// Library-private: marks a live window; cleared when it is freed.
+    /// Library-private (the handle's serial number).
     pub reserved: u64,
 }
 
-/// A window handle.
+/// A window handle. Every call checks it before use, so any value may be
+/// passed: `NULL`, a foreign pointer and a communicator are refused, and so
+/// is a freed window ("window handle 0x… was freed (stale handle)") even
+/// after new windows were made, because the library never hands out a freed
+/// handle's value again (until 2^29 handles have been made in the process):
+/// a stale call never touches a live window.
+///
+/// One thread at a time may fence, signal, wait on or free a window.
+/// Another thread's such call meanwhile fails ("… is in use by another
+/// thread") instead of corrupting the fence; `kpccl_shm_win_query` may run
+/// beside a fence, and a free racing a query either waits for it or makes
+/// it fail as stale.
 pub type kpccl_shm_win_h = *mut kpccl_shm_win_t;
 
-const MAGIC: u64 = u64::from_be_bytes(*b"kpcclWIN");
-
-/// The allocation behind a handle: the public part first, so that a
-/// `*mut WinBox` is a valid `kpccl_shm_win_h`.
-#[repr(C)]
-#[derive(Debug)]
-struct WinBox {
-    head: kpccl_shm_win_t,
-    window: AnyWindow,
+impl handle::Object for AnyWindow {
+    const KIND: Kind = Kind::Win;
 }
 
-// The C contract: `win->rank` and `win->nranks` come first, and a handle
-// points at both the public part and the whole allocation.
+// The C contract: `win->rank` and `win->nranks` come first.
 const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, rank) == 0);
 const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, nranks) == size_of::<c_int>());
-const _: () = assert!(core::mem::offset_of!(WinBox, head) == 0);
 
-/// Checks that `h` is a live window handle and borrows its window.
+/// Checks that `h` is a live window handle and takes exclusive use of its
+/// window until the result is dropped (another thread's fence or free on it
+/// is refused meanwhile). Lock-free: the fences' check.
 ///
 /// # Safety
-/// No other thread frees `h` while the borrow lasts.
+/// None beyond Rust's: every value of `h` is checked before use, and the
+/// window cannot be freed while the result lives.
 #[inline(always)]
-unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<&'a AnyWindow, Error> {
-    let p = handle::check(h.cast::<WinBox>(), "win", Kind::Win)?.as_ptr();
-    // SAFETY: registered, so a live `WinBox` of ours. Only the fields are
-    // accessed, through raw pointers: C may write the public part.
-    let magic = unsafe { &raw const (*p).head.reserved };
-    // SAFETY: as above: in bounds, aligned, initialized.
-    let magic = unsafe { magic.read() };
-    if magic != MAGIC {
-        return Err(Error::Handle { arg: "win", kind: "window handle" });
-    }
-    // SAFETY: as above.
-    let window = unsafe { &raw const (*p).window };
-    // SAFETY: as above; C never sees or writes the private part, so a shared
-    // borrow of it is sound while the handle lives.
-    Ok(unsafe { &*window })
+unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a, AnyWindow>, Error> {
+    handle::exclusive(h, "win")
 }
 
 /// Allocates a window (collective over the communicator's ranks, on every
@@ -77,7 +72,7 @@ unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<&'a AnyWindow, Error> {
 /// Equivalent to [`kpccl_shm_win_alloc_ex`] with `attr` `NULL`.
 ///
 /// # Safety
-/// `comm` is `NULL` or a handle not being destroyed meanwhile; `baseptr` and
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`); `baseptr` and
 /// `win` are `NULL` or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_alloc(
@@ -128,8 +123,9 @@ unsafe fn alloc(
     unsafe { handle::clear(baseptr, core::ptr::null_mut()) };
     // SAFETY: NULL or writable (the caller's contract).
     unsafe { handle::clear(win, core::ptr::null_mut()) };
-    // SAFETY: the caller does not destroy `comm` during the call.
-    let comm = unsafe { comm::get(comm, "comm") }?.comm();
+    // SAFETY: none needed (see `comm::get`).
+    let guard = unsafe { comm::get(comm, "comm") }?;
+    let comm: &Comm<CallbackOob> = &guard;
     let local = (|| {
         let outs = (handle::out(baseptr, "baseptr")?, handle::out(win, "win")?);
         if isize::try_from(size).is_err() {
@@ -187,39 +183,29 @@ unsafe fn alloc(
 /// `baseptr` and `win` are aligned and valid for writes.
 unsafe fn finish(window: AnyWindow, baseptr: NonNull<*mut c_void>, win: NonNull<kpccl_shm_win_h>) -> Result<(), Error> {
     let (base, _) = window.segment(window.rank())?;
-    let head = kpccl_shm_win_t {
-        rank: c_int::try_from(window.rank()).expect("rank < MAX_RANKS"),
-        nranks: c_int::try_from(window.nranks()).expect("nranks <= MAX_RANKS"),
-        reserved: MAGIC,
-    };
-    let p = NonNull::from(Box::leak(Box::new(WinBox { head, window })));
-    handle::register(p, Kind::Win);
+    let rank = c_int::try_from(window.rank()).expect("rank < MAX_RANKS");
+    let nranks = c_int::try_from(window.nranks()).expect("nranks <= MAX_RANKS");
+    let h = handle::make(Box::new(window), rank, nranks)?;
     // SAFETY: aligned and writable (this function's contract).
     unsafe { baseptr.as_ptr().write(base) };
     // SAFETY: as above.
-    unsafe { win.as_ptr().write(p.as_ptr().cast::<kpccl_shm_win_t>()) };
+    unsafe { win.as_ptr().write(h) };
     Ok(())
 }
 
 /// Frees a window (collective): fences with every rank so that nobody still
-/// reads, then unmaps. The handle is gone afterwards even when the call
-/// fails (e.g. a peer died during the fence): the memory is released and
-/// the error returned.
+/// reads, then unmaps. An accepted handle is gone afterwards even when the
+/// call fails (e.g. a peer died during the fence): the memory is released
+/// and the error returned. A refused one (stale, or in another thread's
+/// fence) is left as it was.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle no other thread uses during or after the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`); it fails, and the
+/// window lives on, while another thread fences it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
     ffi_boundary!("kpccl_shm_win_free", {
-        let p = handle::take(win.cast::<WinBox>(), "win", Kind::Win)?;
-        // SAFETY: it was registered, so a live `Box<WinBox>` of ours, now
-        // unregistered: nobody else frees it.
-        let magic = unsafe { &raw mut (*p.as_ptr()).head.reserved };
-        // SAFETY: as above; cleared through a raw pointer (C may hold the public part).
-        unsafe { magic.write(0) };
-        // SAFETY: as above; ownership goes back to a `Box`, once.
-        let b = unsafe { Box::from_raw(p.as_ptr()) };
-        let WinBox { window, .. } = *b;
+        let window = handle::take::<AnyWindow, _>(win, "win")?;
         Ok(window.free()?)
     })
 }
@@ -232,11 +218,11 @@ pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
 /// (shared memory does not cross nodes).
 ///
 /// # Safety
-/// `win` is `NULL` or a handle that no other thread uses during the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
     ffi_boundary!("kpccl_shm_peer_fence", {
-        // SAFETY: the caller does not free `win` during the call.
+        // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
         let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
         Ok(w.peer_fence(peer)?)
@@ -255,11 +241,11 @@ pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank:
 /// nothing. `remote_rank` must run on this node.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle that no other thread uses during the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_signal(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
     ffi_boundary!("kpccl_shm_peer_signal", {
-        // SAFETY: the caller does not free `win` during the call.
+        // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
         let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
         Ok(w.signal(peer)?)
@@ -276,11 +262,11 @@ pub unsafe extern "C" fn kpccl_shm_peer_signal(win: kpccl_shm_win_h, remote_rank
 /// `remote_rank` must run on this node.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle that no other thread uses during the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_wait(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
     ffi_boundary!("kpccl_shm_peer_wait", {
-        // SAFETY: the caller does not free `win` during the call.
+        // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
         let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
         Ok(w.wait(peer)?)
@@ -292,11 +278,11 @@ pub unsafe extern "C" fn kpccl_shm_peer_wait(win: kpccl_shm_win_h, remote_rank: 
 /// other nodes take part in their own node's fence, not in this one.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle that no other thread uses during the call.
+/// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
     ffi_boundary!("kpccl_shm_win_fence", {
-        // SAFETY: the caller does not free `win` during the call.
+        // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
         Ok(w.fence()?)
     })
@@ -309,7 +295,7 @@ pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
 /// (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
 ///
 /// # Safety
-/// `win` is `NULL` or a handle not freed during the call; `size` and
+/// `win` is any value (checked: see `kpccl_shm_win_h`); `size` and
 /// `baseptr` are `NULL` or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_query(
@@ -319,11 +305,10 @@ pub unsafe extern "C" fn kpccl_shm_win_query(
     baseptr: *mut *mut c_void,
 ) -> c_int {
     ffi_boundary!("kpccl_shm_win_query", {
-        // SAFETY: the caller does not free `win` during the call.
-        let w = unsafe { get(win) }?;
-        let r = handle::rank(rank, "rank", w.nranks())?;
+        // Beside a fence on another thread, but never beside the free.
+        let (base, len) =
+            handle::shared(win, "win", |w: &AnyWindow| Ok(w.segment(handle::rank(rank, "rank", w.nranks())?)?))?;
         let (size, baseptr) = (handle::out(size, "size")?, handle::out(baseptr, "baseptr")?);
-        let (base, len) = w.segment(r)?;
         // SAFETY: checked not NULL and aligned; writable by the caller's contract.
         unsafe { size.as_ptr().write(len) };
         // SAFETY: as above.

@@ -69,7 +69,8 @@ fn a_window_lives_and_dies() {
     assert!(last_error().contains("remote_rank"), "{}", last_error());
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_ERROR);
-    assert!(last_error().starts_with("kpccl_shm_win_free: `win` is not a live window handle"), "{}", last_error());
+    let stale = format!("kpccl_shm_win_free: window handle {win:p} (`win`) was freed (stale handle)");
+    assert_eq!(last_error(), stale);
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_ERROR);
 }
@@ -142,4 +143,112 @@ fn one_rank_is_one_node() {
     let rc = unsafe { kpccl_shm_comm_create(1, 0, -2, &mut cbs, 0x5eed as *mut c_void, &mut comm) };
     assert_eq!(rc, KPCCL_ERROR);
     assert!(last_error().contains("local_rank"), "{}", last_error());
+}
+
+fn alloc(comm: kpccl_shm_comm_h, size: usize) -> (*mut u8, kpccl_shm_win_h) {
+    let (mut base, mut win) = (null_mut(), null_mut());
+    assert_eq!(unsafe { kpccl_shm_win_alloc(size, comm, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+    (base.cast(), win)
+}
+
+/// The failure the handle checks give: the function, the handle, and why.
+fn refused(rc: c_int, function: &str, why: &str) {
+    assert_eq!(rc, KPCCL_ERROR);
+    let text = last_error();
+    assert!(text.starts_with(function) && text.contains(why), "{function}, {why}: {text}");
+}
+
+#[test]
+fn a_freed_window_is_refused_and_its_successor_untouched() {
+    let (_, comm) = create(GOOD);
+    let (_, old) = alloc(comm, 64);
+    assert_eq!(unsafe { kpccl_shm_win_free(old) }, KPCCL_OK);
+    // A heap allocator would give the freed block to the next window.
+    let (base, win) = alloc(comm, 64);
+    assert_ne!(old, win, "a freed handle's value is never handed out again");
+    unsafe { core::ptr::write_bytes(base, 0x5a, 64) };
+    let (mut size, mut ptr) = (0usize, null_mut());
+    let stale = "was freed (stale handle)";
+    refused(unsafe { kpccl_shm_peer_fence(old, 0) }, "kpccl_shm_peer_fence: window handle 0x", stale);
+    refused(unsafe { kpccl_shm_win_fence(old) }, "kpccl_shm_win_fence", stale);
+    refused(unsafe { kpccl_shm_peer_signal(old, 0) }, "kpccl_shm_peer_signal", stale);
+    refused(unsafe { kpccl_shm_peer_wait(old, 0) }, "kpccl_shm_peer_wait", stale);
+    refused(unsafe { kpccl_shm_win_query(old, 0, &mut size, &mut ptr) }, "kpccl_shm_win_query", stale);
+    refused(unsafe { kpccl_shm_win_free(old) }, "kpccl_shm_win_free", stale);
+    assert_eq!((size, ptr), (0, null_mut()), "a refused query writes nothing");
+    // The live window: its data intact, its calls working.
+    assert_eq!(unsafe { kpccl_shm_peer_fence(win, 0) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_win_fence(win) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_win_query(win, 0, &mut size, &mut ptr) }, KPCCL_OK);
+    assert_eq!((size, ptr.cast::<u8>()), (64, base));
+    assert!(unsafe { core::slice::from_raw_parts(base, 64) }.iter().all(|&b| b == 0x5a));
+    assert_eq!(unsafe { (*win).rank }, 0);
+    // A communicator is not a window, and the other way round.
+    refused(unsafe { kpccl_shm_win_free(comm.cast()) }, "kpccl_shm_win_free", "is a communicator handle");
+    refused(unsafe { kpccl_shm_comm_destroy(win.cast()) }, "kpccl_shm_comm_destroy", "is a window handle");
+    assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+}
+
+#[test]
+fn a_destroyed_communicator_is_refused_and_its_successor_untouched() {
+    let (_, old) = create(GOOD);
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(old) }, KPCCL_OK);
+    let (_, comm) = create(GOOD);
+    assert_ne!(old, comm);
+    let mut info = kpccl_shm_comm_info_t::default();
+    let mut ranks = [-1; 1];
+    let (mut base, mut win) = (null_mut(), null_mut());
+    let stale = "was freed (stale handle)";
+    refused(unsafe { kpccl_shm_comm_query(old, &mut info) }, "kpccl_shm_comm_query: communicator handle 0x", stale);
+    refused(unsafe { kpccl_shm_comm_node_ranks(old, ranks.as_mut_ptr(), 1) }, "kpccl_shm_comm_node_ranks", stale);
+    refused(unsafe { kpccl_shm_win_alloc(64, old, &mut base, &mut win) }, "kpccl_shm_win_alloc", stale);
+    refused(unsafe { kpccl_shm_comm_destroy(old) }, "kpccl_shm_comm_destroy", stale);
+    assert_eq!(ranks, [-1]);
+    assert_eq!(unsafe { kpccl_shm_comm_query(comm, &mut info) }, KPCCL_OK);
+    assert_eq!((info.rank, info.nranks), (0, 1));
+    let (_, win) = alloc(comm, 8);
+    assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+}
+
+#[test]
+fn a_free_racing_queries_and_fences_is_refused_or_refuses_them() {
+    let (_, comm) = create(GOOD);
+    let (base, win) = alloc(comm, 128);
+    let (h, base) = (win as usize, base as usize);
+    let query = std::thread::spawn(move || {
+        let (mut size, mut ptr) = (0usize, null_mut());
+        let mut ok = 0u64;
+        while unsafe { kpccl_shm_win_query(h as kpccl_shm_win_h, 0, &mut size, &mut ptr) } == KPCCL_OK {
+            assert_eq!((size, ptr as usize), (128, base));
+            ok += 1;
+        }
+        (ok, last_error())
+    });
+    let fence = std::thread::spawn(move || {
+        let mut ok = 0u64;
+        loop {
+            if unsafe { kpccl_shm_peer_fence(h as kpccl_shm_win_h, 0) } == KPCCL_OK {
+                ok += 1;
+            } else if !last_error().contains("in use by another thread") {
+                // Only the free's own claim can make it busy: a try during it.
+                return (ok, last_error());
+            }
+        }
+    });
+    std::thread::sleep(core::time::Duration::from_millis(20));
+    let mut refusals = 0;
+    while unsafe { kpccl_shm_win_free(win) } == KPCCL_ERROR {
+        assert!(last_error().contains("is in use by another thread"), "{}", last_error());
+        refusals += 1;
+        assert!(refusals < 1_000_000, "the fencing thread never let the free in");
+    }
+    for (who, t) in [("query", query), ("fence", fence)] {
+        let (ok, end) = t.join().unwrap();
+        assert!(ok > 0, "{who} never ran before the free");
+        assert!(end.contains("was freed (stale handle)"), "{who} ended with: {end}");
+    }
+    eprintln!("the free was refused {refusals} times while a fence ran");
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
 }

@@ -299,6 +299,9 @@ impl<O: Oob> WindowBuilder<'_, O> {
         if let Some(s) = self.spins {
             p.spins = s;
         }
+        if let Some(t) = c.config.yield_time {
+            p.yield_ns = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
+        }
         p.timeout_ns = self.timeout.map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX).max(1));
         p.liveness_ns = u64::try_from(c.config.liveness.as_nanos()).unwrap_or(u64::MAX);
         p

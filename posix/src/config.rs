@@ -6,7 +6,8 @@
 //! | `KPCCL_SHM_DIR` | directory for window segments (a tmpfs) | `/dev/shm` |
 //! | `KPCCL_LAYOUT` | `contiguous` or `aligned` (page per rank) | `contiguous` |
 //! | `KPCCL_TIMEOUT_MS` | give up a fence wait after this long; `0` = never (a dead peer still ends it) | `0` |
-//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 1000, or 64 when ranks outnumber CPUs |
+//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 1000, or 0 when ranks outnumber CPUs |
+//! | `KPCCL_YIELD_US` | after spinning, keep yielding the CPU this long before sleeping | 0, or 2000 when ranks outnumber CPUs |
 //! | `KPCCL_BARRIER` | window fence: `dissemination`, `flat` (one counter; for more ranks than CPUs) or `auto` | `auto`: flat when ranks outnumber CPUs |
 //! | `KPCCL_RESERVE` | `eager`: allocate a window's memory at creation (no SIGBUS ever); `lazy`: at first touch, after a free-space check | `eager` |
 //! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |
@@ -34,6 +35,8 @@ pub struct Config {
     pub timeout: Option<Duration>,
     /// Spin count before yielding (`None`: chosen from ranks and CPUs).
     pub spins: Option<u32>,
+    /// How long to keep yielding before sleeping (`None`: chosen from ranks and CPUs).
+    pub yield_time: Option<Duration>,
     /// The window fence this rank asks for (`None`: chosen from ranks and CPUs).
     pub barrier: Option<Barrier>,
     /// When windows' memory is allocated.
@@ -55,6 +58,7 @@ impl Default for Config {
             layout: LayoutMode::Contiguous,
             timeout: None,
             spins: None,
+            yield_time: None,
             barrier: None,
             reserve: Reserve::Eager,
             liveness: Duration::from_millis(50),
@@ -95,6 +99,10 @@ impl Config {
         }
         if let Some(v) = var("KPCCL_SPIN") {
             c.spins = Some(v.trim().parse().map_err(|_| invalid("KPCCL_SPIN", v, "a spin count (an integer)"))?);
+        }
+        if let Some(v) = var("KPCCL_YIELD_US") {
+            let us = v.trim().parse().map_err(|_| invalid("KPCCL_YIELD_US", v, "microseconds (an integer)"))?;
+            c.yield_time = Some(Duration::from_micros(us));
         }
         if let Some(v) = var("KPCCL_BARRIER") {
             c.barrier = match v.as_str() {

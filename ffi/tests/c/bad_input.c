@@ -1,8 +1,8 @@
 /*
  * bad_input.c: every entry point refuses what it must (NULL pointers, ranks
- * out of range, freed and foreign handles, bad attributes) with KPCCL_ERROR
- * and a kpccl_last_error naming it, leaves NULL in its outputs and nothing
- * allocated, and, in a collective, one rank's bad argument fails the call
+ * out of range, freed handles — even once new ones were made — and foreign
+ * ones, bad attributes) with KPCCL_ERROR and a kpccl_last_error naming it,
+ * leaves NULL in its outputs and nothing allocated, and, in a collective, one rank's bad argument fails the call
  * on every rank (none waits). Good calls still work afterwards.
  *
  * The rank that misbehaves in the collective cases is the last one.
@@ -305,7 +305,68 @@ static void win_calls(void)
     CHECK_FAILS(kpccl_shm_peer_wait(win, 0), "kpccl_shm_peer_wait");
     CHECK_FAILS(kpccl_shm_win_fence(win), "kpccl_shm_win_fence");
     CHECK_FAILS(kpccl_shm_win_query(win, 0, &size, &base), "kpccl_shm_win_query");
-    CHECK(strstr(kpccl_last_error(), "not a live window") != NULL, "the message says why");
+    CHECK(strstr(kpccl_last_error(), "was freed (stale handle)") != NULL, "the message says why");
+    CHECK_OK(kpccl_shm_comm_destroy(comm));
+}
+
+/* The call failed as a freed handle's call must: naming the function and the staleness. */
+#define CHECK_STALE(call, fn)                                                                 \
+    do {                                                                                      \
+        CHECK_FAILS(call, fn);                                                                \
+        CHECK(strstr(kpccl_last_error(), "was freed (stale handle)") != NULL, "%s", #call);   \
+    } while (0)
+
+/*
+ * A freed handle stays refused after new objects are made (where a heap
+ * allocator would hand its address to the next one), and its successor is
+ * untouched: its data survives and its fences work.
+ */
+static void stale_handles(void)
+{
+    kpccl_shm_comm_h comm = good_comm(), old_comm = good_comm(), again = NULL;
+    kpccl_shm_win_h old = NULL, win = NULL, none = NULL;
+    unsigned char *base = NULL;
+    void *peer = NULL, *other = NULL;
+    size_t size = 0;
+    kpccl_shm_comm_info_t info;
+    int ranks[1] = {-1};
+
+    CHECK_OK(kpccl_shm_comm_destroy(old_comm));
+    CHECK_OK(kpccl_shm_win_alloc(64, comm, (void **)&base, &old));
+    CHECK_OK(kpccl_shm_win_free(old));
+    CHECK_OK(kpccl_shm_win_alloc(64, comm, (void **)&base, &win));
+    again = good_comm();
+    CHECK(win != old && again != old_comm, "new handles %p %p, freed %p %p", (void *)win, (void *)again,
+          (void *)old, (void *)old_comm);
+    if (win == NULL || base == NULL) {
+        return;
+    }
+    memset(base, me + 1, 64);
+
+    CHECK_STALE(kpccl_shm_peer_fence(old, me), "kpccl_shm_peer_fence");
+    CHECK_STALE(kpccl_shm_win_fence(old), "kpccl_shm_win_fence");
+    CHECK_STALE(kpccl_shm_peer_signal(old, me), "kpccl_shm_peer_signal");
+    CHECK_STALE(kpccl_shm_peer_wait(old, me), "kpccl_shm_peer_wait");
+    CHECK_STALE(kpccl_shm_win_query(old, me, &size, &other), "kpccl_shm_win_query");
+    CHECK_STALE(kpccl_shm_win_free(old), "kpccl_shm_win_free");
+    CHECK_STALE(kpccl_shm_comm_query(old_comm, &info), "kpccl_shm_comm_query");
+    CHECK_STALE(kpccl_shm_comm_node_ranks(old_comm, ranks, 1), "kpccl_shm_comm_node_ranks");
+    CHECK_STALE(kpccl_shm_win_alloc(64, old_comm, &other, &none), "kpccl_shm_win_alloc"); /* every rank: no collective */
+    CHECK_STALE(kpccl_shm_comm_destroy(old_comm), "kpccl_shm_comm_destroy");
+    CHECK(size == 0 && ranks[0] == -1 && none == NULL, "refused calls write nothing");
+
+    /* The successor: every rank's data crosses the fence intact. */
+    CHECK_OK(kpccl_shm_peer_fence(win, me));
+    CHECK_OK(kpccl_shm_win_fence(win));
+    int left = (me + n - 1) % n;
+    CHECK_OK(kpccl_shm_win_query(win, left, &size, &peer));
+    CHECK(size == 64 && peer != NULL && ((unsigned char *)peer)[0] == left + 1 && ((unsigned char *)peer)[63] == left + 1,
+          "rank %d's data after the stale calls", left);
+    CHECK_OK(kpccl_shm_win_fence(win));
+    CHECK_OK(kpccl_shm_win_free(win));
+    CHECK_OK(kpccl_shm_comm_query(again, &info));
+    CHECK(info.rank == me && info.nranks == n, "the new communicator answers: rank %d of %d", info.rank, info.nranks);
+    CHECK_OK(kpccl_shm_comm_destroy(again));
     CHECK_OK(kpccl_shm_comm_destroy(comm));
 }
 
@@ -322,5 +383,6 @@ int main(int argc, char **argv)
     win_alloc();
     win_alloc_ex();
     win_calls();
+    stale_handles();
     return check_finish(world);
 }
