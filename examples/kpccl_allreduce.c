@@ -89,6 +89,16 @@ static void share_of(size_t count, int r, int nranks, size_t *lo, size_t *hi)
     *hi = count * (size_t)(r + 1) / (size_t)nranks;
 }
 
+/* Frees the process-local tables of the segments' buffers. */
+static void free_tables(struct win_allreduce *a)
+{
+    free(a->input);
+    free(a->share);
+    free(a->buffer[0]);
+    free(a->buffer[1]);
+    free(a->sources);
+}
+
 /* Collective: an allreduce context that reduces vectors of up to `small`
  * doubles whole on every rank, and larger ones `chunk` doubles at a time. */
 static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, int rank, int nranks, size_t small,
@@ -102,16 +112,15 @@ static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, in
     size_t in_len = round_up(a->chunk), share_len = round_up(a->chunk / (size_t)nranks + 1);
     size_t small_len = round_up(a->small);
     size_t bytes = (in_len + share_len + 2 * small_len) * sizeof(double);
-    void *base;
-    if (kpccl_shm_win_alloc(bytes, comm, &base, &a->win) != KPCCL_OK)
-        return KPCCL_ERROR;
     a->input = calloc((size_t)nranks, sizeof(double *));
     a->share = calloc((size_t)nranks, sizeof(double *));
     a->buffer[0] = calloc((size_t)nranks, sizeof(double *));
     a->buffer[1] = calloc((size_t)nranks, sizeof(double *));
     a->sources = calloc((size_t)nranks, sizeof(double *));
-    if (!a->input || !a->share || !a->buffer[0] || !a->buffer[1] || !a->sources) {
-        kpccl_shm_win_free(a->win);
+    void *base;
+    if (!a->input || !a->share || !a->buffer[0] || !a->buffer[1] || !a->sources ||
+        kpccl_shm_win_alloc(bytes, comm, &base, &a->win) != KPCCL_OK) {
+        free_tables(a);
         return KPCCL_ERROR;
     }
     /* Every rank's segment, as mapped in this process: read in place. */
@@ -210,11 +219,7 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
 static int win_allreduce_free(struct win_allreduce *a)
 {
     int rc = kpccl_shm_win_free(a->win);
-    free(a->input);
-    free(a->share);
-    free(a->buffer[0]);
-    free(a->buffer[1]);
-    free(a->sources);
+    free_tables(a);
     return rc;
 }
 
