@@ -119,6 +119,10 @@ impl<O: Oob> Comm<O> {
         };
         let me = Placement { node: digest, local_rank: local_rank.unwrap_or(AUTO_LOCAL_RANK) };
         let nodes = Arc::new(create(&platform, &oob, rank, nranks, me, Ok(()))?);
+        if nodes.info.local_rank == 0 {
+            // One rank per node removes what crashed jobs left (as window creation does).
+            crate::sweep::reap(&config.shm_dir);
+        }
         if nodes.info.nnodes > 1 {
             let i = nodes.info;
             log::log(

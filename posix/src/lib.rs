@@ -34,6 +34,7 @@ mod node;
 mod platform;
 mod sweep;
 mod sys;
+mod way_in;
 mod window;
 
 pub use comm::{Comm, WindowBuilder};
