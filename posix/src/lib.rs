@@ -27,6 +27,7 @@
 mod comm;
 mod config;
 mod error;
+mod explain;
 pub mod launch;
 mod liveness;
 pub mod log;

@@ -23,6 +23,7 @@ pub(crate) const NAMES: &[&str] = &[
     "stall",
     "full",
     "nodes",
+    "churn",
 ];
 
 type Res = Result<(), String>;
@@ -41,6 +42,9 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
     }
     if name == "nodes" {
         return crate::nodes::nodes(oob, args);
+    }
+    if name == "churn" {
+        return crate::churn::churn(oob, args);
     }
     let comm = Comm::new(oob, rank, n).map_err(s)?;
     match name {
