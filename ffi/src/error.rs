@@ -117,6 +117,7 @@ pub(crate) fn record(name: &'static str, e: &Error) {
             kpccl_posix::Error::Collective(_)
                 | kpccl_posix::Error::RankLost { .. }
                 | kpccl_posix::Error::Launcher { .. }
+                | kpccl_posix::Error::SegmentDir(_)
         )
     );
     if !logged {

@@ -194,6 +194,12 @@ impl<O: Oob> Comm<O> {
         &self.config
     }
 
+    /// Where this node's window segments are created: `KPCCL_SHM_DIR`, or
+    /// under `KPCCL_NODE_ID` the simulated node's own directory in it.
+    pub fn segment_dir(&self) -> &std::path::Path {
+        self.platform.dir()
+    }
+
     /// The out-of-band collectives.
     pub fn oob(&self) -> &O {
         &self.oob
@@ -234,7 +240,7 @@ fn create<O: Oob>(
     kpccl_core::protocol::check_nranks(nranks)?;
     let mut table = vec![Record::default(); nranks as usize];
     let info = kpccl_core::create_comm_on(platform, oob, rank, nranks, me, local, &mut table)
-        .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[]))
+        .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[], None))
         .inspect_err(|e| log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}")))?;
     Ok(Nodes::new(&table, info))
 }
@@ -346,7 +352,10 @@ impl<O: Oob> WindowBuilder<'_, O> {
         let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
         let inner =
             kpccl_core::create_window_on(&platform, &c.oob, c.rank, c.nranks, node, &request, local, &mut table)
-                .map_err(|e| crate::explain::creation_error(e, "window creation", &c.nodes.peers))
+                .map_err(|e| {
+                    let dir = Some((platform.dir(), platform.is_node_dir()));
+                    crate::explain::creation_error(e, "window creation", &c.nodes.peers, dir)
+                })
                 .inspect_err(|e| {
                     log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank))
                 })?;

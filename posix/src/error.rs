@@ -45,6 +45,8 @@ pub enum Error {
         /// What failed on this rank.
         cause: CollectiveError,
     },
+    /// Segments cannot be created in the segment directory: which one, and why.
+    SegmentDir(crate::DirError),
     /// An out-of-band collective of the `kpccl-run` launcher failed.
     Launcher {
         /// The rank on which it failed (`None`: this one).
@@ -87,6 +89,7 @@ impl fmt::Display for Error {
                     cause => cause.fmt(f),
                 }
             }
+            Self::SegmentDir(e) => e.fmt(f),
             Self::Launcher { rank, code } => {
                 f.write_str("the launcher's out-of-band collective failed")?;
                 if let Some(r) = rank {

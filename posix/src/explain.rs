@@ -2,11 +2,14 @@
 //! answering (from the launcher's word, or from the liveness of the ranks
 //! on this node), and the launcher's error codes in words.
 
-use kpccl_core::{CollectiveError, Failure, ProcessIdentity};
+use std::path::Path;
 
-use crate::Error;
+use kpccl_core::error::PlatformOp;
+use kpccl_core::{CollectiveError, Failure, PlatformError, ProcessIdentity};
+
 use crate::launch::{self, Departure, Ending};
-use crate::liveness;
+use crate::segment_dir::{self, DirError};
+use crate::{Error, liveness};
 
 /// The rank whose loss explains a failed creation, if any: what the
 /// launcher said (when an out-of-band collective failed under it), else the
@@ -24,11 +27,35 @@ fn lost_rank(e: &CollectiveError, peers: &[(u32, ProcessIdentity)]) -> Option<De
     })
 }
 
+/// What is wrong with the segment directory `dir` (`private`: a simulated
+/// node's), when creating a segment in it failed for want of permission.
+fn dir_error(e: &CollectiveError, dir: &Path, private: bool) -> Option<DirError> {
+    let (CollectiveError::Local(Failure::Platform(PlatformError { op: PlatformOp::Create, code }))
+    | CollectiveError::Peer { failure: Failure::Platform(PlatformError { op: PlatformOp::Create, code }), .. }) = *e
+    else {
+        return None;
+    };
+    let refused = [libc::EACCES, libc::EPERM, libc::ENOTDIR, libc::ELOOP, libc::EEXIST].map(i64::from);
+    if !refused.contains(&code) {
+        return None;
+    }
+    segment_dir::problem(dir, private).map(|problem| DirError { path: dir.to_owned(), problem })
+}
+
 /// `e`, from a creation (`during`: "window creation"), with its cause named
-/// where it can be; `peers` are the other ranks of this node, if known.
-pub(crate) fn creation_error(e: CollectiveError, during: &'static str, peers: &[(u32, ProcessIdentity)]) -> Error {
+/// where it can be; `peers` are the other ranks of this node, if known;
+/// `dir` is the segment directory (and whether it is a simulated node's).
+pub(crate) fn creation_error(
+    e: CollectiveError,
+    during: &'static str,
+    peers: &[(u32, ProcessIdentity)],
+    dir: Option<(&Path, bool)>,
+) -> Error {
     if let Some(departure) = lost_rank(&e, peers) {
         return Error::RankLost { during, departure, cause: e };
+    }
+    if let Some(problem) = dir.and_then(|(dir, private)| dir_error(&e, dir, private)) {
+        return Error::SegmentDir(problem);
     }
     match e {
         CollectiveError::Local(Failure::Oob(o)) if launch::in_use() => Error::Launcher { rank: None, code: o.code },

@@ -71,6 +71,11 @@ impl PosixPlatform {
         &self.dir
     }
 
+    /// Whether the directory is a simulated node's own (private, made on demand).
+    pub(crate) fn is_node_dir(&self) -> bool {
+        self.node_dir
+    }
+
     /// The configured segment directory: `dir`, or for a simulated node
     /// the directory that holds every node's.
     fn shm_dir(&self) -> &Path {
