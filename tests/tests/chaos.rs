@@ -8,7 +8,7 @@
 //!
 //! Seeded and reproducible: the seed is printed; `KPCCL_CHAOS_SEED=<n>`
 //! replays a run, `KPCCL_CHAOS_JOBS=<n>` changes the job count (default 24,
-//! scaled by `KPCCL_STRESS_SCALE` under qemu, at least 4).
+//! scaled by `KPCCL_STRESS_SCALE` under qemu, at least 8).
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::cast_possible_truncation)]
 
 use std::path::{Path, PathBuf};
@@ -169,7 +169,7 @@ fn random_kills_and_freezes_hang_nothing_name_the_rank_and_leak_nothing() {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
     });
     let scale: f64 = std::env::var("KPCCL_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
-    let jobs = env_u64("KPCCL_CHAOS_JOBS").unwrap_or(((24.0 * scale) as u64).max(4));
+    let jobs = env_u64("KPCCL_CHAOS_JOBS").unwrap_or(((24.0 * scale) as u64).max(8));
     // Windows as large as the 2-core machine (and qemu) allow in a few seconds.
     let size = if scale < 1.0 { 64 << 10 } else { 1 << 20 };
     println!("chaos: seed {seed} (KPCCL_CHAOS_SEED={seed} replays it), {jobs} jobs");
