@@ -11,13 +11,32 @@ use crate::launch::{self, Departure, Ending};
 use crate::segment_dir::{self, DirError};
 use crate::{Error, liveness};
 
+/// The failure, on this rank or the rank that reported it, if it could be
+/// the trace of a lost rank: a failed out-of-band call, or a segment that
+/// could not be opened (its creator is gone). A failure with a cause of its
+/// own (a bad argument, a disagreement) is never blamed on a rank that has
+/// since exited.
+fn failure_of_loss(e: &CollectiveError) -> Option<Failure> {
+    let failure = match *e {
+        CollectiveError::Local(f) | CollectiveError::Peer { failure: f, .. } => f,
+        _ => return None,
+    };
+    let open = |op| matches!(op, PlatformOp::Open | PlatformOp::Stat);
+    match failure {
+        Failure::Oob(_) => Some(failure),
+        Failure::Platform(p) if open(p.op) => Some(failure),
+        _ => None,
+    }
+}
+
 /// The rank whose loss explains a failed creation, if any: what the
 /// launcher said (when an out-of-band collective failed under it), else the
 /// first rank of this node whose process is gone.
 fn lost_rank(e: &CollectiveError, peers: &[(u32, ProcessIdentity)]) -> Option<Departure> {
-    let oob_failed =
-        matches!(e, CollectiveError::Local(Failure::Oob(_)) | CollectiveError::Peer { failure: Failure::Oob(_), .. });
-    if oob_failed && let Some(d) = launch::last_departure() {
+    let failure = failure_of_loss(e)?;
+    if matches!(failure, Failure::Oob(_))
+        && let Some(d) = launch::last_departure()
+    {
         return Some(d);
     }
     peers.iter().find(|(_, who)| !liveness::is_alive(who)).map(|&(rank, who)| Departure {

@@ -109,7 +109,7 @@ impl Job {
     /// Job `i`: rank 0 is the victim of every even one.
     fn draw(rng: &mut Rng, i: u64) -> Self {
         let nranks = 2 + rng.below(3) as u32;
-        let victim = if i % 2 == 0 { 0 } else { 1 + rng.below(u64::from(nranks) - 1) as u32 };
+        let victim = if i.is_multiple_of(2) { 0 } else { 1 + rng.below(u64::from(nranks) - 1) as u32 };
         let frozen = rng.below(4) == 0;
         let delay_ms = rng.below(120);
         Self { nranks, victim, frozen, delay_ms }
