@@ -83,7 +83,7 @@ impl fmt::Display for Error {
             Self::RankLost { during, departure, cause } => {
                 write!(f, "{}; on this rank: ", departure.during(during))?;
                 match cause {
-                    CollectiveError::Local(Failure::Oob(o)) if crate::launch::in_use() => {
+                    CollectiveError::Local(Failure::Oob(o)) if crate::explain::launcher_code(o.code) => {
                         write!(f, "{} (launcher code {})", code::describe(o.code), o.code)
                     }
                     cause => cause.fmt(f),

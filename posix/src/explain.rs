@@ -77,10 +77,18 @@ pub(crate) fn creation_error(
         return Error::SegmentDir(problem);
     }
     match e {
-        CollectiveError::Local(Failure::Oob(o)) if launch::in_use() => Error::Launcher { rank: None, code: o.code },
-        CollectiveError::Peer { rank, failure: Failure::Oob(o) } if launch::in_use() => {
+        CollectiveError::Local(Failure::Oob(o)) if launcher_code(o.code) => {
+            Error::Launcher { rank: None, code: o.code }
+        }
+        CollectiveError::Peer { rank, failure: Failure::Oob(o) } if launcher_code(o.code) => {
             Error::Launcher { rank: Some(rank), code: o.code }
         }
         e => Error::Collective(e),
     }
+}
+
+/// Whether `code`, returned by an out-of-band call, is the launcher's (not
+/// the code of a callback of the user's that wraps it).
+pub(crate) fn launcher_code(code: i32) -> bool {
+    launch::in_use() && launch::code::meaning(code).is_some()
 }

@@ -33,7 +33,12 @@ pub const UNRESPONSIVE: i32 = -10;
 
 /// A short description of a code, for messages.
 pub fn describe(code: i32) -> &'static str {
-    match code {
+    meaning(code).unwrap_or("not a kpccl-run out-of-band error code")
+}
+
+/// What a code means, if it is one of the launcher's.
+pub fn meaning(code: i32) -> Option<&'static str> {
+    Some(match code {
         IO => "I/O error on the connection to the launcher",
         TIMEOUT => "no reply from the launcher within the timeout (is kpccl-run stopped?)",
         DISCONNECTED => "the launcher closed the connection",
@@ -46,8 +51,8 @@ pub fn describe(code: i32) -> &'static str {
         UNRESPONSIVE => {
             "a rank did not reach the collective within the timeout (KPCCL_OOB_TIMEOUT_MS / KPCCL_TIMEOUT_MS)"
         }
-        _ => "not a kpccl-run out-of-band error code",
-    }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -63,5 +68,6 @@ mod tests {
             assert!(all[i + 1..].iter().all(|b| b != a));
         }
         assert!(describe(0).starts_with("not a"));
+        assert_eq!(meaning(17), None);
     }
 }
