@@ -341,7 +341,8 @@ impl Shared {
         let mut st = self.lock();
         if let Some((reason, culprit)) = st.lost {
             let seq = st.seq;
-            st.record(|| format!("rank {} was lost; rank {rank} called collective #{seq} after that", culprit.rank));
+            let what = if reason == Reason::Timeout { "did not answer in time" } else { "left the job" };
+            st.record(|| format!("rank {} {what}; rank {rank} called collective #{seq} after that", culprit.rank));
             return Some(Arc::new(Outcome::Fail(reason, Some(culprit))));
         }
         let mine = st.seq;
