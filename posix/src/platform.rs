@@ -132,13 +132,13 @@ impl kpccl_core::Platform for PosixPlatform {
         }
         let path = self.path(name);
         let fd = if self.node_dir {
-            // Another job's creator on the same simulated node may remove the
-            // (then empty) directory between our mkdir and our create: retry.
+            // Another creator (of this node, unlinking; of any node, sweeping)
+            // may remove the (then empty) directory between our mkdir and
+            // our create, or even before our check of it: retry.
             let mut tries = 0;
             loop {
-                sys::private_dir(&self.dir).map_err(|e| err(PlatformOp::Create, &e))?;
-                match sys::Fd::create(&path) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 16 => tries += 1,
+                match sys::private_dir(&self.dir).and_then(|()| sys::Fd::create(&path)) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 64 => tries += 1,
                     made => break made,
                 }
             }
