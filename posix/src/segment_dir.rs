@@ -25,8 +25,9 @@ pub enum DirProblem {
         /// Its permission bits.
         mode: u32,
     },
-    /// A private directory that other users may enter.
-    OpenToOthers {
+    /// A private directory whose mode is not 0700 (others may enter it, or
+    /// this user may not write it).
+    Mode {
         /// Its permission bits.
         mode: u32,
     },
@@ -58,9 +59,10 @@ pub(crate) fn problem(dir: &Path, private: bool) -> Option<DirProblem> {
         Some(DirProblem::NotADirectory)
     } else if private && uid != sys::euid() {
         Some(DirProblem::Owner { uid, mode })
-    } else if private && mode & 0o077 != 0 {
-        Some(DirProblem::OpenToOthers { mode })
-    } else if !sys::can_write(dir) {
+    } else if private && mode & 0o777 != 0o700 {
+        Some(DirProblem::Mode { mode })
+    } else if !private && !sys::can_write(dir) && dir.exists() {
+        // (Gone meanwhile: creating in it will tell.)
         Some(DirProblem::NotWritable { uid, mode })
     } else {
         None
@@ -83,10 +85,10 @@ impl fmt::Display for DirError {
                  user (uid {me}): another user created it first. Have it removed (by uid {uid} or root), or set \
                  KPCCL_SHM_DIR to a directory of your own"
             ),
-            DirProblem::OpenToOthers { mode } => write!(
+            DirProblem::Mode { mode } => write!(
                 f,
-                "the node's private segment directory {path} has mode {mode:04o}: other users may enter it. Remove \
-                 it (kpccl makes it again, 0700) or `chmod 700` it"
+                "the node's private segment directory {path} has mode {mode:04o}, not 0700 (only its owner may \
+                 enter and write it). Remove it (kpccl makes it again) or `chmod 700` it"
             ),
             DirProblem::NotWritable { uid, mode } => write!(
                 f,
@@ -112,7 +114,7 @@ mod tests {
         let open = base.join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(problem(&open, true), Some(DirProblem::OpenToOthers { mode: 0o755 }));
+        assert_eq!(problem(&open, true), Some(DirProblem::Mode { mode: 0o755 }));
         assert_eq!(problem(&open, false), None);
         let file = base.join("file");
         std::fs::write(&file, b"").unwrap();
