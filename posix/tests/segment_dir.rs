@@ -19,10 +19,20 @@ impl Oob for Solo {
     }
 }
 
+/// The test's segment directory, removed even when the test fails.
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {
     let shm = std::path::PathBuf::from(format!("/dev/shm/kpccl-dirtest-{}", std::process::id()));
     std::fs::create_dir_all(&shm).unwrap();
+    let _cleanup = Removed(shm.clone());
     let config = Config { shm_dir: shm.clone(), node_id: Some("dirtest".into()), ..Config::default() };
     let comm = Comm::with_config(Solo, 0, 1, config).unwrap();
     let node_dir = comm.segment_dir().to_owned();
@@ -50,5 +60,4 @@ fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {
     // Fixed as the message says, it works.
     std::fs::set_permissions(&node_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     comm.window(4096).alloc().unwrap().free().unwrap();
-    std::fs::remove_dir_all(&shm).unwrap();
 }
