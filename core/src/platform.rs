@@ -34,7 +34,7 @@ pub enum WaitOutcome {
 pub enum Step {
     /// Requests gathered; nothing created yet.
     Requested,
-    /// Rank 0 made the segment; its name is not yet shared (a crash here leaves a name to sweep).
+    /// Rank 0 made and published the segment; the way in is not yet shared.
     Created,
     /// This rank attached and claimed its pages; the attach results are not yet gathered.
     Attached,
@@ -88,6 +88,25 @@ pub trait Platform {
     fn open(&self, name: &str, len: u64) -> Result<Self::Segment, PlatformError>;
     /// Removes the name of segment `name` (mappings stay valid).
     fn unlink(&self, name: &str) -> Result<(), PlatformError>;
+    /// What the other ranks pass to [`Platform::open`] to reach `segment`,
+    /// which this process just created as `name`; written to `out` (at most
+    /// [`NAME_LEN`](crate::protocol::NAME_LEN)` - 1` bytes).
+    ///
+    /// By default the name itself, which then lives until every rank has
+    /// attached: a crash of the creator meanwhile leaves it behind. A
+    /// platform that can reach an open segment another way (Linux: the
+    /// creator's `/proc/<pid>/fd/<fd>`) removes the name here instead, so
+    /// that nothing outlives the creator.
+    fn publish(
+        &self,
+        segment: &Self::Segment,
+        name: &str,
+        out: &mut dyn core::fmt::Write,
+    ) -> Result<(), PlatformError> {
+        let _ = segment;
+        out.write_str(name)
+            .map_err(|_| PlatformError { op: crate::error::PlatformOp::Create, code: 36 /* ENAMETOOLONG */ })
+    }
 
     /// The page size, a power of two.
     fn page_size(&self) -> u64;

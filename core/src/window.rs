@@ -1,14 +1,15 @@
 //! A window this process has mapped: its sync area, its data segments, its
 //! fences.
 
+use core::mem::offset_of;
 use core::ptr::NonNull;
 
 use crate::error::FenceError;
 use crate::fence::{self, Barrier, Poison, SyncArea, WaitEnv, WaitPolicy};
 use crate::layout::Layout;
-use crate::layout::shared::{Header, RankEntry, WaitRecord};
+use crate::layout::shared::{Header, PeerLine, RankEntry, WaitRecord};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
-use crate::raw::{Mapped, bytes_of_mut};
+use crate::raw::{Mapped, SyncWords, bytes_of_mut};
 use crate::sync::Ordering::{Acquire, Relaxed};
 use crate::sync::{AtomicU32, AtomicU64};
 
@@ -29,6 +30,7 @@ pub struct DataSegment {
 pub struct Window<P: Platform> {
     platform: P,
     mem: Mapped,
+    sync: SyncWords,
     layout: Layout,
     rank: u32,
     policy: WaitPolicy,
@@ -56,7 +58,8 @@ impl<P: Platform> Window<P> {
         // after every borrow of `mem` (they borrow `self`).
         #[allow(unsafe_code)]
         let mem = unsafe { Mapped::new(segment.base(), segment.len()) };
-        Self { platform, mem, layout, rank, policy, barrier, segment }
+        let sync = SyncWords::new(&mem, &layout);
+        Self { platform, mem, sync, layout, rank, policy, barrier, segment }
     }
 
     /// This rank.
@@ -192,9 +195,14 @@ impl<P: Platform> Window<P> {
             Mapped::new(segment.base(), segment.len())
         }
     }
+}
 
-    fn wait_record(&self, rank: u32) -> u64 {
-        self.layout.wait_record(rank)
+impl<P: Platform> Window<P> {
+    #[inline]
+    fn peer_word(&self, writer: u32, reader: u32, byte: usize) -> &AtomicU64 {
+        // Another rank's line would be another slot: the block's check is not enough.
+        assert!(writer < self.layout.nranks(), "writer {writer} out of range");
+        self.sync.u64_at(reader, self.layout.peer_line_index(writer), byte)
     }
 }
 
@@ -204,35 +212,36 @@ impl<P: Platform> SyncArea for Window<P> {
     }
     #[inline]
     fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
-        self.mem.u64_at(self.layout.peer_slot(writer, reader))
+        self.peer_word(writer, reader, offset_of!(PeerLine, fence))
     }
     #[inline]
     fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
-        self.mem.u64_at(self.layout.signal_slot(writer, reader))
+        self.peer_word(writer, reader, offset_of!(PeerLine, signals))
     }
     #[inline]
     fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64 {
-        self.mem.u64_at(self.layout.taken_slot(taker, signaller))
+        self.peer_word(taker, signaller, offset_of!(PeerLine, taken))
     }
     #[inline]
     fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
-        self.mem.u64_at(self.layout.round_slot(round, reader))
+        assert!(round < self.layout.rounds(), "round {round} out of range");
+        self.sync.u64_at(reader, Layout::round_line_index(round), 0)
     }
     #[inline]
     fn doorbell(&self, rank: u32) -> &AtomicU32 {
-        self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, doorbell) as u64)
+        self.sync.u32_at(rank, Layout::WAIT_LINE, offset_of!(WaitRecord, doorbell))
     }
     #[inline]
     fn sleeping(&self, rank: u32) -> &AtomicU32 {
-        self.mem.u32_at(self.wait_record(rank) + core::mem::offset_of!(WaitRecord, sleeping) as u64)
+        self.sync.u32_at(rank, Layout::WAIT_LINE, offset_of!(WaitRecord, sleeping))
     }
     #[inline]
     fn poison_word(&self) -> &AtomicU32 {
-        self.mem.u32_at(core::mem::offset_of!(Header, poison) as u64)
+        self.sync.header_u32(offset_of!(Header, poison))
     }
     #[inline]
     fn arrivals(&self) -> &AtomicU64 {
-        self.mem.u64_at(core::mem::offset_of!(Header, arrivals) as u64)
+        self.sync.header_u64(offset_of!(Header, arrivals))
     }
 }
 

@@ -278,6 +278,16 @@ typedef struct kpccl_shm_win_attr_t {
  * allgather of communicator creation cannot tell them; they learn of it at
  * their next kpccl collective on the same group, where the failing rank
  * waits for them.
+ *
+ * What bounds the wait: the library cannot interrupt a callback, so a rank
+ * that never calls (stopped, stuck) keeps the others inside the callbacks
+ * for as long as they block — with MPI, until the MPI job ends (mpirun
+ * aborts the job when a rank dies; a timeout of the MPI implementation or
+ * of the batch system, if any, bounds a stopped one). `KPCCL_TIMEOUT_MS`
+ * bounds every wait of the library itself; under `kpccl-run`
+ * (`kpccl_run_oob`) the callbacks are bounded too. When a creation fails
+ * because a rank of this node died, the error names it (found by its pid
+ * and start time).
  */
 typedef struct kpccl_shm_oob_cb_t {
   /**
@@ -481,6 +491,15 @@ const char *kpccl_last_error(void);
  * it, `*group` with their group, `*rank` and `*nranks` with this process's
  * place in the job. Pass them to `kpccl_shm_comm_create`. Fails when the
  * process was not started by the launcher.
+ *
+ * A collective over these callbacks (inside `kpccl_shm_comm_create` and
+ * `kpccl_shm_win_alloc`) waits for the other ranks at most
+ * `KPCCL_OOB_TIMEOUT_MS` milliseconds (default 60000), or `KPCCL_TIMEOUT_MS`
+ * when that is set and shorter; then it fails on every rank, and
+ * `kpccl_last_error()` names the rank that did not come ("rank 2 did not
+ * answer during window creation (pid 1234, …)"). A rank that dies fails it
+ * at once on every rank ("rank 2 died during window creation (pid 1234,
+ * signal 9)").
  *
  * # Safety
  * Every pointer is `NULL` (an error) or valid for writes of its type.

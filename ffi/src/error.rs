@@ -139,7 +139,15 @@ thread_local! {
 pub(crate) fn record(name: &'static str, e: &Error) {
     let text = format!("{name}: {e}");
     // Creation failures were logged by the Rust API already.
-    let logged = matches!(e, Error::Api(kpccl_posix::Error::Collective(_)));
+    let logged = matches!(
+        e,
+        Error::Api(
+            kpccl_posix::Error::Collective(_)
+                | kpccl_posix::Error::RankLost { .. }
+                | kpccl_posix::Error::Launcher { .. }
+                | kpccl_posix::Error::SegmentDir(_)
+        )
+    );
     if !logged {
         log::log(Level::Error, format_args!("{text}"));
     }

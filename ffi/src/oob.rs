@@ -59,6 +59,16 @@ pub(crate) type BarrierFn = unsafe extern "C" fn(group: *mut c_void) -> c_int;
 /// allgather of communicator creation cannot tell them; they learn of it at
 /// their next kpccl collective on the same group, where the failing rank
 /// waits for them.
+///
+/// What bounds the wait: the library cannot interrupt a callback, so a rank
+/// that never calls (stopped, stuck) keeps the others inside the callbacks
+/// for as long as they block — with MPI, until the MPI job ends (mpirun
+/// aborts the job when a rank dies; a timeout of the MPI implementation or
+/// of the batch system, if any, bounds a stopped one). `KPCCL_TIMEOUT_MS`
+/// bounds every wait of the library itself; under `kpccl-run`
+/// (`kpccl_run_oob`) the callbacks are bounded too. When a creation fails
+/// because a rank of this node died, the error names it (found by its pid
+/// and start time).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct kpccl_shm_oob_cb_t {

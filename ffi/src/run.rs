@@ -92,6 +92,15 @@ unsafe extern "C" fn run_barrier(group: *mut c_void) -> c_int {
 /// place in the job. Pass them to `kpccl_shm_comm_create`. Fails when the
 /// process was not started by the launcher.
 ///
+/// A collective over these callbacks (inside `kpccl_shm_comm_create` and
+/// `kpccl_shm_win_alloc`) waits for the other ranks at most
+/// `KPCCL_OOB_TIMEOUT_MS` milliseconds (default 60000), or `KPCCL_TIMEOUT_MS`
+/// when that is set and shorter; then it fails on every rank, and
+/// `kpccl_last_error()` names the rank that did not come ("rank 2 did not
+/// answer during window creation (pid 1234, …)"). A rank that dies fails it
+/// at once on every rank ("rank 2 died during window creation (pid 1234,
+/// signal 9)").
+///
 /// # Safety
 /// Every pointer is `NULL` (an error) or valid for writes of its type.
 #[unsafe(no_mangle)]

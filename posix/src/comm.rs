@@ -7,7 +7,7 @@ use std::time::Duration;
 use kpccl_core::error::ArgError;
 use kpccl_core::fence::Barrier;
 use kpccl_core::protocol::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, Record};
-use kpccl_core::{LayoutMode, Oob, WaitPolicy, WindowRequest};
+use kpccl_core::{LayoutMode, Oob, ProcessIdentity, WaitPolicy, WindowRequest};
 
 use crate::log::{self, Level};
 use crate::platform::{PosixPlatform, Reserve};
@@ -36,6 +36,8 @@ pub(crate) struct Nodes {
     local_of: Vec<u32>,
     /// This node's ranks, by local rank.
     pub(crate) ranks: Vec<u32>,
+    /// The other ranks of this node and their processes (to name one that dies).
+    peers: Vec<(u32, ProcessIdentity)>,
 }
 
 impl Nodes {
@@ -48,7 +50,9 @@ impl Nodes {
                 ranks[l as usize] = r;
             }
         }
-        Self { info, node_of, local_of, ranks }
+        let me = ranks.get(info.local_rank as usize).copied();
+        let peers = ranks.iter().filter(|&&r| Some(r) != me).map(|&r| (r, table[r as usize].identity())).collect();
+        Self { info, node_of, local_of, ranks, peers }
     }
 
     /// `rank`'s local rank, if it is on this node.
@@ -119,6 +123,10 @@ impl<O: Oob> Comm<O> {
         };
         let me = Placement { node: digest, local_rank: local_rank.unwrap_or(AUTO_LOCAL_RANK) };
         let nodes = Arc::new(create(&platform, &oob, rank, nranks, me, Ok(()))?);
+        if nodes.info.local_rank == 0 {
+            // One rank per node removes what crashed jobs left (as window creation does).
+            crate::sweep::reap(&config.shm_dir);
+        }
         if nodes.info.nnodes > 1 {
             let i = nodes.info;
             log::log(
@@ -186,6 +194,12 @@ impl<O: Oob> Comm<O> {
         &self.config
     }
 
+    /// Where this node's window segments are created: `KPCCL_SHM_DIR`, or
+    /// under `KPCCL_NODE_ID` the simulated node's own directory in it.
+    pub fn segment_dir(&self) -> &std::path::Path {
+        self.platform.dir()
+    }
+
     /// The out-of-band collectives.
     pub fn oob(&self) -> &O {
         &self.oob
@@ -225,9 +239,9 @@ fn create<O: Oob>(
 ) -> Result<Nodes, Error> {
     kpccl_core::protocol::check_nranks(nranks)?;
     let mut table = vec![Record::default(); nranks as usize];
-    let info = kpccl_core::create_comm_on(platform, oob, rank, nranks, me, local, &mut table).inspect_err(|e| {
-        log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}"));
-    })?;
+    let info = kpccl_core::create_comm_on(platform, oob, rank, nranks, me, local, &mut table)
+        .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[], None))
+        .inspect_err(|e| log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}")))?;
     Ok(Nodes::new(&table, info))
 }
 
@@ -341,8 +355,12 @@ impl<O: Oob> WindowBuilder<'_, O> {
         let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
         let inner =
             kpccl_core::create_window_on(&platform, &c.oob, c.rank, c.nranks, node, &request, local, &mut table)
+                .map_err(|e| {
+                    let dir = Some((platform.dir(), platform.is_node_dir()));
+                    crate::explain::creation_error(e, "window creation", &c.nodes.peers, dir)
+                })
                 .inspect_err(|e| {
-                    log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank));
+                    log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank))
                 })?;
         log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
         Ok(Window::new(inner, Arc::clone(&c.nodes)))

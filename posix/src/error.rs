@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use kpccl_core::{CollectiveError, FenceError};
+use kpccl_core::{CollectiveError, Failure, FenceError};
+
+use crate::launch::{Departure, code};
 
 /// Everything that can go wrong in the Rust API.
 #[non_exhaustive]
@@ -33,6 +35,25 @@ pub enum Error {
         /// This rank's node.
         this_node: u32,
     },
+    /// A rank died, left or stopped answering during a collective, so it
+    /// failed on this rank.
+    RankLost {
+        /// The collective ("window creation").
+        during: &'static str,
+        /// The rank, and how it was lost.
+        departure: Departure,
+        /// What failed on this rank.
+        cause: CollectiveError,
+    },
+    /// Segments cannot be created in the segment directory: which one, and why.
+    SegmentDir(crate::DirError),
+    /// An out-of-band collective of the `kpccl-run` launcher failed.
+    Launcher {
+        /// The rank on which it failed (`None`: this one).
+        rank: Option<u32>,
+        /// The launcher's code (see [`launch::code`](crate::launch::code)).
+        code: i32,
+    },
     /// A `KPCCL_*` environment variable (or an option) has an invalid value.
     Config {
         /// The variable.
@@ -59,6 +80,23 @@ impl fmt::Display for Error {
                 "rank {rank} is on node {node}, not on this node {this_node}: shared memory does not cross nodes \
                  (use MPI between nodes)"
             ),
+            Self::RankLost { during, departure, cause } => {
+                write!(f, "{}; on this rank: ", departure.during(during))?;
+                match cause {
+                    CollectiveError::Local(Failure::Oob(o)) if crate::explain::launcher_code(o.code) => {
+                        write!(f, "{} (launcher code {})", code::describe(o.code), o.code)
+                    }
+                    cause => cause.fmt(f),
+                }
+            }
+            Self::SegmentDir(e) => e.fmt(f),
+            Self::Launcher { rank, code } => {
+                f.write_str("the launcher's out-of-band collective failed")?;
+                if let Some(r) = rank {
+                    write!(f, " on rank {r}")?;
+                }
+                write!(f, ": {} (code {code})", code::describe(*code))
+            }
             Self::Config { var, value, expected } => write!(f, "{var}={value:?} is invalid: expected {expected}"),
         }
     }
@@ -67,7 +105,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Collective(e) => Some(e),
+            Self::Collective(e) | Self::RankLost { cause: e, .. } => Some(e),
             Self::Fence(e) => Some(e),
             _ => None,
         }

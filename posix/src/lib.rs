@@ -27,13 +27,16 @@
 mod comm;
 mod config;
 mod error;
+mod explain;
 pub mod launch;
 mod liveness;
 pub mod log;
 mod node;
 mod platform;
+mod segment_dir;
 mod sweep;
 mod sys;
+mod way_in;
 mod window;
 
 pub use comm::{Comm, WindowBuilder};
@@ -41,6 +44,7 @@ pub use config::Config;
 pub use error::Error;
 pub use kpccl_core::{DataSegment, LayoutMode, NodeInfo, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment, Reserve};
+pub use segment_dir::{DirError, DirProblem};
 pub use sweep::sweep;
 
 /// The system page size: the largest segment alignment a window accepts.

@@ -9,6 +9,7 @@ use kpccl_core::error::PlatformOp;
 use kpccl_core::sync::AtomicU32;
 use kpccl_core::{PlatformError, ProcessIdentity, Step, WaitOutcome};
 
+use crate::way_in::WayIn;
 use crate::{liveness, sys};
 
 /// Where segments are created unless `KPCCL_SHM_DIR` says otherwise.
@@ -70,6 +71,17 @@ impl PosixPlatform {
         &self.dir
     }
 
+    /// Whether the directory is a simulated node's own (private, made on demand).
+    pub(crate) fn is_node_dir(&self) -> bool {
+        self.node_dir
+    }
+
+    /// The configured segment directory: `dir`, or for a simulated node
+    /// the directory that holds every node's.
+    fn shm_dir(&self) -> &Path {
+        if self.node_dir { self.dir.parent().unwrap_or(&self.dir) } else { &self.dir }
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
@@ -109,24 +121,24 @@ impl kpccl_core::Platform for PosixPlatform {
     type Segment = PosixSegment;
 
     fn create(&self, name: &str, len: u64) -> Result<PosixSegment, PlatformError> {
+        crate::sweep::reap(self.shm_dir());
         if self.reserve == Reserve::Lazy {
             // Without reservation this is the only early "does not fit".
             // A simulated node's directory may not exist yet: its parent's file system.
-            let fs = if self.node_dir { self.dir.parent().unwrap_or(&self.dir) } else { &self.dir };
-            let free = sys::free_space(fs).map_err(|e| err(PlatformOp::Reserve, &e))?;
+            let free = sys::free_space(self.shm_dir()).map_err(|e| err(PlatformOp::Reserve, &e))?;
             if free < len {
                 return Err(PlatformError { op: PlatformOp::Reserve, code: i64::from(libc::ENOSPC) });
             }
         }
         let path = self.path(name);
         let fd = if self.node_dir {
-            // Another job's creator on the same simulated node may remove the
-            // (then empty) directory between our mkdir and our create: retry.
+            // Another creator (of this node, unlinking; of any node, sweeping)
+            // may remove the (then empty) directory between our mkdir and
+            // our create, or even before our check of it: retry.
             let mut tries = 0;
             loop {
-                sys::private_dir(&self.dir).map_err(|e| err(PlatformOp::Create, &e))?;
-                match sys::Fd::create(&path) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 16 => tries += 1,
+                match sys::private_dir(&self.dir).and_then(|()| sys::Fd::create(&path)) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 64 => tries += 1,
                     made => break made,
                 }
             }
@@ -141,16 +153,38 @@ impl kpccl_core::Platform for PosixPlatform {
         made
     }
 
+    /// `name` is a segment name in the directory, or a way in that
+    /// [`publish`](kpccl_core::Platform::publish) gave.
     fn open(&self, name: &str, len: u64) -> Result<PosixSegment, PlatformError> {
-        let fd = sys::Fd::open(&self.path(name)).map_err(|e| err(PlatformOp::Open, &e))?;
-        let (uid, size, regular) = fd.stat().map_err(|e| err(PlatformOp::Stat, &e))?;
-        if uid != self.identity.uid {
-            return Err(PlatformError { op: PlatformOp::Owner, code: i64::from(uid) });
+        let way_in = WayIn::parse(name);
+        let fd = match way_in {
+            Some(w) => sys::Fd::open_descriptor(Path::new(&w.path())),
+            None => sys::Fd::open(&self.path(name)),
         }
-        if size != len || !regular {
-            return Err(PlatformError { op: PlatformOp::Size, code: i64::try_from(size).unwrap_or(-1) });
+        .map_err(|e| err(PlatformOp::Open, &e))?;
+        let st = fd.stat().map_err(|e| err(PlatformOp::Stat, &e))?;
+        if way_in.is_some_and(|w| w.inode != st.inode) {
+            // The creator's descriptor now is another file: the creator closed
+            // the segment (or died and its pid was reused).
+            return Err(PlatformError { op: PlatformOp::Open, code: i64::from(libc::ENOENT) });
+        }
+        if st.uid != self.identity.uid {
+            return Err(PlatformError { op: PlatformOp::Owner, code: i64::from(st.uid) });
+        }
+        if st.size != len || !st.regular {
+            return Err(PlatformError { op: PlatformOp::Size, code: i64::try_from(st.size).unwrap_or(-1) });
         }
         map(fd, len, self.reserve)
+    }
+
+    /// Removes the name at once; the others open this process's descriptor
+    /// (see `way_in.rs` for why, and what it costs).
+    fn publish(&self, segment: &PosixSegment, name: &str, out: &mut dyn std::fmt::Write) -> Result<(), PlatformError> {
+        let inode = segment.fd.stat().map_err(|e| err(PlatformOp::Stat, &e))?.inode;
+        let way_in = WayIn { pid: self.identity.pid, fd: segment.fd.raw(), inode };
+        self.unlink(name)?;
+        write!(out, "{way_in}")
+            .map_err(|_| PlatformError { op: PlatformOp::Create, code: i64::from(libc::ENAMETOOLONG) })
     }
 
     fn unlink(&self, name: &str) -> Result<(), PlatformError> {

@@ -1,5 +1,8 @@
-//! Removing segments whose creator died between creating and unlinking them
-//! (a window of microseconds during creation; see DESIGN.md, step 5).
+//! Removing segments whose creator died between creating and unlinking them:
+//! microseconds today (see `way_in.rs`), but any version or crash that left a
+//! name must not hold its memory for ever. Every window creation sweeps its
+//! node's directory first ([`reap`]); `kpccl-run` sweeps when a rank dies of
+//! a signal, and `kpccl-run --sweep` on demand.
 //!
 //! A segment's name is `kpccl-<uid>-<pid>-<start time, hex>-<random>`: the
 //! sweep removes it only when it belongs to this user (by name and by owner)
@@ -57,6 +60,22 @@ pub fn sweep(dir: &Path) -> io::Result<Vec<String>> {
         }
     }
     Ok(removed)
+}
+
+/// The sweep every window creation makes of its node's segment directory
+/// before creating (see `sweep`): a creator killed at the wrong moment (or
+/// an older version's) leaves nothing for longer than the next creation on
+/// its node. Best effort: a directory that cannot be read is not this
+/// creation's failure.
+pub(crate) fn reap(dir: &Path) {
+    match sweep(dir) {
+        Ok(removed) if !removed.is_empty() => crate::log::log(
+            crate::log::Level::Info,
+            format_args!("removed {} segment(s) of dead creators from {}: {removed:?}", removed.len(), dir.display()),
+        ),
+        Ok(_) => {}
+        Err(e) => crate::log::log(crate::log::Level::Debug, format_args!("cannot sweep {}: {e}", dir.display())),
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 
-use kpccl_core::Platform;
 use kpccl_core::error::PlatformOp;
+use kpccl_core::{Platform, Segment as _};
 use kpccl_posix::PosixPlatform;
 
 struct Dir(PathBuf);
@@ -66,4 +66,49 @@ fn attach_refuses_another_users_segment() {
     assert_eq!(std::fs::metadata(&path).unwrap().uid(), 65534);
     let e = p.open("kpccl-z", 4096).unwrap_err();
     assert_eq!((e.op, e.code), (PlatformOp::Owner, 65534));
+}
+
+#[test]
+fn a_published_segment_has_no_name_and_is_reached_by_its_descriptor() {
+    let dir = Dir::new("publish");
+    let p = PosixPlatform::new(&dir.0);
+    let seg = p.create("kpccl-w", 8192).unwrap();
+    let mut way_in = String::new();
+    p.publish(&seg, "kpccl-w", &mut way_in).unwrap();
+    assert!(!dir.0.join("kpccl-w").exists(), "the name is gone at once");
+    assert!(way_in.starts_with("fd:"), "{way_in}");
+    let peer = p.open(&way_in, 8192).unwrap();
+    // SAFETY: both map the same 8192-byte file; the test is its only user.
+    unsafe { seg.base().as_ptr().write(42) };
+    // SAFETY: as above; the write is ordered before the read by this thread.
+    assert_eq!(unsafe { peer.base().as_ptr().read() }, 42);
+    assert_eq!(p.open(&way_in, 4096).unwrap_err().op, PlatformOp::Size);
+    // The creator closes it: its descriptor number may now name another file.
+    drop(seg);
+    let e = p.open(&way_in, 8192).unwrap_err();
+    assert_eq!(e.op, PlatformOp::Open, "{e}");
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+}
+
+#[test]
+fn creation_removes_what_a_dead_creator_left_and_nothing_else() {
+    let dir = Dir::new("reap");
+    let p = PosixPlatform::new(&dir.0);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    // pid 2^22 + 1 is above Linux's pid_max: never a live process.
+    let dead = format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 1);
+    let foreign = format!("kpccl-{}-{}-5-{:016x}", uid + 1, (1 << 22) + 1, 2);
+    let unrelated = "kpccl-notours".to_owned();
+    for n in [&dead, &foreign, &unrelated] {
+        std::fs::write(dir.0.join(n), b"x").unwrap();
+    }
+    let live = p.create("kpccl-v", 4096).unwrap();
+    let mut left: Vec<String> =
+        std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    let mut expected = vec![foreign, unrelated, "kpccl-v".to_owned()];
+    expected.sort();
+    assert_eq!(left, expected);
+    drop(live);
 }

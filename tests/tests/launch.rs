@@ -88,6 +88,11 @@ fn a_program_that_cannot_start_is_an_error() {
 
 /// `kpccl-run` itself, through the target runner as `Launch` would.
 fn kpccl_run(args: &[&str]) -> Output {
+    kpccl_run_with(args, &[])
+}
+
+/// `kpccl-run args…` with `envs` set, through the target runner if any.
+fn kpccl_run_with(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
     let runner = std::env::var_os("KPCCL_RUNNER").or_else(|| {
         if cfg!(target_arch = "aarch64") {
             std::env::var_os("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER")
@@ -99,8 +104,13 @@ fn kpccl_run(args: &[&str]) -> Output {
         runner.map(|r| r.to_string_lossy().split_whitespace().map(OsString::from).collect()).unwrap_or_default();
     words.push(RUN.into());
     let start = Instant::now();
-    let out =
-        Command::new(&words[0]).args(&words[1..]).args(args).env("KPCCL_OOB_TIMEOUT_MS", "10000").output().unwrap();
+    let out = Command::new(&words[0])
+        .args(&words[1..])
+        .args(args)
+        .env("KPCCL_OOB_TIMEOUT_MS", "10000")
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap();
     assert!(start.elapsed() < BOUND, "kpccl-run {args:?} took {:?}", start.elapsed());
     out
 }
@@ -130,4 +140,31 @@ fn kpccl_run_usage_errors_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("usage: kpccl-run"), "{args:?}");
     }
+}
+
+/// A rank killed by a signal is named, with the signal, to the others; and
+/// kpccl-run then sweeps the segment directory (here, of a dead creator's
+/// leftover planted for it: no window was made).
+#[test]
+fn a_killed_rank_is_named_with_its_signal_and_kpccl_run_sweeps_after_it() {
+    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runsweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    // pid 2^22 + 1 is above Linux's pid_max: never a live process.
+    let dead = dir.join(format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 7));
+    let foreign = dir.join("kpccl-not-a-segment");
+    std::fs::write(&dead, b"x").unwrap();
+    std::fs::write(&foreign, b"x").unwrap();
+    let out =
+        kpccl_run_with(&["-n", "3", "--timeout", "20", "--", PROBE, "killed"], &[("KPCCL_SHM_DIR", dir.as_os_str())]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let swept = !dead.exists();
+    let kept = foreign.exists();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Rank 0 is the first failing rank: it got the expected error (3).
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(stdout.contains("rank 1 died during the probe (pid "), "{stdout}");
+    assert!(stdout.contains(&format!("signal {})", libc::SIGABRT)), "{stdout}");
+    assert!(swept && kept, "swept the dead creator's name: {swept}, kept the stranger: {kept}");
 }

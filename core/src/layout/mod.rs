@@ -247,22 +247,37 @@ impl Layout {
         self.sync_base + u64::from(reader) * self.sync_stride
     }
 
+    /// The line of a sync block holding its [`shared::WaitRecord`].
+    pub const WAIT_LINE: u32 = 0;
+
+    /// The line of a sync block holding the window-fence slot of `round`.
+    #[must_use]
+    pub const fn round_line_index(round: u32) -> u32 {
+        1 + round
+    }
+
+    /// The line of a sync block holding the [`PeerLine`] written by `writer`.
+    #[must_use]
+    pub fn peer_line_index(&self, writer: u32) -> u32 {
+        1 + self.rounds + writer
+    }
+
     /// Offset of `rank`'s [`shared::WaitRecord`].
     #[must_use]
     pub fn wait_record(&self, rank: u32) -> u64 {
-        self.sync_block(rank)
+        self.sync_block(rank) + u64::from(Self::WAIT_LINE) * LINE
     }
 
     /// Offset of the window-fence slot of `round` that `reader` spins on.
     #[must_use]
     pub fn round_slot(&self, round: u32, reader: u32) -> u64 {
-        self.sync_block(reader) + (1 + u64::from(round)) * LINE
+        self.sync_block(reader) + u64::from(Self::round_line_index(round)) * LINE
     }
 
     /// Offset of the [`PeerLine`] written by `writer` for `reader`.
     #[must_use]
     pub fn peer_line(&self, writer: u32, reader: u32) -> u64 {
-        self.sync_block(reader) + (1 + u64::from(self.rounds) + u64::from(writer)) * LINE
+        self.sync_block(reader) + u64::from(self.peer_line_index(writer)) * LINE
     }
 
     /// Offset of the peer-fence slot written by `writer` and read by `reader`.

@@ -5,11 +5,14 @@
 //! 2. Every rank judges the gathered table the same way, so all ranks reach
 //!    the same verdict: one bad request fails every rank, and none is left
 //!    waiting in a collective.
-//! 3. Rank 0 creates the segment (exclusive, private, header and rank table
-//!    written) and allgathers its name.
+//! 3. Rank 0 creates the segment (exclusive, private), publishes it
+//!    ([`Platform::publish`]: on Linux the name goes at once, and the others
+//!    open the creator's file descriptor), writes the header and rank table,
+//!    and allgathers the way in.
 //! 4. Every rank attaches, checks the header against its own view, reserves
-//!    and touches its own pages, and allgathers the result.
-//! 5. Rank 0 unlinks the name: from here on nothing can leak.
+//!    its own pages, and allgathers the result.
+//! 5. Rank 0 unlinks the name if publishing left one: from here on nothing
+//!    can leak.
 //! 6. A window fence in shared memory confirms that every rank is in.
 //!
 //! Over several nodes (see [`NodeRanks`]) the collectives still span every rank,
@@ -260,12 +263,13 @@ where
     // 3. Each node's local rank 0 creates.
     let mut mine = Record::new(Stage::Create, rank, nranks, &who);
     let mut name = heapless::String::<{ NAME_LEN - 1 }>::new();
+    let mut way_in = heapless::String::<{ NAME_LEN - 1 }>::new();
     let mut created = None;
     if me == 0 {
-        match create_segment(platform, &layout, header, table, node, &mut name) {
+        match create_segment(platform, &layout, header, table, node, &mut name, &mut way_in) {
             Ok(s) => {
                 platform.checkpoint(Step::Created, rank);
-                mine.set_name(&name);
+                mine.set_name(&way_in);
                 created = Some(s);
             }
             Err(e) => mine.fail(Failure::Platform(e)),
@@ -311,8 +315,8 @@ where
     };
     let gathered = lockstep::allgather(oob, &mine, table);
 
-    // 5. The name goes, whatever happened.
-    unlink(&shared);
+    // 5. The name goes (if publishing left one), whatever happened.
+    unlink(&name);
     platform.checkpoint(Step::Unlinked, rank);
     if let Err(e) = gathered {
         // The others may have finished this allgather and be waiting in the
@@ -387,8 +391,9 @@ fn entries<'a>(layout: &Layout, table: &'a [Record], node: NodeRanks<'a>) -> imp
     })
 }
 
-/// Rank 0's part: an exclusive segment with the creator's share reserved and
-/// the header and rank table written. Unlinks what it made if it fails.
+/// Rank 0's part: an exclusive segment, published at once (`way_in` is what
+/// the others open), with the creator's share reserved and the header and
+/// rank table written. Unlinks what it made if it fails.
 fn create_segment<P: Platform>(
     platform: &P,
     layout: &Layout,
@@ -396,6 +401,7 @@ fn create_segment<P: Platform>(
     table: &[Record],
     node: NodeRanks<'_>,
     name: &mut heapless::String<{ NAME_LEN - 1 }>,
+    way_in: &mut heapless::String<{ NAME_LEN - 1 }>,
 ) -> Result<P::Segment, PlatformError> {
     let mut random = [0u8; 8];
     platform.random(&mut random)?;
@@ -411,8 +417,12 @@ fn create_segment<P: Platform>(
     )
     .map_err(|_| PlatformError { op: crate::error::PlatformOp::Create, code: 36 /* ENAMETOOLONG */ })?;
     let segment = platform.create(name, layout.total()).inspect_err(|_| name.clear())?;
+    // Published before the slow steps (reserving can take milliseconds per
+    // GiB): a platform that drops the name here leaves nothing to a crash.
+    way_in.clear();
     let prefix = layout.shared_prefix();
-    if let Err(e) = segment.reserve(prefix.offset, prefix.len) {
+    let published = platform.publish(&segment, name, way_in);
+    if let Err(e) = published.and_then(|()| segment.reserve(prefix.offset, prefix.len)) {
         drop(segment);
         let _ = platform.unlink(name);
         name.clear();

@@ -112,6 +112,12 @@ impl Record {
         }
     }
 
+    /// The process that sent the record.
+    #[must_use]
+    pub fn identity(&self) -> ProcessIdentity {
+        ProcessIdentity { pid: self.pid, start_time: self.start_time, uid: self.uid }
+    }
+
     /// Whether the record belongs to this protocol version and `stage`.
     pub(crate) fn is(&self, stage: Stage) -> bool {
         self.magic == RECORD_MAGIC && self.version == crate::layout::VERSION && self.stage == stage as u32

@@ -3,24 +3,43 @@
 use std::borrow::Cow;
 use std::io::{self, Read as _};
 use std::os::unix::net::UnixStream;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use kpccl_core::{Oob, OobError};
 
+use super::departure::{self, Departure};
 use super::wire::{self, MAX_DATA, Msg, Reason, VERSION};
 use super::{NRANKS_ENV, RANK_ENV, SOCKET_ENV, TIMEOUT_ENV, addr, code};
 use crate::sys::NoSigpipe;
 
-/// Default of `KPCCL_OOB_TIMEOUT_MS`: five minutes.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300_000);
+/// Whether this process connected to a launcher: its out-of-band error codes are then [`code`]s.
+static IN_USE: OnceLock<()> = OnceLock::new();
+
+/// Whether a [`RunOob`] of this process ever connected (so failed
+/// out-of-band calls return the launcher's codes).
+pub(crate) fn in_use() -> bool {
+    IN_USE.get().is_some()
+}
+
+/// Default of `KPCCL_OOB_TIMEOUT_MS`: one minute.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How much longer than its timeout a rank waits for the launcher's reply:
+/// the hub answers at the timeout (naming the late rank), this only catches
+/// a launcher that is itself stuck.
+const BACKSTOP: Duration = Duration::from_secs(1);
 
 /// Out-of-band collectives through the hub of the launcher that started
 /// this process ([`Launch`](super::Launch), `kpccl-run`).
 ///
-/// Every blocking read and write on the connection gives up after the
-/// timeout, so no rank waits forever; a failed collective returns an
-/// [`OobError`] whose code is one of [`code`](super::code).
+/// A collective that some rank has not reached within this rank's timeout
+/// fails on every rank, naming the late rank ([`code::UNRESPONSIVE`]); one
+/// whose rank left the job fails naming it ([`code::RANK_LOST`]); what the
+/// launcher said of that rank is [`last_departure`](super::last_departure).
+/// Every read and write on the connection gives up shortly after the timeout,
+/// so no rank waits forever even for a stuck launcher. A failed collective
+/// returns an [`OobError`] whose code is one of [`code`](super::code).
 #[derive(Debug)]
 pub struct RunOob {
     rank: u32,
@@ -28,12 +47,15 @@ pub struct RunOob {
     timeout: Duration,
     /// `None` once an error left the stream in an unknown state.
     conn: Mutex<Option<UnixStream>>,
+    /// What the hub last said about a lost rank.
+    departure: Mutex<Option<Departure>>,
 }
 
 impl RunOob {
     /// Connects to the launcher named by the environment it set:
     /// `KPCCL_RANK`, `KPCCL_NRANKS` and `KPCCL_RUN_SOCKET`, with the timeout
-    /// `KPCCL_OOB_TIMEOUT_MS` (milliseconds, default 300000).
+    /// `KPCCL_OOB_TIMEOUT_MS` (milliseconds, default 60000), or
+    /// `KPCCL_TIMEOUT_MS` when that is set and shorter.
     ///
     /// `Ok(None)` when `KPCCL_RUN_SOCKET` is not set (not under the
     /// launcher); an error when a variable is malformed or the launcher
@@ -45,16 +67,19 @@ impl RunOob {
         let nranks = env_u64(NRANKS_ENV)?.ok_or_else(|| bad_env(NRANKS_ENV, "is not set"))?;
         let rank = u32::try_from(rank).map_err(|_| bad_env(RANK_ENV, "is too large"))?;
         let nranks = u32::try_from(nranks).map_err(|_| bad_env(NRANKS_ENV, "is too large"))?;
-        let timeout = env_u64(TIMEOUT_ENV)?.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
-        if timeout.is_zero() {
+        let oob = env_u64(TIMEOUT_ENV)?.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        if oob.is_zero() {
             return Err(bad_env(TIMEOUT_ENV, "must be at least 1"));
         }
+        // KPCCL_TIMEOUT_MS bounds every wait of the library; 0 means "no timeout".
+        let overall = env_u64("KPCCL_TIMEOUT_MS")?.filter(|&ms| ms > 0).map(Duration::from_millis);
+        let timeout = overall.map_or(oob, |t| t.min(oob));
         Self::connect(&socket, rank, nranks, timeout).map(Some)
     }
 
     /// Connects to the hub at `socket` (`@name` for an abstract name, else a
-    /// path) as `rank` of `nranks`; `timeout` bounds every later read and
-    /// write.
+    /// path) as `rank` of `nranks`; `timeout` bounds how long a collective
+    /// waits for the other ranks (at most `u32::MAX` milliseconds).
     pub fn connect(socket: &str, rank: u32, nranks: u32, timeout: Duration) -> io::Result<RunOob> {
         if rank >= nranks {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("rank {rank} is not in 0..{nranks}")));
@@ -63,24 +88,28 @@ impl RunOob {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the timeout must not be zero"));
         }
         let context = |e: io::Error| io::Error::new(e.kind(), format!("launcher at {socket}: {e}"));
+        let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).max(1);
         let stream = UnixStream::connect_addr(&addr::parse(socket)?).map_err(context)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        Msg::Hello { version: VERSION, rank, nranks }.write_to(NoSigpipe(&stream)).map_err(context)?;
+        stream.set_read_timeout(Some(timeout.saturating_add(BACKSTOP)))?;
+        stream.set_write_timeout(Some(timeout.saturating_add(BACKSTOP)))?;
+        Msg::Hello { version: VERSION, rank, nranks, timeout_ms }.write_to(NoSigpipe(&stream)).map_err(context)?;
         let refused = |why: &str| {
             let kind = io::ErrorKind::ConnectionRefused;
             io::Error::new(kind, format!("launcher at {socket} refused rank {rank} of {nranks}: {why}"))
         };
         match Msg::read_from(&stream).map_err(context)? {
             Some(Msg::Welcome) => {}
-            Some(Msg::Fail { reason: Reason::BadRank }) => return Err(refused("not a rank of its job")),
-            Some(Msg::Fail { reason: Reason::Duplicate }) => return Err(refused("another process is that rank")),
-            Some(Msg::Fail { reason: Reason::BadVersion }) => return Err(refused("another protocol version")),
-            Some(Msg::Fail { reason: Reason::Foreign }) => return Err(refused("this process belongs to another user")),
+            Some(Msg::Fail { reason: Reason::BadRank, .. }) => return Err(refused("not a rank of its job")),
+            Some(Msg::Fail { reason: Reason::Duplicate, .. }) => return Err(refused("another process is that rank")),
+            Some(Msg::Fail { reason: Reason::BadVersion, .. }) => return Err(refused("another protocol version")),
+            Some(Msg::Fail { reason: Reason::Foreign, .. }) => {
+                return Err(refused("this process belongs to another user"));
+            }
             Some(_) => return Err(refused("unexpected reply")),
             None => return Err(refused("connection closed")),
         }
-        Ok(RunOob { rank, nranks, timeout, conn: Mutex::new(Some(stream)) })
+        let _ = IN_USE.set(());
+        Ok(RunOob { rank, nranks, timeout, conn: Mutex::new(Some(stream)), departure: Mutex::new(None) })
     }
 
     /// This process's rank.
@@ -93,9 +122,14 @@ impl RunOob {
         self.nranks
     }
 
-    /// How long one read or write on the connection may block.
+    /// How long a collective waits for the other ranks.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// The rank the hub last reported lost to this rank, and how.
+    pub fn departure(&self) -> Option<Departure> {
+        *self.departure.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sends `op` and reads the reply: a `Done` of exactly `recv.len()` bytes
@@ -103,7 +137,7 @@ impl RunOob {
     fn exchange(&self, op: &Msg<'_>, recv: &mut [u8]) -> Result<(), i32> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let stream = conn.as_ref().ok_or(code::BROKEN)?;
-        let result = op.write_to(NoSigpipe(stream)).map_err(io_code).and_then(|()| read_reply(stream, recv));
+        let result = op.write_to(NoSigpipe(stream)).map_err(io_code).and_then(|()| read_reply(stream, recv, self));
         if let Err(c) = result
             && matches!(c, code::IO | code::TIMEOUT | code::DISCONNECTED | code::PROTOCOL)
         {
@@ -114,15 +148,22 @@ impl RunOob {
     }
 }
 
-fn read_reply(mut stream: &UnixStream, recv: &mut [u8]) -> Result<(), i32> {
+fn read_reply(mut stream: &UnixStream, recv: &mut [u8], oob: &RunOob) -> Result<(), i32> {
     let (tag, len) = wire::read_header(stream).map_err(io_code)?.ok_or(code::DISCONNECTED)?;
     if wire::is_done(tag) && len == recv.len() {
         return stream.read_exact(recv).map_err(io_code);
     }
     let body = wire::read_body(stream, len).map_err(io_code)?;
     match wire::decode(tag, body).map_err(io_code)? {
-        Msg::Fail { reason: Reason::Mismatch } => Err(code::MISMATCH),
-        Msg::Fail { reason: Reason::RankLost } => Err(code::RANK_LOST),
+        Msg::Fail { reason: Reason::Mismatch, .. } => Err(code::MISMATCH),
+        Msg::Fail { reason: reason @ (Reason::RankLost | Reason::Timeout), culprit } => {
+            if let Some(c) = culprit {
+                let d = Departure::from_wire(reason, c);
+                *oob.departure.lock().unwrap_or_else(PoisonError::into_inner) = Some(d);
+                departure::record(d);
+            }
+            Err(if reason == Reason::Timeout { code::UNRESPONSIVE } else { code::RANK_LOST })
+        }
         _ => Err(code::PROTOCOL),
     }
 }

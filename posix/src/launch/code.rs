@@ -3,8 +3,8 @@
 
 /// Reading from or writing to the launcher failed (an OS error).
 pub const IO: i32 = -1;
-/// No reply within the timeout (`KPCCL_OOB_TIMEOUT_MS`): a rank did not
-/// reach the same collective in time.
+/// No reply from the launcher within the timeout (plus a second): the
+/// launcher itself is stuck (a rank that is late gets [`UNRESPONSIVE`]).
 pub const TIMEOUT: i32 = -2;
 /// The launcher closed the connection (it exited or was killed).
 pub const DISCONNECTED: i32 = -3;
@@ -25,21 +25,34 @@ pub const TOO_LARGE: i32 = -8;
 /// An earlier I/O error, timeout or protocol error broke this connection;
 /// it has been closed (which the other ranks see as [`RANK_LOST`]).
 pub const BROKEN: i32 = -9;
+/// A rank did not reach the collective within this rank's timeout
+/// (`KPCCL_OOB_TIMEOUT_MS`, or `KPCCL_TIMEOUT_MS` if shorter): stopped,
+/// stuck, or busy elsewhere. The job is broken from then on: every later
+/// collective fails with [`RANK_LOST`].
+pub const UNRESPONSIVE: i32 = -10;
 
 /// A short description of a code, for messages.
 pub fn describe(code: i32) -> &'static str {
-    match code {
+    meaning(code).unwrap_or("not a kpccl-run out-of-band error code")
+}
+
+/// What a code means, if it is one of the launcher's.
+pub fn meaning(code: i32) -> Option<&'static str> {
+    Some(match code {
         IO => "I/O error on the connection to the launcher",
-        TIMEOUT => "timed out waiting for the other ranks (KPCCL_OOB_TIMEOUT_MS)",
+        TIMEOUT => "no reply from the launcher within the timeout (is kpccl-run stopped?)",
         DISCONNECTED => "the launcher closed the connection",
         PROTOCOL => "protocol error between rank and launcher",
-        RANK_LOST => "a rank left the job before the collective completed",
+        RANK_LOST => "a rank left the job (exited or was killed), so no collective can complete",
         MISMATCH => "the ranks called different collectives or passed different lengths",
         BUFFER => "recv.len() is not send.len() * nranks",
         TOO_LARGE => "the collective exceeds the 1 GiB limit",
         BROKEN => "the connection to the launcher broke in an earlier collective",
-        _ => "not a kpccl-run out-of-band error code",
-    }
+        UNRESPONSIVE => {
+            "a rank did not reach the collective within the timeout (KPCCL_OOB_TIMEOUT_MS / KPCCL_TIMEOUT_MS)"
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -48,12 +61,13 @@ mod tests {
 
     #[test]
     fn codes_are_distinct_negative_and_described() {
-        let all = [IO, TIMEOUT, DISCONNECTED, PROTOCOL, RANK_LOST, MISMATCH, BUFFER, TOO_LARGE, BROKEN];
+        let all = [IO, TIMEOUT, DISCONNECTED, PROTOCOL, RANK_LOST, MISMATCH, BUFFER, TOO_LARGE, BROKEN, UNRESPONSIVE];
         for (i, a) in all.iter().enumerate() {
             assert!(*a < 0);
             assert!(!describe(*a).starts_with("not a"));
             assert!(all[i + 1..].iter().all(|b| b != a));
         }
         assert!(describe(0).starts_with("not a"));
+        assert_eq!(meaning(17), None);
     }
 }

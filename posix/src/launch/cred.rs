@@ -8,8 +8,9 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
-/// The effective uid of the process at the other end of `stream`.
-pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+/// The effective uid and the pid of the process at the other end of `stream`
+/// (as it was when it connected).
+pub(crate) fn peer(stream: &UnixStream) -> io::Result<(u32, u32)> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = libc::socklen_t::try_from(size_of::<libc::ucred>()).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: the fd is open for the borrow of `stream`; `cred` and `len` are
@@ -27,7 +28,7 @@ pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(cred.uid)
+    Ok((cred.uid, u32::try_from(cred.pid).unwrap_or(0)))
 }
 
 /// This process's effective uid.
@@ -43,6 +44,6 @@ mod tests {
     #[test]
     fn a_socket_pair_is_our_own() {
         let (a, _b) = UnixStream::pair().unwrap();
-        assert_eq!(peer_uid(&a).unwrap(), my_uid());
+        assert_eq!(peer(&a).unwrap(), (my_uid(), std::process::id()));
     }
 }

@@ -6,24 +6,32 @@
 //! [`Reason::Mismatch`]) and wakes the others; every connection thread writes
 //! its own rank's reply. A rank that leaves (end of stream, or its process
 //! exited) fails the collective in progress and every later one with
-//! [`Reason::RankLost`], so no rank waits on a rank that is gone.
+//! [`Reason::RankLost`], so no rank waits on a rank that is gone; a rank
+//! that has not reached a collective when a waiting rank's timeout (sent in
+//! its hello) expires counts as lost too ([`Reason::Timeout`]). Every such
+//! failure names the rank, its pid, and how its process ended when the
+//! launcher knows it ([`Hub::rank_ended`]).
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io;
 use std::net::Shutdown;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::process::ExitStatus;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::wire::{Msg, Reason, VERSION};
+use super::wire::{Culprit, Msg, Reason, VERSION};
 use super::{addr, cred};
 
 /// How long a fresh connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 /// Stack of a connection thread (it only moves buffers that live on the heap).
 const THREAD_STACK: usize = 256 * 1024;
+/// How long a rank whose process died may wait for the launcher to reap it,
+/// so that the others hear how it ended (the launcher polls every 10 ms).
+const REAP_GRACE: Duration = Duration::from_millis(250);
 
 /// The launcher's end of the out-of-band collectives of one job of
 /// `nranks` ranks, listening on a fresh abstract Unix socket.
@@ -52,6 +60,12 @@ struct Shared {
 #[derive(Debug)]
 struct State {
     presence: Vec<Presence>,
+    /// Every rank's pid (0: unknown), from its connection's credentials.
+    pids: Vec<u32>,
+    /// Every rank's wait status, once the launcher reaped it.
+    ended: Vec<Option<i32>>,
+    /// How long each rank waits for the others in a collective (`None`: for ever).
+    timeouts: Vec<Option<Duration>>,
     gone: u32,
     /// The current collective's operations, by rank.
     pending: Vec<Option<Op>>,
@@ -60,8 +74,8 @@ struct State {
     seq: u64,
     /// The outcome of collective `seq - 1`.
     last: Option<Arc<Outcome>>,
-    /// The first rank that left the job.
-    lost: Option<u32>,
+    /// The first rank the job lost (it left, or did not arrive in time), and how.
+    lost: Option<(Reason, Culprit)>,
     /// The first failure the hub reported to ranks, in words.
     failure: Option<String>,
     stopping: bool,
@@ -86,7 +100,7 @@ enum Op {
 #[derive(Debug)]
 enum Outcome {
     Done(Vec<u8>),
-    Fail(Reason),
+    Fail(Reason, Option<Culprit>),
 }
 
 impl Hub {
@@ -120,6 +134,9 @@ impl Hub {
             addr,
             state: Mutex::new(State {
                 presence: vec![Presence::NotYet; n],
+                pids: vec![0; n],
+                ended: vec![None; n],
+                timeouts: vec![None; n],
                 gone: 0,
                 pending: (0..n).map(|_| None).collect(),
                 arrived: 0,
@@ -159,6 +176,23 @@ impl Hub {
     /// as gone even if it never connected (or a child of it holds its socket).
     pub fn rank_exited(&self, rank: u32) {
         if rank < self.shared.nranks {
+            self.shared.leave(rank);
+        }
+    }
+
+    /// As [`Hub::rank_exited`], with how the process ended and its pid, so
+    /// that the other ranks' errors can say ("rank 2 … pid 1234, signal 9").
+    pub fn rank_ended(&self, rank: u32, pid: u32, status: ExitStatus) {
+        use std::os::unix::process::ExitStatusExt;
+        if rank < self.shared.nranks {
+            {
+                let mut st = self.shared.lock();
+                st.ended[rank as usize] = Some(status.into_raw());
+                if st.pids[rank as usize] == 0 {
+                    st.pids[rank as usize] = pid;
+                }
+            }
+            self.shared.changed.notify_all();
             self.shared.leave(rank);
         }
     }
@@ -239,7 +273,7 @@ fn serve(shared: &Shared, stream: &UnixStream) {
             Ok(Some(Msg::Barrier)) => Op::Barrier,
             Ok(Some(Msg::Invalid)) => Op::Invalid,
             Ok(Some(_)) => {
-                let _ = Msg::Fail { reason: Reason::Protocol }.write_to(stream);
+                let _ = Msg::fail(Reason::Protocol).write_to(stream);
                 break;
             }
             Ok(None) | Err(_) => break,
@@ -247,26 +281,28 @@ fn serve(shared: &Shared, stream: &UnixStream) {
         let Some(outcome) = shared.collective(rank, op) else { break };
         let reply = match &*outcome {
             Outcome::Done(data) => Msg::Done { data: Cow::Borrowed(data) },
-            Outcome::Fail(reason) => Msg::Fail { reason: *reason },
+            Outcome::Fail(reason, culprit) => Msg::Fail { reason: *reason, culprit: *culprit },
         };
         if reply.write_to(stream).is_err() {
             break;
         }
     }
+    shared.await_reaping(rank);
     shared.leave(rank);
 }
 
 /// Reads and checks the hello; claims and returns the rank.
 fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
     let refuse = |reason| {
-        let _ = Msg::Fail { reason }.write_to(stream);
+        let _ = Msg::fail(reason).write_to(stream);
         None
     };
-    if cred::peer_uid(stream).ok()? != shared.uid {
+    let (uid, pid) = cred::peer(stream).ok()?;
+    if uid != shared.uid {
         return refuse(Reason::Foreign);
     }
     stream.set_read_timeout(Some(HELLO_TIMEOUT)).ok()?;
-    let Ok(Some(Msg::Hello { version, rank, nranks })) = Msg::read_from(stream) else { return None };
+    let Ok(Some(Msg::Hello { version, rank, nranks, timeout_ms })) = Msg::read_from(stream) else { return None };
     if version != VERSION {
         return refuse(Reason::BadVersion);
     }
@@ -283,6 +319,8 @@ fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
             return refuse(Reason::Duplicate);
         }
         st.presence[rank as usize] = Presence::Here;
+        st.pids[rank as usize] = pid;
+        st.timeouts[rank as usize] = (timeout_ms > 0).then(|| Duration::from_millis(u64::from(timeout_ms)));
     }
     // Between collectives a rank may compute for as long as it likes.
     if stream.set_read_timeout(None).is_err() || Msg::Welcome.write_to(stream).is_err() {
@@ -301,22 +339,23 @@ impl Shared {
     /// its outcome. `None` when the hub is stopping.
     fn collective(&self, rank: u32, op: Op) -> Option<Arc<Outcome>> {
         let mut st = self.lock();
-        if let Some(gone) = st.lost {
+        if let Some((reason, culprit)) = st.lost {
             let seq = st.seq;
-            st.record(|| format!("rank {gone} left the job; rank {rank} called collective #{seq} after that"));
-            return Some(Arc::new(Outcome::Fail(Reason::RankLost)));
+            let what = if reason == Reason::Timeout { "did not answer in time" } else { "left the job" };
+            st.record(|| format!("rank {} {what}; rank {rank} called collective #{seq} after that", culprit.rank));
+            return Some(Arc::new(Outcome::Fail(reason, Some(culprit))));
         }
         let mine = st.seq;
         if st.pending[rank as usize].is_some() {
             // Only a client that does not wait for its replies can get here.
-            return Some(Arc::new(Outcome::Fail(Reason::Protocol)));
+            return Some(Arc::new(Outcome::Fail(Reason::Protocol, None)));
         }
         st.pending[rank as usize] = Some(op);
         st.arrived += 1;
         if st.arrived == self.nranks {
             let ops: Vec<Op> = st.pending.iter_mut().map(|p| p.take().unwrap_or(Op::Invalid)).collect();
             let outcome = evaluate(&ops, self.nranks);
-            if let Outcome::Fail(_) = outcome {
+            if let Outcome::Fail(..) = outcome {
                 st.record(|| format!("collective #{mine}: the ranks disagree: {}", describe(&ops)));
             }
             st.arrived = 0;
@@ -324,19 +363,62 @@ impl Shared {
             st.last = Some(Arc::new(outcome));
             self.changed.notify_all();
         }
-        let st = self
-            .changed
-            .wait_while(st, |st| st.seq == mine && st.lost.is_none() && !st.stopping)
-            .unwrap_or_else(PoisonError::into_inner);
+        let waiting = |st: &mut State| st.seq == mine && st.lost.is_none() && !st.stopping;
+        let deadline = st.timeouts[rank as usize].and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            st = match left {
+                None => self.changed.wait_while(st, waiting).unwrap_or_else(PoisonError::into_inner),
+                Some(left) => {
+                    self.changed.wait_timeout_while(st, left, waiting).unwrap_or_else(PoisonError::into_inner).0
+                }
+            };
+            if !waiting(&mut st) {
+                break;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                self.late(&mut st, rank, mine);
+            }
+        }
         if st.seq > mine {
             // Collective `mine + 1` cannot complete before this rank joins it,
             // so `last` is still the outcome of `mine`.
             st.last.clone()
-        } else if st.lost.is_some() {
-            Some(Arc::new(Outcome::Fail(Reason::RankLost)))
+        } else if let Some((reason, culprit)) = st.lost {
+            Some(Arc::new(Outcome::Fail(reason, Some(culprit))))
         } else {
             None
         }
+    }
+
+    /// `waiter`'s timeout expired in collective `seq`: the first rank that
+    /// has not arrived is lost, and the collective fails on every rank.
+    fn late(&self, st: &mut State, waiter: u32, seq: u64) {
+        let Some(late) = (0..self.nranks).find(|&r| st.pending[r as usize].is_none()) else { return };
+        let waited = st.timeouts[waiter as usize].unwrap_or_default();
+        let waited_ms = u32::try_from(waited.as_millis()).unwrap_or(u32::MAX);
+        let culprit = Culprit { rank: late, pid: st.pids[late as usize], status: -1, waited_ms };
+        st.lost = Some((Reason::Timeout, culprit));
+        st.record(|| {
+            format!("rank {late} did not reach collective #{seq} within {waited_ms} ms (rank {waiter}'s timeout)")
+        });
+        self.changed.notify_all();
+    }
+
+    /// Before `rank` counts as gone: waits (briefly) for the launcher to reap
+    /// its process, so that the others hear how it ended. (A dying process
+    /// closes its sockets before it becomes a zombie, so liveness cannot
+    /// tell yet; ranks that are threads of the hub's own process are not waited for.)
+    fn await_reaping(&self, rank: u32) {
+        let st = self.lock();
+        let pid = st.pids[rank as usize];
+        if pid == 0 || pid == std::process::id() {
+            return;
+        }
+        let _ = self
+            .changed
+            .wait_timeout_while(st, REAP_GRACE, |st| st.ended[rank as usize].is_none() && !st.stopping)
+            .unwrap_or_else(PoisonError::into_inner);
     }
 
     /// `rank` left the job (end of stream, or its process exited).
@@ -350,7 +432,13 @@ impl Shared {
             *p = Presence::Gone;
             st.gone += 1;
             if st.lost.is_none() {
-                st.lost = Some(rank);
+                let culprit = Culprit {
+                    rank,
+                    pid: st.pids[rank as usize],
+                    status: st.ended[rank as usize].unwrap_or(-1),
+                    waited_ms: 0,
+                };
+                st.lost = Some((Reason::RankLost, culprit));
             }
             if st.arrived > 0 {
                 let seq = st.seq;
@@ -391,7 +479,7 @@ fn evaluate(ops: &[Op], nranks: u32) -> Outcome {
                 _ => false,
             });
             if !agree {
-                return Outcome::Fail(Reason::Mismatch);
+                return Outcome::Fail(Reason::Mismatch, None);
             }
             let mut out = Vec::with_capacity(len * ops.len());
             for o in ops {
@@ -401,7 +489,7 @@ fn evaluate(ops: &[Op], nranks: u32) -> Outcome {
             }
             Outcome::Done(out)
         }
-        _ => Outcome::Fail(Reason::Mismatch),
+        _ => Outcome::Fail(Reason::Mismatch, None),
     }
 }
 
@@ -448,7 +536,7 @@ mod tests {
             (vec![Op::Barrier, Op::Invalid], "invalid"),
         ];
         for (ops, what) in cases {
-            assert!(matches!(evaluate(&ops, 2), Outcome::Fail(Reason::Mismatch)), "{what}");
+            assert!(matches!(evaluate(&ops, 2), Outcome::Fail(Reason::Mismatch, None)), "{what}");
         }
         assert!(describe(&[Op::Barrier, ag(b"x", 2)]).contains("rank 1 allgather 1 of 2 bytes"));
     }

@@ -16,7 +16,7 @@
 //!
 //! | variable               | meaning                                               |
 //! |------------------------|-------------------------------------------------------|
-//! | `KPCCL_OOB_TIMEOUT_MS` | how long a rank's read or write on the hub may block (default 300000) |
+//! | `KPCCL_OOB_TIMEOUT_MS` | how long a collective waits for the other ranks, in ms (default 60000; `KPCCL_TIMEOUT_MS` if set and shorter); then it fails on every rank, naming the late rank |
 //! | `KPCCL_RUNNER`         | words put in front of the program, e.g. `qemu-aarch64 -L /usr/aarch64-linux-gnu`; on aarch64 `CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER` is the default |
 //!
 //! A rank calls [`RunOob::from_env`] and passes the result to
@@ -24,8 +24,10 @@
 //! answered once every rank has made the same one; if the ranks disagree,
 //! all get [`code::MISMATCH`], and once a rank has left the job (exited,
 //! crashed) every collective still waiting or yet to come fails with
-//! [`code::RANK_LOST`]: no rank waits for one that is gone. Only processes
-//! of the launcher's own user may connect.
+//! [`code::RANK_LOST`]: no rank waits for one that is gone. A rank that does
+//! not reach a collective within the timeout counts as lost
+//! ([`code::UNRESPONSIVE`]). Survivors learn which rank was lost and how
+//! ([`last_departure`]). Only processes of the launcher's own user may connect.
 //!
 //! ```no_run
 //! use kpccl_posix::launch::RunOob;
@@ -44,12 +46,15 @@ mod client;
 pub mod code;
 #[allow(unsafe_code)]
 mod cred;
+mod departure;
 mod hub;
 pub(crate) mod runner;
 mod spawn;
 mod wire;
 
+pub(crate) use client::in_use;
 pub use client::{DEFAULT_TIMEOUT, RunOob};
+pub use departure::{Departure, Ending, last_departure};
 pub use hub::Hub;
 pub use spawn::{Launch, Report};
 

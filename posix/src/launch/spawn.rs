@@ -142,7 +142,7 @@ impl Ranks {
                 match r.child.try_wait()? {
                     Some(s) => {
                         r.status = Some(s);
-                        hub.rank_exited(rank);
+                        hub.rank_ended(rank, r.child.id(), s);
                         pause = Duration::from_millis(1);
                     }
                     None => running += 1,
@@ -174,7 +174,7 @@ impl Ranks {
             if r.status.is_none() {
                 let status = r.child.wait()?;
                 r.status = Some(status);
-                hub.rank_exited(rank);
+                hub.rank_ended(rank, r.child.id(), status);
                 if status.signal() == Some(libc::SIGKILL) {
                     killed.push(rank);
                 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kpccl_core::{Oob, OobError};
 
-use super::{Hub, RunOob, code};
+use super::{Ending, Hub, RunOob, code};
 
 /// Generous for a test, short enough that a bug fails instead of hanging.
 const T: Duration = Duration::from_secs(5);
@@ -133,14 +133,21 @@ fn hellos_are_checked() {
 }
 
 #[test]
-fn a_silent_peer_times_out_and_breaks_the_connection() {
+fn a_silent_peer_is_named_at_the_waiting_ranks_timeout() {
     let hub = Hub::start(2).unwrap();
     let _silent = connect(&hub, 1);
     let oob = RunOob::connect(hub.socket(), 0, 2, Duration::from_millis(100)).unwrap();
     let start = Instant::now();
-    assert_eq!(oob.barrier(), Err(OobError { code: code::TIMEOUT }));
+    assert_eq!(oob.barrier(), Err(OobError { code: code::UNRESPONSIVE }));
     assert!(start.elapsed() < T);
-    assert_eq!(oob.barrier(), Err(OobError { code: code::BROKEN }));
+    let d = oob.departure().expect("the hub names the late rank");
+    assert_eq!(
+        (d.rank, d.pid, d.ending),
+        (1, Some(std::process::id()), Ending::Unresponsive(Duration::from_millis(100)))
+    );
+    // The job is broken from then on, and says why.
+    assert_eq!(oob.barrier(), Err(OobError { code: code::UNRESPONSIVE }));
+    assert!(hub.failure().unwrap().contains("rank 1 did not reach collective #0 within 100 ms"), "{:?}", hub.failure());
 }
 
 #[test]

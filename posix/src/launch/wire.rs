@@ -5,13 +5,13 @@
 //!
 //! | tag | message     | direction    | fields                                  |
 //! |-----|-------------|--------------|-----------------------------------------|
-//! | 1   | `Hello`     | rank → hub   | magic `KPCR`, version u32, rank u32, nranks u32 |
+//! | 1   | `Hello`     | rank → hub   | magic `KPCR`, version u32, rank u32, nranks u32, timeout_ms u32 (0: none) |
 //! | 2   | `Welcome`   | hub → rank   | —                                       |
 //! | 3   | `Allgather` | rank → hub   | recv_len u64, the rank's bytes          |
 //! | 4   | `Barrier`   | rank → hub   | —                                       |
 //! | 5   | `Invalid`   | rank → hub   | — (the rank's own arguments are wrong)  |
 //! | 6   | `Done`      | hub → rank   | the concatenation in rank order         |
-//! | 7   | `Fail`      | hub → rank   | reason u32 ([`Reason`])                 |
+//! | 7   | `Fail`      | hub → rank   | reason u32 ([`Reason`]), then the rank at fault: rank u32 (`u32::MAX`: none), pid u32 (0: unknown), wait status i32 (-1: unknown), waited_ms u32 |
 
 use std::borrow::Cow;
 use std::io::{self, Read, Write};
@@ -19,7 +19,7 @@ use std::io::{self, Read, Write};
 /// Identifies a hello from this protocol.
 const MAGIC: [u8; 4] = *b"KPCR";
 /// Protocol version; the hub refuses any other.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// Largest frame body: one tag byte plus 1 GiB.
 pub(crate) const MAX_BODY: usize = 1 + MAX_DATA;
 /// Largest payload of one collective (a rank's send, or the whole result).
@@ -40,6 +40,9 @@ pub(crate) enum Reason {
     Mismatch,
     /// A rank left the job (its process exited or crashed).
     RankLost,
+    /// A rank did not reach the collective within a waiting rank's timeout
+    /// (stopped, or stuck); the job is broken from then on.
+    Timeout,
     /// A peer broke the protocol.
     Protocol,
     /// Hello: the rank is out of range or the rank count is not the job's.
@@ -64,6 +67,7 @@ impl Reason {
             Self::Duplicate => 5,
             Self::BadVersion => 6,
             Self::Foreign => 7,
+            Self::Timeout => 8,
             Self::Unknown(c) => c,
         }
     }
@@ -77,21 +81,41 @@ impl Reason {
             5 => Self::Duplicate,
             6 => Self::BadVersion,
             7 => Self::Foreign,
+            8 => Self::Timeout,
             c => Self::Unknown(c),
         }
     }
 }
 
+/// The rank a failure is about, and what the hub knows of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Culprit {
+    pub(crate) rank: u32,
+    /// Its process id (0: unknown).
+    pub(crate) pid: u32,
+    /// How its process ended, as `waitpid` reports it (-1: unknown, or still running).
+    pub(crate) status: i32,
+    /// For [`Reason::Timeout`]: how long the rank was waited for.
+    pub(crate) waited_ms: u32,
+}
+
 /// One message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Msg<'a> {
-    Hello { version: u32, rank: u32, nranks: u32 },
+    Hello { version: u32, rank: u32, nranks: u32, timeout_ms: u32 },
     Welcome,
     Allgather { recv_len: u64, data: Cow<'a, [u8]> },
     Barrier,
     Invalid,
     Done { data: Cow<'a, [u8]> },
-    Fail { reason: Reason },
+    Fail { reason: Reason, culprit: Option<Culprit> },
+}
+
+impl Msg<'_> {
+    /// A failure that is about no rank in particular.
+    pub(crate) fn fail(reason: Reason) -> Self {
+        Self::Fail { reason, culprit: None }
+    }
 }
 
 impl Msg<'_> {
@@ -99,12 +123,13 @@ impl Msg<'_> {
     pub(crate) fn write_to(&self, mut w: impl Write) -> io::Result<()> {
         let mut head = [0u8; 32];
         let (tag, fields, data): (u8, usize, &[u8]) = match self {
-            Self::Hello { version, rank, nranks } => {
+            Self::Hello { version, rank, nranks, timeout_ms } => {
                 head[5..9].copy_from_slice(&MAGIC);
                 head[9..13].copy_from_slice(&version.to_le_bytes());
                 head[13..17].copy_from_slice(&rank.to_le_bytes());
                 head[17..21].copy_from_slice(&nranks.to_le_bytes());
-                (HELLO, 16, &[])
+                head[21..25].copy_from_slice(&timeout_ms.to_le_bytes());
+                (HELLO, 20, &[])
             }
             Self::Welcome => (WELCOME, 0, &[]),
             Self::Allgather { recv_len, data } => {
@@ -114,9 +139,14 @@ impl Msg<'_> {
             Self::Barrier => (BARRIER, 0, &[]),
             Self::Invalid => (INVALID, 0, &[]),
             Self::Done { data } => (DONE, 0, data),
-            Self::Fail { reason } => {
+            Self::Fail { reason, culprit } => {
+                let c = culprit.unwrap_or(Culprit { rank: u32::MAX, pid: 0, status: -1, waited_ms: 0 });
                 head[5..9].copy_from_slice(&reason.to_u32().to_le_bytes());
-                (FAIL, 4, &[])
+                head[9..13].copy_from_slice(&c.rank.to_le_bytes());
+                head[13..17].copy_from_slice(&c.pid.to_le_bytes());
+                head[17..21].copy_from_slice(&c.status.to_le_bytes());
+                head[21..25].copy_from_slice(&c.waited_ms.to_le_bytes());
+                (FAIL, 20, &[])
             }
         };
         let body = 1 + fields + data.len();
@@ -180,11 +210,15 @@ pub(crate) fn decode(tag: u8, body: Vec<u8>) -> io::Result<Msg<'static>> {
     let u32_at = |i: usize| u32::from_le_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
     Ok(match tag {
         HELLO => {
-            fixed(16)?;
-            if body[..4] != MAGIC {
+            // An older version's hello is shorter: read its version, so that the hub refuses it by name.
+            if body.len() < 16 || body[..4] != MAGIC {
                 return Err(invalid("not a kpccl-run hello"));
             }
-            Msg::Hello { version: u32_at(4), rank: u32_at(8), nranks: u32_at(12) }
+            if u32_at(4) != VERSION {
+                return Ok(Msg::Hello { version: u32_at(4), rank: u32_at(8), nranks: u32_at(12), timeout_ms: 0 });
+            }
+            fixed(20)?;
+            Msg::Hello { version: u32_at(4), rank: u32_at(8), nranks: u32_at(12), timeout_ms: u32_at(16) }
         }
         WELCOME => fixed(0).map(|()| Msg::Welcome)?,
         ALLGATHER => {
@@ -199,8 +233,15 @@ pub(crate) fn decode(tag: u8, body: Vec<u8>) -> io::Result<Msg<'static>> {
         INVALID => fixed(0).map(|()| Msg::Invalid)?,
         DONE => Msg::Done { data: Cow::Owned(body) },
         FAIL => {
-            fixed(4)?;
-            Msg::Fail { reason: Reason::from_u32(u32_at(0)) }
+            fixed(20)?;
+            let rank = u32_at(4);
+            let culprit = (rank != u32::MAX).then(|| Culprit {
+                rank,
+                pid: u32_at(8),
+                status: i32::from_le_bytes([body[12], body[13], body[14], body[15]]),
+                waited_ms: u32_at(16),
+            });
+            Msg::Fail { reason: Reason::from_u32(u32_at(0)), culprit }
         }
         _ => return Err(invalid("unknown message tag")),
     })
@@ -227,7 +268,7 @@ mod tests {
     fn every_message_round_trips() {
         let data: Vec<u8> = (0..=255).collect();
         let msgs = [
-            Msg::Hello { version: VERSION, rank: 3, nranks: 1024 },
+            Msg::Hello { version: VERSION, rank: 3, nranks: 1024, timeout_ms: 2000 },
             Msg::Welcome,
             Msg::Allgather { recv_len: 2048, data: Cow::Borrowed(&data) },
             Msg::Allgather { recv_len: 0, data: Cow::Borrowed(&[]) },
@@ -235,14 +276,21 @@ mod tests {
             Msg::Invalid,
             Msg::Done { data: Cow::Borrowed(&data) },
             Msg::Done { data: Cow::Borrowed(&[]) },
-            Msg::Fail { reason: Reason::Mismatch },
-            Msg::Fail { reason: Reason::RankLost },
-            Msg::Fail { reason: Reason::Protocol },
-            Msg::Fail { reason: Reason::BadRank },
-            Msg::Fail { reason: Reason::Duplicate },
-            Msg::Fail { reason: Reason::BadVersion },
-            Msg::Fail { reason: Reason::Foreign },
-            Msg::Fail { reason: Reason::Unknown(99) },
+            Msg::fail(Reason::Mismatch),
+            Msg::Fail {
+                reason: Reason::RankLost,
+                culprit: Some(Culprit { rank: 2, pid: 1234, status: 9, waited_ms: 0 }),
+            },
+            Msg::Fail {
+                reason: Reason::Timeout,
+                culprit: Some(Culprit { rank: 0, pid: 0, status: -1, waited_ms: 2000 }),
+            },
+            Msg::fail(Reason::Protocol),
+            Msg::fail(Reason::BadRank),
+            Msg::fail(Reason::Duplicate),
+            Msg::fail(Reason::BadVersion),
+            Msg::fail(Reason::Foreign),
+            Msg::fail(Reason::Unknown(99)),
         ];
         for m in &msgs {
             assert_eq!(&round_trip(m), m);
@@ -270,7 +318,7 @@ mod tests {
     #[test]
     fn truncated_frames_are_errors() {
         let mut buf = Vec::new();
-        Msg::Hello { version: VERSION, rank: 1, nranks: 2 }.write_to(&mut buf).unwrap();
+        Msg::Hello { version: VERSION, rank: 1, nranks: 2, timeout_ms: 0 }.write_to(&mut buf).unwrap();
         for cut in 1..buf.len() {
             let err = Msg::read_from(&buf[..cut]).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "cut at {cut}");

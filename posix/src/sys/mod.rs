@@ -56,18 +56,27 @@ pub(crate) fn process_exists(pid: u64) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether this process may create files in `dir` (`access(W_OK | X_OK)`).
+pub(crate) fn can_write(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(p) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: `p` is a valid C string; access reads it and nothing else.
+    unsafe { libc::access(p.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
 /// Makes `dir` (mode 0700) unless it exists, and accepts it only if it is a
 /// real directory (not a link) of this user that nobody else may enter: in a
-/// shared tmpfs, another user could have made it first.
+/// shared tmpfs, another user could have made it first (`segment_dir` says
+/// what is wrong).
 pub(crate) fn private_dir(dir: &std::path::Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
         _ => {}
     }
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.file_type().is_dir() || meta.uid() != euid() || meta.mode() & 0o077 != 0 {
-        return Err(io::Error::from_raw_os_error(libc::EACCES));
+    match crate::segment_dir::problem(dir, true) {
+        Some(_) => Err(io::Error::from_raw_os_error(libc::EACCES)),
+        None if dir.is_dir() => Ok(()),
+        None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
     }
-    Ok(())
 }

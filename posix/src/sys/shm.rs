@@ -16,6 +16,15 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
 }
 
+/// What attaching checks of a segment file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stat {
+    pub(crate) uid: u32,
+    pub(crate) size: u64,
+    pub(crate) regular: bool,
+    pub(crate) inode: u64,
+}
+
 /// An open segment file.
 #[derive(Debug)]
 pub(crate) struct Fd(OwnedFd);
@@ -41,15 +50,39 @@ impl Fd {
         Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    /// The file's owner uid, size and whether it is a regular file.
-    pub(crate) fn stat(&self) -> io::Result<(u32, u64, bool)> {
+    /// Opens the file another process has open, through its
+    /// `/proc/<pid>/fd/<fd>` link (which the kernel resolves to the open file
+    /// even once its name is gone, and admits only processes that may
+    /// inspect that process: the same user, and the process dumpable).
+    pub(crate) fn open_descriptor(proc_link: &Path) -> io::Result<Self> {
+        let p = cstr(proc_link)?;
+        // No O_NOFOLLOW: the /proc entry is a link by design, made by the kernel.
+        let flags = libc::O_RDWR | libc::O_CLOEXEC;
+        // SAFETY: as in `create`.
+        let fd = check(unsafe { libc::open(p.as_ptr(), flags) })?;
+        // SAFETY: as in `create`.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// The descriptor's number in this process.
+    pub(crate) fn raw(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+
+    /// The file's owner, size, type and inode.
+    pub(crate) fn stat(&self) -> io::Result<Stat> {
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: `st` is a writable stat buffer; fstat fills it on success.
         check(unsafe { libc::fstat(self.0.as_raw_fd(), st.as_mut_ptr()) })?;
         // SAFETY: fstat succeeded, so `st` is initialised.
         let st = unsafe { st.assume_init() };
-        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-        Ok((st.st_uid, u64::try_from(st.st_size).unwrap_or(0), regular))
+        #[allow(clippy::useless_conversion)] // the field widths differ between targets
+        Ok(Stat {
+            uid: st.st_uid,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+            inode: u64::from(st.st_ino),
+        })
     }
 
     /// Sets the file's length (sparse).

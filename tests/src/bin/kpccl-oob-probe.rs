@@ -6,6 +6,9 @@
 //!   an empty allgather, a second barrier; every rank checks every byte.
 //! - `die-early`: rank 1 exits (code 0) before the allgather; every other
 //!   rank must get the "rank lost" `OobError`.
+//! - `killed`: rank 1 aborts (`SIGABRT`) before the allgather; every other
+//!   rank must get the "rank lost" `OobError`, and hear from the launcher
+//!   that rank 1 died of signal 6.
 //! - `mismatch`: rank r sends r + 1 bytes; every rank must get the
 //!   "mismatch" `OobError`.
 //! - `hang`: rank 0 sleeps for a minute before the allgather (for the
@@ -19,15 +22,15 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kpccl_posix::launch::{RunOob, code};
+use kpccl_posix::launch::{Ending, RunOob, code};
 use kpccl_posix::{Oob, OobError};
 
 const PAYLOAD: usize = 28;
 
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ok".into());
-    if !["ok", "die-early", "mismatch", "hang"].contains(&mode.as_str()) {
-        eprintln!("usage: kpccl-oob-probe [ok|die-early|mismatch|hang]");
+    if !["ok", "die-early", "killed", "mismatch", "hang"].contains(&mode.as_str()) {
+        eprintln!("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang]");
         return ExitCode::from(2);
     }
     let oob = match RunOob::from_env() {
@@ -47,11 +50,12 @@ fn main() -> ExitCode {
             println!("rank 1: exiting before the allgather");
             return ExitCode::SUCCESS;
         }
+        "killed" if rank == 1 => std::process::abort(),
         "hang" if rank == 0 => {
             std::thread::sleep(Duration::from_secs(60));
             None
         }
-        "die-early" => Some(code::RANK_LOST),
+        "die-early" | "killed" => Some(code::RANK_LOST),
         "mismatch" => Some(code::MISMATCH),
         _ => None,
     };
@@ -67,6 +71,14 @@ fn main() -> ExitCode {
         }
         (Err(e), want) => {
             println!("rank {rank}: {mode}: {e}: {}", code::describe(e.code));
+            let departure = oob.departure();
+            if mode == "killed" && departure.is_none_or(|d| (d.rank, d.ending) != (1, Ending::Signal(libc::SIGABRT))) {
+                eprintln!("rank {rank}: killed: the launcher should name rank 1 and SIGABRT, said {departure:?}");
+                return ExitCode::from(1);
+            }
+            if let Some(d) = departure {
+                println!("rank {rank}: {mode}: {}", d.during("the probe"));
+            }
             if want == Some(e.code) { ExitCode::from(3) } else { ExitCode::from(4) }
         }
     }

@@ -6,7 +6,9 @@
 //! The ranks inherit stdout and stderr (rank 0 also stdin). The exit code
 //! is 0 if every rank exited 0, else the first failing rank's exit code
 //! (128 + signal if a signal killed it), with a one-line summary on stderr;
-//! 127/126 if the program cannot be started, 2 for a usage error.
+//! 127/126 if the program cannot be started, 2 for a usage error. When a
+//! rank dies of a signal, the launcher sweeps the segment directory
+//! afterwards (as `--sweep` does).
 #![allow(clippy::std_instead_of_core)]
 
 use std::ffi::OsString;
@@ -17,6 +19,19 @@ use std::time::Duration;
 use kpccl_posix::launch::Launch;
 
 const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)";
+
+/// The rest of `--help`.
+const HELP: &str = "\
+Runs N ranks of a program connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_RUN_SOCKET.
+
+  --timeout SECS   kill every rank still running SECS seconds after the start
+
+Read by the ranks:
+  KPCCL_OOB_TIMEOUT_MS  how long an out-of-band collective (communicator or window creation)
+                        waits for the other ranks, in ms (default 60000); then it fails on every
+                        rank, naming the rank that did not come. KPCCL_TIMEOUT_MS, when set and
+                        shorter, bounds it too (it bounds every wait of the library).
+  KPCCL_SHM_DIR         the segment directory (default /dev/shm); swept after a rank dies of a signal";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -34,9 +49,7 @@ fn main() -> ExitCode {
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(Some(a)) => a,
         Ok(None) => {
-            println!(
-                "{USAGE}\n\nRuns N ranks of a program connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_RUN_SOCKET."
-            );
+            println!("{USAGE}\n\n{HELP}");
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -52,6 +65,11 @@ fn main() -> ExitCode {
         Ok(report) if report.success() => ExitCode::SUCCESS,
         Ok(report) => {
             eprintln!("kpccl-run: {report}");
+            if report.status.iter().any(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some()) {
+                // Window creation removes names at once, but a killed rank of an
+                // older version (or a crash in the microseconds before) may leave one.
+                let _ = kpccl_posix::sweep(&shm_dir(None));
+            }
             ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(255))
         }
         Err(e) => {
@@ -109,11 +127,18 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
     Ok(Some(Args { nranks, timeout, program, args: argv.collect() }))
 }
 
+/// `dir`, else `KPCCL_SHM_DIR`, else `/dev/shm`.
+fn shm_dir(dir: Option<String>) -> std::path::PathBuf {
+    dir.or_else(|| std::env::var("KPCCL_SHM_DIR").ok().filter(|d| !d.is_empty()))
+        .unwrap_or_else(|| kpccl_posix::DEFAULT_SHM_DIR.to_owned())
+        .into()
+}
+
 /// `kpccl-run --sweep [DIR]`.
 fn sweep(dir: Option<String>) -> ExitCode {
-    let dir =
-        dir.or_else(|| std::env::var("KPCCL_SHM_DIR").ok()).unwrap_or_else(|| kpccl_posix::DEFAULT_SHM_DIR.to_owned());
-    match kpccl_posix::sweep(std::path::Path::new(&dir)) {
+    let path = shm_dir(dir);
+    let dir = path.display();
+    match kpccl_posix::sweep(&path) {
         Ok(removed) => {
             for name in &removed {
                 println!("removed {dir}/{name}");

@@ -7,6 +7,7 @@
 
 mod args;
 mod checks;
+mod churn;
 mod fork;
 mod nodes;
 mod pipeline;

@@ -24,6 +24,7 @@ pub(crate) const NAMES: &[&str] = &[
     "stall",
     "full",
     "nodes",
+    "churn",
 ];
 
 pub(crate) type Res = Result<(), String>;
@@ -42,6 +43,9 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
     }
     if name == "nodes" {
         return crate::nodes::nodes(oob, args);
+    }
+    if name == "churn" {
+        return crate::churn::churn(oob, args);
     }
     let comm = Comm::new(oob, rank, n).map_err(s)?;
     match name {

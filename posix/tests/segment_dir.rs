@@ -1,0 +1,63 @@
+//! A segment directory that cannot be used fails window creation with an
+//! error that names it, says what is wrong, and what to do.
+#![allow(missing_docs, clippy::std_instead_of_core)]
+
+use std::os::unix::fs::PermissionsExt;
+
+use kpccl_posix::{Comm, Config, Error, Oob, OobError};
+
+/// The out-of-band collectives of a communicator of one rank.
+struct Solo;
+
+impl Oob for Solo {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        recv.copy_from_slice(send);
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), OobError> {
+        Ok(())
+    }
+}
+
+/// The test's segment directory, removed even when the test fails.
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {
+    let shm = std::path::PathBuf::from(format!("/dev/shm/kpccl-dirtest-{}", std::process::id()));
+    std::fs::create_dir_all(&shm).unwrap();
+    let _cleanup = Removed(shm.clone());
+    let config = Config { shm_dir: shm.clone(), node_id: Some("dirtest".into()), ..Config::default() };
+    let comm = Comm::with_config(Solo, 0, 1, config).unwrap();
+    let node_dir = comm.segment_dir().to_owned();
+    assert!(node_dir.starts_with(&shm) && node_dir != shm, "{}", node_dir.display());
+    // Left open to others, and not empty (creation sweeps an empty one of this user's away).
+    std::fs::create_dir(&node_dir).unwrap();
+    std::fs::set_permissions(&node_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(node_dir.join("stray"), b"").unwrap();
+    let e = comm.window(4096).alloc().unwrap_err();
+    assert!(matches!(e, Error::SegmentDir(_)), "{e:?}");
+    let text = e.to_string();
+    let path = node_dir.display().to_string();
+    for part in [path.as_str(), "0755", "chmod 700"] {
+        assert!(text.contains(part), "{part:?} missing from: {text}");
+    }
+    // Another user's (only root can hand it over; else this part is skipped).
+    std::fs::set_permissions(&node_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    if std::os::unix::fs::chown(&node_dir, Some(65534), None).is_ok() {
+        let text = comm.window(4096).alloc().unwrap_err().to_string();
+        assert!(text.contains("belongs to uid 65534") && text.contains("KPCCL_SHM_DIR"), "{text}");
+        std::os::unix::fs::chown(&node_dir, Some(0), None).unwrap();
+    } else {
+        eprintln!("SKIPPED the other user's directory: chown needs root");
+    }
+    // Fixed as the message says, it works.
+    std::fs::set_permissions(&node_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    comm.window(4096).alloc().unwrap().free().unwrap();
+}
