@@ -12,7 +12,7 @@ use crate::attr::Options;
 use crate::error::Error;
 
 /// Errors of both kinds: a host window's error is the `Host` case.
-type WinError = kpccl_ascend::window::Error;
+pub(crate) type WinError = kpccl_ascend::window::Error;
 
 /// The window behind a handle.
 #[derive(Debug)]

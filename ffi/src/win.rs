@@ -50,6 +50,20 @@ impl handle::Object for AnyWindow {
 const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, rank) == 0);
 const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, nranks) == size_of::<c_int>());
 
+/// Runs a pairwise call (`peer_fence`, `signal`, `wait`) on the live window
+/// `win` with the rank `remote_rank`, both checked.
+#[inline(always)]
+fn with_peer(
+    win: kpccl_shm_win_h,
+    remote_rank: c_int,
+    op: impl FnOnce(&AnyWindow, u32) -> Result<(), crate::device::WinError>,
+) -> Result<(), Error> {
+    // SAFETY: none needed (see `get`).
+    let w = unsafe { get(win) }?;
+    let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
+    Ok(op(&w, peer)?)
+}
+
 /// Checks that `h` is a live window handle and takes exclusive use of its
 /// window until the result is dropped (another thread's fence or free on it
 /// is refused meanwhile). Lock-free: the fences' check.
@@ -221,12 +235,7 @@ pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
 /// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
-    ffi_boundary!("kpccl_shm_peer_fence", {
-        // SAFETY: none needed (see `get`).
-        let w = unsafe { get(win) }?;
-        let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
-        Ok(w.peer_fence(peer)?)
-    })
+    ffi_boundary!("kpccl_shm_peer_fence", { with_peer(win, remote_rank, AnyWindow::peer_fence) })
 }
 
 /// Signals `remote_rank` once and returns without waiting: what this rank
@@ -244,12 +253,7 @@ pub unsafe extern "C" fn kpccl_shm_peer_fence(win: kpccl_shm_win_h, remote_rank:
 /// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_signal(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
-    ffi_boundary!("kpccl_shm_peer_signal", {
-        // SAFETY: none needed (see `get`).
-        let w = unsafe { get(win) }?;
-        let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
-        Ok(w.signal(peer)?)
-    })
+    ffi_boundary!("kpccl_shm_peer_signal", { with_peer(win, remote_rank, AnyWindow::signal) })
 }
 
 /// Waits until `remote_rank` has signalled this rank
@@ -265,12 +269,7 @@ pub unsafe extern "C" fn kpccl_shm_peer_signal(win: kpccl_shm_win_h, remote_rank
 /// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_wait(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
-    ffi_boundary!("kpccl_shm_peer_wait", {
-        // SAFETY: none needed (see `get`).
-        let w = unsafe { get(win) }?;
-        let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
-        Ok(w.wait(peer)?)
-    })
+    ffi_boundary!("kpccl_shm_peer_wait", { with_peer(win, remote_rank, AnyWindow::wait) })
 }
 
 /// The fence with every rank of this node's window (each of them calls it):

@@ -20,6 +20,7 @@ pub use signal::{peer_signal, peer_wait};
 pub use wait::WaitPolicy;
 pub use window::window_fence;
 
+use crate::error::FenceError;
 use crate::platform::WaitOutcome;
 use crate::sync::{AtomicU32, AtomicU64};
 
@@ -104,6 +105,20 @@ pub trait WaitEnv {
     fn wake(&self, word: &AtomicU32);
     /// Whether `rank`'s process still runs.
     fn is_alive(&self, rank: u32) -> bool;
+}
+
+/// Checks a pairwise call of `me` with `peer`: `peer` in range and the
+/// window not poisoned. `Ok(false)` when `peer` is `me`: nothing to wait for.
+#[inline]
+fn partner<A: SyncArea + ?Sized>(area: &A, me: u32, peer: u32) -> Result<bool, FenceError> {
+    let nranks = area.nranks();
+    if peer >= nranks {
+        return Err(FenceError::InvalidRank { rank: peer, nranks });
+    }
+    match poison_state(area) {
+        Some(p) => Err(p.error()),
+        None => Ok(peer != me),
+    }
 }
 
 /// `current` has reached `target` on a wrapping 64-bit epoch counter.

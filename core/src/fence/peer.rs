@@ -1,7 +1,7 @@
 //! The pairwise fence: one Release store, one Acquire wait.
 
 use super::wait::{notify, wait_for};
-use super::{SyncArea, WaitEnv, WaitPolicy, poison_state, reached};
+use super::{SyncArea, WaitEnv, WaitPolicy, partner, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 
@@ -13,14 +13,7 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    let nranks = area.nranks();
-    if peer >= nranks {
-        return Err(FenceError::InvalidRank { rank: peer, nranks });
-    }
-    if let Some(p) = poison_state(area) {
-        return Err(p.error());
-    }
-    if peer == me {
+    if !partner(area, me, peer)? {
         return Ok(());
     }
     let out = area.peer_slot(me, peer);

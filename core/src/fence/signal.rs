@@ -20,20 +20,9 @@
 //! edge), so a pipeline may mix them freely.
 
 use super::wait::{notify, wait_for};
-use super::{SyncArea, WaitEnv, WaitPolicy, poison_state, reached};
+use super::{SyncArea, WaitEnv, WaitPolicy, partner, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
-
-fn check<A: SyncArea + ?Sized>(area: &A, peer: u32) -> Result<(), FenceError> {
-    let nranks = area.nranks();
-    if peer >= nranks {
-        return Err(FenceError::InvalidRank { rank: peer, nranks });
-    }
-    match poison_state(area) {
-        Some(p) => Err(p.error()),
-        None => Ok(()),
-    }
-}
 
 /// Signals `peer` once: every access `me` made before the call
 /// happens-before every access `peer` makes after the [`peer_wait`] that
@@ -43,8 +32,7 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    check(area, peer)?;
-    if peer == me {
+    if !partner(area, me, peer)? {
         return Ok(());
     }
     let sent = area.signal_slot(me, peer);
@@ -68,8 +56,7 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    check(area, peer)?;
-    if peer == me {
+    if !partner(area, me, peer)? {
         return Ok(());
     }
     let taken = area.taken_slot(me, peer);
