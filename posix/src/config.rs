@@ -8,7 +8,7 @@
 //! | `KPCCL_TIMEOUT_MS` | give up a fence wait after this long (and under `kpccl-run` an out-of-band collective, if shorter than `KPCCL_OOB_TIMEOUT_MS`); `0` = never (a dead peer still ends it) | `0` |
 //! | `KPCCL_OOB_TIMEOUT_MS` | under `kpccl-run`: how long a collective waits for the other ranks (read by [`RunOob`](crate::launch::RunOob)) | `60000` |
 //! | `KPCCL_SPIN` | polls with a spin hint before yielding | 64, or 0 when ranks outnumber CPUs |
-//! | `KPCCL_YIELD_US` | after spinning, keep yielding the CPU this long before sleeping | 50, or 200 when ranks outnumber CPUs |
+//! | `KPCCL_YIELD_US` | after spinning, keep yielding the CPU this long before sleeping (beside CPU-bound processes a yielder waits out their time slice) | `0` (a few yields, then sleep) |
 //! | `KPCCL_BARRIER` | window fence: `dissemination`, `flat` (one counter; for more ranks than CPUs) or `auto` | `auto`: flat when ranks outnumber CPUs |
 //! | `KPCCL_RESERVE` | `eager`: allocate a window's memory at creation (no SIGBUS ever); `lazy`: at first touch, after a free-space check | `eager` |
 //! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |

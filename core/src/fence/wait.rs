@@ -16,9 +16,10 @@ pub struct WaitPolicy {
     /// Polls with a yield before sleeping, at least.
     pub yields: u32,
     /// And go on yielding until this long has passed (from the end of
-    /// spinning) before sleeping: a partner that waits for this CPU gets it
-    /// at once, and a hand-off costs a `sched_yield`, not a futex sleep and
-    /// a wake system call. Sleeping is for long waits.
+    /// spinning) before sleeping (0: just the `yields`): a partner that
+    /// waits for this CPU gets it at once, and a hand-off costs a
+    /// `sched_yield`, not a futex sleep and a wake system call; but beside
+    /// CPU-bound processes a yielder waits out their time slice.
     pub yield_ns: u64,
     /// Give up after this long (from the end of spinning); 0 waits forever
     /// (still ending on a dead peer).
@@ -30,35 +31,29 @@ pub struct WaitPolicy {
 impl WaitPolicy {
     /// The default: 64 polls with a spin hint (2–4 µs: a `pause` costs 26–55
     /// ns on current x86, an `isb` similar on aarch64; a partner that is
-    /// running arrives within a few hundred ns), then yielding the CPU for up
-    /// to 50 µs, then sleeping; no timeout, liveness checked every 50 ms.
-    /// Longer spinning only burns the core a descheduled partner needs:
-    /// with one CPU-bound process beside a 2-rank pipeline (peer_fence form,
-    /// PRK Synch_p2p 2000x2000) 1 000 polls took 0.48–0.54 s, 64 polls and
-    /// 50 µs of yields 0.20–0.28 s; on a quiet machine both 0.045–0.05 s.
-    pub const DEFAULT: Self = Self { spins: 64, yields: 16, yield_ns: 50_000, timeout_ns: 0, liveness_ns: 50_000_000 };
-
-    /// How long a rank of an oversubscribed window yields before sleeping:
-    /// enough for a few hand-offs through the scheduler, short enough that a
-    /// rank waiting long costs well under 1 % of a core. (Measured on the
-    /// pipeline at 4 and 8 ranks on 2 CPUs, with the sleeper woken once: 0,
-    /// 20, 50, 200 µs within the noise of each other, 2 ms 10–20 % slower.)
-    pub const OVERSUBSCRIBED_YIELD_NS: u64 = 200_000;
+    /// running arrives within a few hundred ns), a few yields, then sleeping;
+    /// no timeout, liveness checked every 50 ms. Longer spinning only burns
+    /// the core a descheduled partner needs: with one CPU-bound process
+    /// beside a 2-rank pipeline (peer_fence form, PRK Synch_p2p 2000x2000)
+    /// 1 000 polls took 0.48–0.54 s, 64 polls 0.27–0.35 s; on a quiet
+    /// machine both 0.045–0.05 s.
+    ///
+    /// No time-bounded yielding (`yield_ns`) by default: beside CPU-bound
+    /// processes a rank that yields waits for their time slice, while a
+    /// sleeper that is woken preempts them (4-rank demo under a build:
+    /// window fence 3–16 µs sleeping after 16 yields, 12–36 µs yielding
+    /// for 200 µs first; the pipeline within the noise either way).
+    pub const DEFAULT: Self =
+        Self { spins: 64, yields: 16, yield_ns: 0, timeout_ns: 0, liveness_ns: 50_000_000 };
 
     /// The default tuned for `nranks` ranks on `cpus` CPUs: when ranks
     /// outnumber CPUs, the partner a rank waits for is usually waiting for
     /// this very CPU, so spinning only delays its turn (measured on a
     /// pipeline of 4 ranks on 2 CPUs: 16 polls cost 10 %, 100 polls 2x, 400
-    /// polls 5x); go to the scheduler at once, and stay runnable there
-    /// (yielding) for a while rather than sleep, so that a quick hand-off
-    /// needs no wake-up system call.
+    /// polls 5x): go to the scheduler at once.
     #[must_use]
     pub fn for_load(nranks: u32, cpus: u32) -> Self {
-        if super::oversubscribed(nranks, cpus) {
-            Self { spins: 0, yield_ns: Self::OVERSUBSCRIBED_YIELD_NS, ..Self::DEFAULT }
-        } else {
-            Self::DEFAULT
-        }
+        if super::oversubscribed(nranks, cpus) { Self { spins: 0, ..Self::DEFAULT } } else { Self::DEFAULT }
     }
 }
 
