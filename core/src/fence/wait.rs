@@ -43,8 +43,7 @@ impl WaitPolicy {
     /// sleeper that is woken preempts them (4-rank demo under a build:
     /// window fence 3–16 µs sleeping after 16 yields, 12–36 µs yielding
     /// for 200 µs first; the pipeline within the noise either way).
-    pub const DEFAULT: Self =
-        Self { spins: 64, yields: 16, yield_ns: 0, timeout_ns: 0, liveness_ns: 50_000_000 };
+    pub const DEFAULT: Self = Self { spins: 64, yields: 16, yield_ns: 0, timeout_ns: 0, liveness_ns: 50_000_000 };
 
     /// The default tuned for `nranks` ranks on `cpus` CPUs: when ranks
     /// outnumber CPUs, the partner a rank waits for is usually waiting for
