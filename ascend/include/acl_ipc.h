@@ -1,7 +1,7 @@
 /*
  * acl_ipc.h: the ACL runtime calls used for inter-process device-memory sharing,
  * with the prototypes and values of CANN's acl_rt.h / acl_base_rt.h /
- * rt_error_codes.h (see ../shared/research/ascend-ipc.md). Programs written against
+ * rt_error_codes.h (see docs/ascend-ipc.md). Programs written against
  * it link to the real libascendcl.so, or to the kpccl simulator's drop-in
  * libascendcl.so (crate ascend/simlib) on machines without NPUs.
  */

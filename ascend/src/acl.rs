@@ -118,7 +118,7 @@ impl AclApi {
         macro_rules! get {
             ($name:literal) => {
                 // SAFETY: each field's type is the prototype of `$name` in acl_rt.h /
-                // acl_base.h (contract §1.2).
+                // acl_base.h (docs/ascend-ipc.md §1.2).
                 unsafe { sym(&lib, $name, &mut m) }
             };
         }

@@ -1,5 +1,5 @@
 //! `aclError` values and flag constants, with the numbers of the ACL headers
-//! (`acl_base_rt.h`, `rt_error_codes.h`, `acl_rt.h`) as listed in the contract.
+//! (`acl_base_rt.h`, `rt_error_codes.h`, `acl_rt.h`) as listed in `docs/ascend-ipc.md`.
 
 /// Success.
 pub const ACL_SUCCESS: i32 = 0;

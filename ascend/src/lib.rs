@@ -6,7 +6,7 @@
 //! implements it on the host: "device" memory is shared memory and the export keys,
 //! whitelists and import counts live in a per-user registry, so two real processes
 //! share memory with the same rules and return codes as the hardware
-//! (`../shared/research/ascend-ipc.md`).
+//! (`docs/ascend-ipc.md` in the repository).
 //!
 //! [`DeviceWindow`] is a kpccl window whose segments are device memory, shared
 //! by those calls, with its fence slots in host shared memory; [`backend`]

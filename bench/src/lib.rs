@@ -1,6 +1,6 @@
 //! # kpccl-bench
 //!
-//! The benchmark suite of issue 6, run by `cargo xtask bench`: kpccl's
+//! The benchmark suite, run by `cargo xtask bench`: kpccl's
 //! fences, window creation and copies, measured in one run against a bare
 //! flag exchange between two processes (the hardware's limit) and against
 //! Open MPI, written up as `BENCHMARKS.md` and `docs/fence-latency.svg`.

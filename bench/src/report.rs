@@ -1,4 +1,4 @@
-//! `BENCHMARKS.md`: the machine, the targets of issue 6 with their ratios,
+//! `BENCHMARKS.md`: the machine, the targets with their ratios,
 //! every measurement, the criterion micro-benchmarks, and what was tried.
 
 use std::fmt::Write as _;
@@ -192,7 +192,7 @@ pub(crate) fn median(r: &Results, key: &str) -> Option<f64> {
 /// One row of the targets table.
 #[derive(Clone, Debug)]
 pub struct Target {
-    /// What issue 6 asks.
+    /// What is wanted.
     pub what: String,
     /// Which API (Rust, C).
     pub api: &'static str,
@@ -208,7 +208,7 @@ pub struct Target {
     pub met: Option<bool>,
 }
 
-/// The targets of issue 6, evaluated on `r`.
+/// The fence, creation and copy targets, evaluated on `r`.
 #[must_use]
 pub fn targets(r: &Results, sizes: &[u64]) -> Vec<Target> {
     let reference = median(r, "ref/flag/2");
@@ -390,7 +390,7 @@ pub fn render(ctx: &Context, m: &Machine, crit: &[Criterion], svgs: &Links<'_>, 
         let _ = writeln!(w, "\n> {n}");
     }
 
-    let _ = writeln!(w, "\n## Targets (issue 6)\n");
+    let _ = writeln!(w, "\n## Targets\n");
     let _ = writeln!(w, "| Target | API | Median | × reference | × Open MPI | Wanted | Met? |");
     let _ = writeln!(w, "|---|---|---|---|---|---|---|");
     for t in targets(r, &ctx.sizes) {

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--smoke] [ARGS...]`: the benchmark suite of issue 6
+//! `cargo xtask bench [--smoke] [ARGS...]`: the benchmark suite
 //! (the `kpccl-bench` crate, `bench/`).
 //!
 //! Full run (optimized build, about 5 minutes on a quiet 2-core machine): the

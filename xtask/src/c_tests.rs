@@ -1,5 +1,5 @@
 //! The C tests: `ffi/tests/c/*.c` compiled against `libkpccl` and run, on the
-//! host and under qemu-aarch64 (STYLE.md §2.8).
+//! host and under qemu-aarch64.
 //!
 //! 1. On the host, `kpccl.h` must match what cbindgen makes of `ffi/src`
 //!    (`cargo xtask header --check`); it must compile alone as C11 and C++.

@@ -1,6 +1,6 @@
 //! `cargo xtask header [--check]`: `ffi/include/kpccl.h`, generated from the
-//! `kpccl-ffi` sources by the cbindgen library with `ffi/cbindgen.toml`
-//! (STYLE.md §2.8). The header is committed; `--check` regenerates it in
+//! `kpccl-ffi` sources by the cbindgen library with `ffi/cbindgen.toml`.
+//! The header is committed; `--check` regenerates it in
 //! memory and fails if the committed one differs (rust-analyzer's
 //! `ensure_file_contents`), which `cargo xtask test` does before the C tests.
 

@@ -1,4 +1,4 @@
-//! [`AclRuntime`] for [`HostSim`]: the rules and codes of contract §5.
+//! [`AclRuntime`] for [`HostSim`]: the rules and codes of `docs/ascend-ipc.md` §5.
 
 use core::ffi::c_void;
 

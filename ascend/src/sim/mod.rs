@@ -1,4 +1,4 @@
-//! A host simulator of the ACL IPC calls (contract §5): "device" memory is shared
+//! A host simulator of the ACL IPC calls (`docs/ascend-ipc.md` §5): "device" memory is shared
 //! memory, keys and whitelists live in a per-user registry shared by the processes of
 //! the machine, and every call returns the codes the hardware does.
 //!
