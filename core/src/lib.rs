@@ -42,4 +42,4 @@ pub use protocol::{
     NodeInfo, NodeRanks, Placement, Record, WindowRequest, create_comm, create_comm_on, create_window, create_window_on,
 };
 #[cfg(not(loom))]
-pub use window::{DataSegment, Window};
+pub use window::{DataSegment, Pending, Window};

@@ -8,6 +8,7 @@
 
 mod flat;
 mod peer;
+mod pending;
 mod poison;
 mod signal;
 mod wait;
@@ -15,6 +16,7 @@ mod window;
 
 pub use flat::flat_fence;
 pub use peer::peer_fence;
+pub use pending::PendingFence;
 pub use poison::{Poison, PoisonKind, poison, poison_state};
 pub use signal::{peer_signal, peer_wait};
 pub use wait::WaitPolicy;
