@@ -29,6 +29,8 @@ pub mod sync;
 pub mod protocol;
 #[cfg(not(loom))]
 mod raw;
+#[cfg(all(feature = "threads", not(loom)))]
+pub mod threads;
 #[cfg(not(loom))]
 pub mod window;
 
