@@ -14,6 +14,7 @@
 
 use core::time::Duration;
 
+use kpccl_core::fence::ring_order;
 use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{Platform, Record, WaitPolicy, WindowRequest, create_comm, create_window};
 
@@ -35,11 +36,10 @@ fn main() {
             ..WindowRequest::default()
         };
         let window = create_window(&p, &oob, rank, nranks, &request, Ok(()), &mut table).expect("window");
-        let word = |r: u32| window.segment(r).expect("rank in range").ptr.as_ptr().cast::<u64>();
-        let (next, prev) = ((rank + 1) % nranks, (rank + nranks - 1) % nranks);
-        // Even ranks meet their right-hand neighbour first, odd ones their left;
-        // an odd-sized ring's last rank goes left first too.
-        let order = if rank % 2 == 0 && !(nranks % 2 == 1 && rank == nranks - 1) { [next, prev] } else { [prev, next] };
+        // Each segment's first word (segments are 64-byte aligned, at least 64 bytes).
+        let word = |r: u32| window.segment(r).expect("rank in range").ptr.cast::<u64>().as_ptr();
+        let prev = (rank + nranks - 1) % nranks;
+        let order = ring_order(rank, nranks);
         for round in 1..=u64::from(rounds) {
             // SAFETY: this rank's own segment (64 bytes, aligned); nobody reads
             // it until the fences below.

@@ -16,14 +16,14 @@ use std::vec;
 use std::vec::Vec;
 
 use kpccl_core::error::{ArgError, Field, OobError};
-use kpccl_core::fence::Barrier;
+use kpccl_core::fence::{Barrier, ring_order};
 use kpccl_core::layout::{LayoutParams, MIN_SEGMENT_ALIGN};
 use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
 use kpccl_core::{
     CollectiveError, Failure, FenceError, LayoutError, LayoutMode, Oob, Pending, Platform, Record, WaitPolicy, Window,
     WindowRequest, create_comm, create_window,
 };
-use support::{check, fill, ring_order};
+use support::{check, fill};
 
 /// How long a group of ranks may take. Miri's clock runs with the
 /// interpreter's work, so it gets no limit: Miri reports a deadlock itself.
@@ -212,7 +212,7 @@ fn rank_main(
     // Fences started and polled (even ranks) against blocking ones (odd
     // ranks): the window-fence hand-over again, then a pairwise fence
     // between ranks 2k and 2k+1, polled by 2k.
-    let polls = rank % 2 == 0;
+    let polls = rank.is_multiple_of(2);
     for t in 4 * rounds..5 * rounds {
         fill(me, rank, t);
         window_fence(&mut w, polls).unwrap();

@@ -6,15 +6,6 @@ use std::string::String;
 
 use kpccl_core::DataSegment;
 
-/// The order in which `rank` fences its ring neighbours `[next, prev]` so that
-/// every fence meets its partner's: even ranks go successor-first, odd ones
-/// predecessor-first, and with an odd count the last rank goes
-/// predecessor-first too (pairs (0,1), (2,3).. then (1,2), (3,4).. then (n-1,0)).
-pub(crate) fn ring_order(rank: u32, nranks: u32) -> [u32; 2] {
-    let (next, prev) = ((rank + 1) % nranks, (rank + nranks - 1) % nranks);
-    if rank.is_multiple_of(2) && !(nranks % 2 == 1 && rank == nranks - 1) { [next, prev] } else { [prev, next] }
-}
-
 /// The word `owner` writes at word `index` of its segment in `round`.
 fn word(owner: u32, round: u32, index: usize) -> u64 {
     let x = (u64::from(owner) << 48) ^ (u64::from(round) << 32) ^ index as u64;

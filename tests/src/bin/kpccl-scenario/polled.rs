@@ -5,6 +5,8 @@
 //! overwritten; then a one-way pipeline 0 -> 1 -> ... whose waits are
 //! polled, and pairwise fences between pairs of ranks, polled on one side.
 
+use std::task::{Context, Poll, Waker};
+
 use kpccl_posix::{Comm, Error, Oob, PendingFence, Window};
 
 use crate::args::Args;
@@ -18,8 +20,8 @@ pub(crate) fn drive(started: Result<PendingFence<'_>, Error>) -> Result<u64, Err
     let mut pending = 0u64;
     loop {
         match fence.poll() {
-            std::task::Poll::Ready(result) => return result.map(|()| pending),
-            std::task::Poll::Pending => {
+            Poll::Ready(result) => return result.map(|()| pending),
+            Poll::Pending => {
                 pending += 1;
                 std::thread::yield_now();
             }
@@ -32,7 +34,7 @@ pub(crate) fn polled<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let rounds = args.rounds("rounds", 200)?;
     let len: usize = args.get("words", 16)?;
     let mut win = comm.window(len * 8).alloc().map_err(s)?;
-    let polls = me % 2 == 0;
+    let polls = me.is_multiple_of(2);
     let mut got = vec![0u64; len];
     let mut pending = 0u64;
     for round in 0..rounds {
@@ -64,11 +66,16 @@ pub(crate) fn polled<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     if let Some(next) = next.filter(|_| rounds > 0) {
         drive(win.start_wait(next)).map_err(s)?;
     }
-    // Pairwise fences in pairs (0, 1), (2, 3)..., polled by the even rank.
+    // Pairwise fences in pairs (0, 1), (2, 3)..., awaited as futures by the
+    // even rank (on a minimal executor), blocking on the odd one.
     if let Some(peer) = Some(me ^ 1).filter(|&p| p < n) {
         for _ in 0..rounds.min(50) {
             pending += if polls {
-                drive(win.start_peer_fence(peer)).map_err(s)?
+                {
+                    let (result, pending) = block_on(win.start_peer_fence(peer).map_err(s)?);
+                    result.map_err(s)?;
+                    pending
+                }
             } else {
                 win.peer_fence(peer).map(|()| 0).map_err(s)?
             };
@@ -78,6 +85,21 @@ pub(crate) fn polled<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
         println!("polled: {rounds} rounds, {n} ranks, all words verified; rank 0 polled {pending} times in vain");
     }
     win.free().map_err(s)
+}
+
+/// Runs `future` to completion on this thread, as the simplest executor
+/// would; returns how many polls found it pending.
+fn block_on<F: Future>(future: F) -> (F::Output, u64) {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut pending = 0u64;
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return (out, pending);
+        }
+        pending += 1;
+        std::thread::yield_now();
+    }
 }
 
 fn window_fence(win: &mut Window, polls: bool) -> Result<u64, String> {
