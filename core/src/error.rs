@@ -53,10 +53,12 @@ impl core::error::Error for FenceError {}
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutError {
-    /// The rank count is 0 or above [`crate::MAX_RANKS`].
+    /// The rank count is 0 or above `max`.
     RankCount {
         /// The rank count asked for.
         nranks: u32,
+        /// The most ranks a window may have (`MAX_RANKS`).
+        max: u32,
     },
     /// An alignment is zero or not a power of two.
     Alignment {
@@ -83,7 +85,7 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::RankCount { nranks } => write!(f, "rank count {nranks} is outside 1..={}", crate::MAX_RANKS),
+            Self::RankCount { nranks, max } => write!(f, "rank count {nranks} is outside 1..={max}"),
             Self::Alignment { align } => write!(f, "alignment {align} is not a power of two"),
             Self::AlignmentAbovePage { align, page } => {
                 write!(f, "alignment {align} exceeds the page size {page}")
@@ -221,6 +223,8 @@ pub enum AttachError {
     Version {
         /// The version found in the header.
         found: u32,
+        /// This library's layout version.
+        expected: u32,
     },
     /// The layout digest differs: the ranks' inputs differ.
     Digest,
@@ -237,8 +241,8 @@ impl fmt::Display for AttachError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Magic => f.write_str("the segment is not a kpccl window (bad magic)"),
-            Self::Version { found } => {
-                write!(f, "the window has layout version {found}, this library {}", crate::layout::VERSION)
+            Self::Version { found, expected } => {
+                write!(f, "the window has layout version {found}, this library {expected}")
             }
             Self::Digest => f.write_str("the window's layout digest differs from this rank's"),
             Self::Header => f.write_str("the window header differs from this rank's view"),

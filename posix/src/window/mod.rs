@@ -4,7 +4,6 @@
 mod access;
 mod pending;
 
-pub use access::Plain;
 pub use pending::PendingFence;
 
 use std::sync::Arc;
