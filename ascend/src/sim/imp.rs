@@ -330,6 +330,15 @@ impl AclRuntime for HostSim {
 
     fn synchronize_stream(&self, s: AclStream) -> AclResult<()> {
         let cur = current()?;
+        {
+            let mut g = state::proc();
+            let p = g.as_mut().expect("state is set by proc()");
+            let i = stream::find(p, s.0, cur)?;
+            if p.streams[i].queue.is_empty() {
+                // Idle: nothing to run, so no registry access (fences sync every time).
+                return Ok(());
+            }
+        }
         revoke_stale_imports();
         let mut g = state::proc();
         let p = g.as_mut().expect("state is set by proc()");
