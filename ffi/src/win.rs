@@ -72,7 +72,7 @@ fn with_peer(
 /// None beyond Rust's: every value of `h` is checked before use, and the
 /// window cannot be freed while the result lives.
 #[inline(always)]
-unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a, AnyWindow>, Error> {
+pub(crate) unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a, AnyWindow>, Error> {
     handle::exclusive(h, "win")
 }
 

@@ -21,6 +21,7 @@
 
 mod copy;
 mod error;
+mod putget;
 mod record;
 mod setup;
 mod state;
@@ -33,6 +34,7 @@ use kpccl_core::fence::Poison;
 use kpccl_posix::{Comm, Window};
 
 pub use error::{Call, Error, Failure};
+pub use putget::PutGet;
 use state::DeviceState;
 
 use crate::backend::{self, Runtime};
