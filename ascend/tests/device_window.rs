@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kpccl_ascend::codes::{
-    ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_INVALID_DEVICEID, ACL_MEM_MALLOC_HUGE_FIRST,
-    ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+    ACL_ERROR_RT_INVALID_DEVICEID, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
 };
 use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Error, Failure, Fault};
@@ -93,6 +93,7 @@ fn rank_main() {
         "stream_fence" => stream_fence(&comm),
         "no_p2p_policy" => no_p2p_policy(&comm),
         "sync_copy_is_logged" => sync_copy_is_logged(&comm),
+        "no_ipc_chip" => no_ipc_chip(&comm),
         other => Err(format!("unknown case {other}")),
     };
     if let Err(e) = result {
@@ -520,4 +521,22 @@ fn the_copy_log_records_a_synchronous_copy_of_an_import() {
     let text = std::fs::read_to_string(&log.0).unwrap_or_default();
     assert_eq!(text.lines().count(), 2, "one line per rank:\n{text}");
     assert!(text.lines().all(|l| l.contains("aclrtMemcpy") && l.ends_with("-> 0")), "{text}");
+}
+
+/// A chip without IPC memory sharing fails every rank's export with 207000; an
+/// unknown chip model fails every rank's `aclInit` with 100000.
+fn no_ipc_chip<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank() as i32;
+    let code = if std::env::var("ASCEND_SIM_CHIP").as_deref() == Ok("200I/500 A2") {
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    } else {
+        ACL_ERROR_INVALID_PARAM
+    };
+    expect_acl(DeviceWindow::builder(comm, 4096).device(me).alloc(), code, "no IPC").map(drop)
+}
+
+#[test]
+fn a_chip_without_ipc_or_an_unknown_model_fails_every_rank() {
+    launch(2, "no_ipc_chip", &[("ASCEND_SIM_CHIP", "200I/500 A2")]);
+    launch(2, "no_ipc_chip", &[("ASCEND_SIM_CHIP", "A5")]);
 }

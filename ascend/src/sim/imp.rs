@@ -164,6 +164,11 @@ impl HostSim {
 impl AclRuntime for HostSim {
     fn init(&self) -> AclResult<()> {
         if self.chip == Chip::Unknown {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                let v = std::env::var(super::CHIP_ENV).unwrap_or_default();
+                eprintln!("ascend simulator: {}={v:?}: expected inference, A2, A3 or \"200I/500 A2\"", super::CHIP_ENV);
+            });
             return fail(ACL_ERROR_INVALID_PARAM);
         }
         let mut g = state::proc();
