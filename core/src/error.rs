@@ -25,6 +25,15 @@ pub enum FenceError {
         /// The rank that gave up.
         rank: u32,
     },
+    /// `rank` gave up on this window when its timeout passed while it
+    /// waited for `waited_for` (the rank to look at: stopped, or stuck
+    /// behind another); the window can only be freed.
+    GaveUp {
+        /// The rank that gave up.
+        rank: u32,
+        /// The rank it waited for.
+        waited_for: u32,
+    },
     /// A rank outside `0..nranks` was named.
     InvalidRank {
         /// The rank asked for.
@@ -40,6 +49,9 @@ impl fmt::Display for FenceError {
             Self::Timeout { peer } => write!(f, "timed out waiting for rank {peer}"),
             Self::PeerDead { rank } => write!(f, "rank {rank} died"),
             Self::Aborted { rank } => write!(f, "rank {rank} abandoned the window (a wait failed or was cancelled)"),
+            Self::GaveUp { rank, waited_for } => {
+                write!(f, "rank {rank} timed out waiting for rank {waited_for} and abandoned the window")
+            }
             Self::InvalidRank { rank, nranks } => {
                 write!(f, "rank {rank} is out of range (the window has {nranks} ranks)")
             }
