@@ -33,6 +33,7 @@ pub struct HeapArea {
     sleeping: Vec<Line>,
     poison: Line,
     arrivals: Line,
+    flat_arrived: Vec<Line>,
 }
 
 /// The upper half of a line's word viewed as a u32 would alias the u64; the
@@ -60,6 +61,7 @@ impl HeapArea {
             sleeping: lines(n_us),
             poison: Line::default(),
             arrivals: Line::default(),
+            flat_arrived: lines(n_us),
         }
     }
 }
@@ -92,6 +94,9 @@ impl SyncArea for HeapArea {
     }
     fn arrivals(&self) -> &AtomicU64 {
         &self.arrivals.word
+    }
+    fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
+        &self.flat_arrived[rank as usize].word
     }
 }
 

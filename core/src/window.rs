@@ -301,6 +301,10 @@ impl<P: Platform> SyncArea for Window<P> {
     fn arrivals(&self) -> &AtomicU64 {
         self.sync.header_u64(offset_of!(Header, arrivals))
     }
+    #[inline]
+    fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
+        self.sync.u64_at(rank, Layout::WAIT_LINE, offset_of!(WaitRecord, flat_arrived))
+    }
 }
 
 impl<P: Platform> WaitEnv for Window<P> {

@@ -40,6 +40,7 @@ struct Area {
     sleeping: Vec<AtomicU32>,
     poison: AtomicU32,
     arrivals: AtomicU64,
+    flat_arrived: Vec<AtomicU64>,
 }
 
 impl Area {
@@ -55,6 +56,7 @@ impl Area {
             sleeping: (0..n).map(|_| AtomicU32::new(0)).collect(),
             poison: AtomicU32::new(0),
             arrivals: AtomicU64::new(0),
+            flat_arrived: (0..n).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -86,6 +88,9 @@ impl SyncArea for Area {
     }
     fn arrivals(&self) -> &AtomicU64 {
         &self.arrivals
+    }
+    fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
+        &self.flat_arrived[rank as usize]
     }
 }
 

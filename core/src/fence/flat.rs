@@ -2,11 +2,11 @@
 //! fence instead of dissemination's ⌈log2 n⌉, for windows whose ranks
 //! outnumber the CPUs, where every hand-off is a trip through the scheduler.
 
-use super::wait::{notify_all, wait_for};
+use super::wait::{Awaited, notify_all, wait_for};
 use super::window::check_member;
 use super::{SyncArea, WaitEnv, WaitPolicy, reached};
 use crate::error::FenceError;
-use crate::sync::Ordering::{AcqRel, Acquire};
+use crate::sync::Ordering::{AcqRel, Acquire, Relaxed};
 
 /// Fences rank `me` with every rank of the window, like
 /// [`super::window_fence`], through one arrival counter.
@@ -27,7 +27,7 @@ where
     // No spinning: with more ranks than CPUs the last arrival may well be
     // waiting for this very CPU.
     let policy = WaitPolicy { spins: 0, ..*policy };
-    wait_for(area, env, me, flat_watched(area, me), &policy, || all_arrived(area, target))
+    wait_for(area, env, me, flat_awaited(area, target), &policy, || all_arrived(area, target))
 }
 
 /// Counts `me` in; `None` if it was the last arrival (and woke the others),
@@ -39,6 +39,10 @@ where
     E: WaitEnv + ?Sized,
 {
     let n = u64::from(area.nranks());
+    let count = area.flat_arrived(me);
+    // Relaxed, both: only this rank writes its count, and it is read only to
+    // name a late rank after a timeout.
+    count.store(count.load(Relaxed).wrapping_add(1), Relaxed);
     // AcqRel: the Release half publishes this rank's accesses to whoever
     // acquires a later value of the counter (RMWs extend the release sequence);
     // the Acquire half brings the last arrival every earlier one's (loom: the
@@ -52,10 +56,11 @@ where
     Some(target)
 }
 
-/// The rank whose liveness a flat-fence waiter watches.
+/// Whom a flat-fence waiter waits for: the ranks not yet at the fence that
+/// completes at `target`.
 #[inline]
-pub(super) fn flat_watched<A: SyncArea + ?Sized>(area: &A, me: u32) -> u32 {
-    (me + 1) % area.nranks()
+pub(super) fn flat_awaited<A: SyncArea + ?Sized>(area: &A, target: u64) -> Awaited {
+    Awaited::Flat { fence: target / u64::from(area.nranks()) }
 }
 
 /// Whether every rank has arrived at the fence that completes at `target`.

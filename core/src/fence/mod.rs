@@ -48,6 +48,9 @@ pub trait SyncArea {
     fn poison_word(&self) -> &AtomicU32;
     /// The arrival counter of the flat barrier (see [`flat_fence`]).
     fn arrivals(&self) -> &AtomicU64;
+    /// How many flat-barrier fences `rank` has arrived at (written by `rank`
+    /// only; read to name the rank a timed-out flat fence waited for).
+    fn flat_arrived(&self, rank: u32) -> &AtomicU64;
 }
 
 /// How a window's window-wide fence runs; every rank of a window uses the same.

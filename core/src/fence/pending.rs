@@ -13,10 +13,10 @@
 
 use core::task::Poll;
 
-use super::flat::{all_arrived, arrive_flat, flat_watched};
+use super::flat::{all_arrived, arrive_flat, flat_awaited};
 use super::peer::{answered, arrive};
 use super::signal::{next_signal, signalled, take};
-use super::wait::Watch;
+use super::wait::{Awaited, Watch};
 use super::window::{check_member, round_arrived, round_source, send_round};
 use super::{Barrier, SyncArea, WaitEnv, WaitPolicy, partner, rounds};
 use crate::error::FenceError;
@@ -139,10 +139,12 @@ impl PendingFence {
         loop {
             let (ready, awaited) = match self.step {
                 Step::Done => return Poll::Ready(Ok(())),
-                Step::Answer { peer, epoch } => (answered(area, me, peer, epoch), peer),
-                Step::Signal { peer, want } => (signalled(area, me, peer, want), peer),
-                Step::Round { round, epoch } => (round_arrived(area, me, round, epoch), round_source(area, me, round)),
-                Step::Arrivals { target } => (all_arrived(area, target), flat_watched(area, me)),
+                Step::Answer { peer, epoch } => (answered(area, me, peer, epoch), Awaited::Rank(peer)),
+                Step::Signal { peer, want } => (signalled(area, me, peer, want), Awaited::Rank(peer)),
+                Step::Round { round, epoch } => {
+                    (round_arrived(area, me, round, epoch), Awaited::Rank(round_source(area, me, round)))
+                }
+                Step::Arrivals { target } => (all_arrived(area, target), flat_awaited(area, target)),
             };
             if !ready {
                 return match self.watch.check(area, env, me, awaited) {

@@ -19,7 +19,7 @@
 //! still orders what it orders (program order plus its own Release/Acquire
 //! edge), so a pipeline may mix them freely.
 
-use super::wait::wait_for;
+use super::wait::{Awaited, wait_for};
 use super::{SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed};
@@ -53,7 +53,7 @@ where
         return Ok(());
     }
     let want = next_signal(area, me, peer);
-    wait_for(area, env, me, peer, policy, || signalled(area, me, peer, want))?;
+    wait_for(area, env, me, Awaited::Rank(peer), policy, || signalled(area, me, peer, want))?;
     take(area, me, peer, want);
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! liveness while sleeping. The signaller wakes only a rank that announced it
 //! sleeps, so the fast path makes no system call.
 
-use super::{Poison, PoisonKind, SyncArea, WaitEnv, poison, poison_state};
+use super::{Poison, PoisonKind, SyncArea, WaitEnv, poison, poison_state, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use crate::sync::{fence, spin_loop};
@@ -92,13 +92,43 @@ pub(super) fn notify_all<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, en
     }
 }
 
-/// Waits until `ready()`, as rank `me` waiting on rank `peer`.
+/// Whom a wait waits for: the rank its errors name and whose liveness it checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Awaited {
+    /// One rank.
+    Rank(u32),
+    /// Every rank's arrival at the flat barrier's fence number `fence`:
+    /// resolved, when it matters, to a rank that has not arrived.
+    Flat {
+        /// The fence (1 for the window's first flat fence).
+        fence: u64,
+    },
+}
+
+impl Awaited {
+    /// The rank to name: for the flat barrier, the first rank but `me` that
+    /// has not arrived at the fence (its successor if all have, meanwhile).
+    fn rank<A: SyncArea + ?Sized>(self, area: &A, me: u32) -> u32 {
+        match self {
+            Self::Rank(rank) => rank,
+            Self::Flat { fence } => {
+                let n = area.nranks();
+                // Relaxed: a diagnostic read after a timeout; a stale count only
+                // names a rank that arrived a moment ago.
+                let late = |r: u32| !reached(area.flat_arrived(r).load(Relaxed), fence);
+                (1..n).map(|d| (me + d) % n).find(|&r| late(r)).unwrap_or((me + 1) % n)
+            }
+        }
+    }
+}
+
+/// Waits until `ready()`, as rank `me` waiting on `awaited`.
 #[inline]
 pub(super) fn wait_for<A, E>(
     area: &A,
     env: &E,
     me: u32,
-    peer: u32,
+    awaited: Awaited,
     policy: &WaitPolicy,
     mut ready: impl FnMut() -> bool,
 ) -> Result<(), FenceError>
@@ -112,7 +142,7 @@ where
         }
         spin_loop();
     }
-    slow_wait(area, env, me, peer, policy, &mut ready)
+    slow_wait(area, env, me, awaited, policy, &mut ready)
 }
 
 #[cold]
@@ -120,7 +150,7 @@ fn slow_wait<A, E>(
     area: &A,
     env: &E,
     me: u32,
-    peer: u32,
+    awaited: Awaited,
     policy: &WaitPolicy,
     ready: &mut dyn FnMut() -> bool,
 ) -> Result<(), FenceError>
@@ -142,7 +172,7 @@ where
         env.yield_now();
         yielded = yielded.saturating_add(1);
     }
-    let result = sleep_until(area, env, me, peer, policy, deadline, ready);
+    let result = sleep_until(area, env, me, awaited, policy, deadline, ready);
     // Relaxed: a stale 1 only costs a signaller one spurious wake-up.
     area.sleeping(me).store(0, Relaxed);
     result
@@ -152,7 +182,7 @@ fn sleep_until<A, E>(
     area: &A,
     env: &E,
     me: u32,
-    peer: u32,
+    awaited: Awaited,
     policy: &WaitPolicy,
     deadline: u64,
     ready: &mut dyn FnMut() -> bool,
@@ -173,7 +203,7 @@ where
         if ready() {
             return Ok(());
         }
-        watch.check(area, env, me, peer)?;
+        watch.check(area, env, me, awaited)?;
         env.wait(doorbell, seq, watch.deadline.min(watch.next_check));
     }
 }
@@ -216,8 +246,8 @@ impl Watch {
     }
 
     /// Fails, poisoning the window where the others must learn of it, if
-    /// rank `me`'s wait on `peer` should end without its partner.
-    pub(super) fn check<A, E>(&mut self, area: &A, env: &E, me: u32, peer: u32) -> Result<(), FenceError>
+    /// rank `me`'s wait on `awaited` should end without its partner.
+    pub(super) fn check<A, E>(&mut self, area: &A, env: &E, me: u32, awaited: Awaited) -> Result<(), FenceError>
     where
         A: SyncArea + ?Sized,
         E: WaitEnv + ?Sized,
@@ -227,13 +257,14 @@ impl Watch {
         }
         let now = env.now_ns();
         if now >= self.deadline {
+            let peer = awaited.rank(area, me);
             // The others learn whom this rank waited for: the rank to look at.
             poison(area, env, Poison { kind: PoisonKind::TimedOut { waited_for: peer }, rank: me });
             return Err(FenceError::Timeout { peer });
         }
         if now >= self.next_check {
             self.checks = self.checks.wrapping_add(1);
-            if let Some(dead) = find_dead(area, env, me, peer, self.checks) {
+            if let Some(dead) = find_dead(area, env, me, awaited.rank(area, me), self.checks) {
                 return Err(poison(area, env, Poison { kind: PoisonKind::Dead, rank: dead }).error());
             }
             self.next_check = now.saturating_add(self.liveness_ns);

@@ -88,8 +88,11 @@ pub struct WaitRecord {
     pub doorbell: u32,
     /// Non-zero while the rank may be asleep on `doorbell`.
     pub sleeping: u32,
+    /// How many flat-barrier fences the rank has arrived at (written by the
+    /// rank only; read after a timeout, to name a rank that never came).
+    pub flat_arrived: u64,
     /// Zero.
-    pub reserved: [u32; 30],
+    pub reserved: [u64; 14],
 }
 
 /// The line rank `i` writes for rank `j` (in `j`'s sync block, so `j` spins
@@ -116,4 +119,5 @@ const _: () = {
     assert!(size_of::<RankEntry>() == 64);
     assert!(size_of::<WaitRecord>() as u64 == LINE);
     assert!(offset_of!(WaitRecord, sleeping) == 4);
+    assert!(offset_of!(WaitRecord, flat_arrived) == 8);
 };
