@@ -477,6 +477,20 @@ int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *in
 int kpccl_shm_comm_node_ranks(kpccl_shm_comm_h comm, int *ranks, int capacity);
 
 /**
+ * Makes `kpccl_shm_comm_destroy(comm)` call `release(group)` once, after
+ * the communicator is gone, with the `group` it was created with. The
+ * callbacks are never called after that, and windows allocated on the
+ * communicator do not use them, so `release` may free the group (an MPI
+ * communicator, memory). Setting it again replaces the previous one;
+ * `NULL` clears it. Local (no collective).
+ *
+ * # Safety
+ * `comm` is any value (checked: see `kpccl_shm_comm_h`); `release` is
+ * `NULL` or a function valid to call with the communicator's group.
+ */
+int kpccl_shm_comm_set_release(kpccl_shm_comm_h comm, void (*release)(void *group));
+
+/**
  * The text of this thread's last failure: which function failed and why,
  * or `""` if nothing failed yet. Never `NULL`.
  *

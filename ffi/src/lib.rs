@@ -30,6 +30,7 @@ mod panic;
 
 mod attr;
 mod comm;
+mod comm_release;
 mod device;
 mod error;
 mod handle;
@@ -48,6 +49,7 @@ pub use comm::{
     KPCCL_LOCAL_RANK_AUTO, kpccl_shm_comm_create, kpccl_shm_comm_destroy, kpccl_shm_comm_h, kpccl_shm_comm_info_t,
     kpccl_shm_comm_node_ranks, kpccl_shm_comm_query, kpccl_shm_comm_t,
 };
+pub use comm_release::kpccl_shm_comm_set_release;
 pub use error::{kpccl_last_error, kpccl_log_error};
 pub use oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_h, kpccl_shm_oob_cb_t};
 pub use run::kpccl_run_oob;
