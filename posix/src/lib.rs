@@ -31,6 +31,8 @@ mod explain;
 pub mod launch;
 mod liveness;
 pub mod log;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod node;
 mod platform;
 mod segment_dir;

@@ -18,6 +18,7 @@ mod header;
 mod install;
 mod package_files;
 mod report;
+mod rust_mpi;
 mod soak;
 mod staticlib;
 mod test;
