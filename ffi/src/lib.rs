@@ -33,6 +33,7 @@ mod comm;
 mod comm_release;
 mod device;
 mod error;
+mod error_code;
 mod handle;
 mod log;
 mod oob;
@@ -51,6 +52,7 @@ pub use comm::{
 };
 pub use comm_release::kpccl_shm_comm_set_release;
 pub use error::{kpccl_last_error, kpccl_log_error};
+pub use error_code::{kpccl_error_code_t, kpccl_last_error_code};
 pub use oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_h, kpccl_shm_oob_cb_t};
 pub use run::kpccl_run_oob;
 pub use win::{

@@ -27,6 +27,7 @@
 mod comm;
 mod config;
 mod error;
+mod error_kind;
 mod explain;
 pub mod launch;
 mod liveness;
@@ -44,6 +45,7 @@ mod window;
 pub use comm::{Comm, WindowBuilder};
 pub use config::Config;
 pub use error::Error;
+pub use error_kind::ErrorKind;
 pub use kpccl_core::{DataSegment, LayoutMode, NodeInfo, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment, Reserve};
 pub use segment_dir::{DirError, DirProblem};
