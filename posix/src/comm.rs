@@ -354,7 +354,8 @@ impl<O: Oob> WindowBuilder<'_, O> {
             memory_kind: self.memory_kind,
         };
         let mut table = vec![Record::default(); c.nranks as usize];
-        let platform = c.platform.clone().with_reserve(self.reserve);
+        let stats = crate::stats::Counters::if_enabled();
+        let platform = c.platform.clone().with_reserve(self.reserve).with_stats(stats.clone());
         let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
         let inner =
             kpccl_core::create_window_on(&platform, &c.oob, c.rank, c.nranks, node, &request, local, &mut table)
@@ -367,6 +368,6 @@ impl<O: Oob> WindowBuilder<'_, O> {
                     log::log(level, format_args!("rank {}: window creation failed: {e}", c.rank));
                 })?;
         log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
-        Ok(Window::new(inner, Arc::clone(&c.nodes)))
+        Ok(Window::new(inner, Arc::clone(&c.nodes), stats))
     }
 }

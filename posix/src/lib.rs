@@ -38,6 +38,7 @@ pub mod mpi;
 mod node;
 mod platform;
 mod segment_dir;
+mod stats;
 mod sweep;
 mod sys;
 mod way_in;
@@ -50,6 +51,7 @@ pub use error_kind::ErrorKind;
 pub use kpccl_core::{DataSegment, LayoutMode, NodeInfo, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment, Reserve};
 pub use segment_dir::{DirError, DirProblem};
+pub use stats::WindowStats;
 pub use sweep::sweep;
 
 /// The system page size: the largest segment alignment a window accepts.
