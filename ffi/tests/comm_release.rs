@@ -2,30 +2,17 @@
 //! group once, after the communicator is gone, and never otherwise.
 #![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
-use core::ffi::{c_int, c_void};
+use core::ffi::c_void;
 use core::ptr::null_mut;
 use std::sync::Mutex;
 
 use kpccl::*;
 
+mod support;
+use support::{GOOD, create_with};
+
 /// The groups released so far (tests run in parallel: each uses its own group).
 static RELEASED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-
-unsafe extern "C" fn copy(
-    send: *const c_void,
-    recv: *mut c_void,
-    size: c_int,
-    _: *mut c_void,
-    _: kpccl_shm_datatype_t,
-) -> c_int {
-    // One rank: gathering is copying.
-    unsafe { core::ptr::copy_nonoverlapping(send.cast::<u8>(), recv.cast::<u8>(), size as usize) };
-    0
-}
-
-unsafe extern "C" fn barrier(_: *mut c_void) -> c_int {
-    0
-}
 
 unsafe extern "C" fn release(group: *mut c_void) {
     RELEASED.lock().unwrap().push(group as usize);
@@ -36,9 +23,7 @@ fn released(group: usize) -> usize {
 }
 
 fn create(group: usize) -> kpccl_shm_comm_h {
-    let mut cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(copy), oob_barrier: Some(barrier) };
-    let mut comm = null_mut();
-    let rc = unsafe { kpccl_shm_comm_create(1, 0, 0, &mut cbs, group as *mut c_void, &mut comm) };
+    let (rc, comm) = create_with(GOOD, group);
     assert_eq!(rc, KPCCL_OK);
     comm
 }

@@ -2,47 +2,12 @@
 //! texts C users read (ranges in words, not Rust's `0..2`).
 #![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
-use core::ffi::{CStr, c_int, c_void};
 use core::ptr::null_mut;
 
 use kpccl::*;
 
-unsafe extern "C" fn copy(
-    send: *const c_void,
-    recv: *mut c_void,
-    size: c_int,
-    _: *mut c_void,
-    _: kpccl_shm_datatype_t,
-) -> c_int {
-    // One rank: gathering is copying.
-    unsafe { core::ptr::copy_nonoverlapping(send.cast::<u8>(), recv.cast::<u8>(), size as usize) };
-    0
-}
-
-unsafe extern "C" fn fails(
-    _: *const c_void,
-    _: *mut c_void,
-    _: c_int,
-    _: *mut c_void,
-    _: kpccl_shm_datatype_t,
-) -> c_int {
-    7
-}
-
-unsafe extern "C" fn barrier(_: *mut c_void) -> c_int {
-    0
-}
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(kpccl_last_error()) }.to_string_lossy().into_owned()
-}
-
-fn create(allgather: kpccl_shm_oob_cb_t) -> (c_int, kpccl_shm_comm_h) {
-    let mut cbs = allgather;
-    let mut comm = null_mut();
-    let rc = unsafe { kpccl_shm_comm_create(1, 0, 0, &mut cbs, null_mut(), &mut comm) };
-    (rc, comm)
-}
+mod support;
+use support::{GOOD, create, fails, last_error};
 
 #[test]
 fn a_thread_without_failures_has_no_code() {
@@ -52,7 +17,7 @@ fn a_thread_without_failures_has_no_code() {
 
 #[test]
 fn failures_are_classified_and_ranges_read_in_words() {
-    let (rc, comm) = create(kpccl_shm_oob_cb_t { oob_allgather: Some(copy), oob_barrier: Some(barrier) });
+    let (rc, comm) = create(GOOD);
     assert_eq!(rc, KPCCL_OK, "{}", last_error());
     let (mut base, mut win) = (null_mut(), null_mut());
     assert_eq!(unsafe { kpccl_shm_win_alloc(64, comm, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
@@ -71,7 +36,7 @@ fn failures_are_classified_and_ranges_read_in_words() {
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
 
-    let mut cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(copy), oob_barrier: Some(barrier) };
+    let mut cbs = GOOD;
     let mut comm = null_mut();
     assert_eq!(unsafe { kpccl_shm_comm_create(0, 0, 0, &mut cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
     assert!(last_error().ends_with("nranks 0 is out of range: a communicator has 1 to 1024 ranks"), "{}", last_error());
@@ -79,7 +44,7 @@ fn failures_are_classified_and_ranges_read_in_words() {
 
 #[test]
 fn a_failing_callback_is_an_out_of_band_failure() {
-    let (rc, comm) = create(kpccl_shm_oob_cb_t { oob_allgather: Some(fails), oob_barrier: Some(barrier) });
+    let (rc, comm) = create(kpccl_shm_oob_cb_t { oob_allgather: Some(fails), ..GOOD });
     assert_eq!(rc, KPCCL_ERROR);
     assert!(comm.is_null());
     assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_OUT_OF_BAND, "{}", last_error());
