@@ -37,6 +37,7 @@ mod error_code;
 mod handle;
 mod log;
 mod oob;
+mod putget;
 mod run;
 mod win;
 
@@ -54,6 +55,7 @@ pub use comm_release::kpccl_shm_comm_set_release;
 pub use error::{kpccl_last_error, kpccl_log_error};
 pub use error_code::{kpccl_error_code_t, kpccl_last_error_code};
 pub use oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_h, kpccl_shm_oob_cb_t};
+pub use putget::{kpccl_shm_peer_fence_stream, kpccl_shm_win_fence_stream, kpccl_shm_win_get, kpccl_shm_win_put};
 pub use run::kpccl_run_oob;
 pub use win::{
     kpccl_shm_peer_fence, kpccl_shm_peer_signal, kpccl_shm_peer_wait, kpccl_shm_win_alloc, kpccl_shm_win_alloc_ex,

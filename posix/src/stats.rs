@@ -18,15 +18,16 @@ use kpccl_core::sync::Ordering::Relaxed;
 /// A window's counters, as [`crate::Window::stats`] returns them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WindowStats {
-    /// Window fences (`fence`, and the one `free` makes).
+    /// Window fences (`fence`, `start_fence`, and the one `free` makes).
     pub fences: u64,
-    /// Pairwise fences (`peer_fence`).
+    /// Pairwise fences (`peer_fence`, `start_peer_fence`).
     pub peer_fences: u64,
     /// Signals sent (`signal`).
     pub signals: u64,
-    /// Signals waited for (`wait`).
+    /// Signals waited for (`wait`, `start_wait`).
     pub waits: u64,
-    /// Times a fence or wait slept in the kernel (a peer was late).
+    /// Times a blocking fence or wait slept in the kernel (a peer was late;
+    /// a started fence's polls never sleep).
     pub sleeps: u64,
     /// The time those sleeps took.
     pub slept: Duration,

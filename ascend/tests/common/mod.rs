@@ -38,7 +38,7 @@ impl Drop for ClearOnPanic<'_> {
 fn sim_default_dir() -> String {
     use std::os::unix::fs::MetadataExt;
     let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-    format!("/dev/shm/ascend-sim-{uid}")
+    format!("/dev/shm/ascend-sim2-{uid}")
 }
 
 /// One `#[test]` per checklist row, for the backend made by `$make`
@@ -51,7 +51,7 @@ macro_rules! conformance_tests {
             pid_limit, double_import_and_double_close, foreign_close,
             exporter_close_before_importers, free_while_exported, export_checks,
             reexport_imported, process_death, runtime_checks, key_checks,
-            cross_device_without_peer_access, pid_reuse_guard);
+            cross_device_without_peer_access, pid_reuse_guard, streams_and_host_memory);
     };
     (@ $make:expr; $($case:ident),*) => {
         $(

@@ -2,12 +2,13 @@
 //! that order accesses to it.
 
 mod access;
+mod pending;
 
-pub use access::Plain;
+pub use pending::PendingFence;
 
 use std::sync::Arc;
 
-use kpccl_core::fence::Poison;
+use kpccl_core::fence::{Poison, PoisonKind};
 use kpccl_core::{DataSegment, FenceError};
 
 use crate::comm::Nodes;
@@ -123,6 +124,36 @@ impl Window {
         self.inner.fence().map_err(|e| self.global(e))
     }
 
+    /// Starts the pairwise fence with `peer` without blocking: poll (or
+    /// `.await`) the [`PendingFence`] until it is ready. Same matching and
+    /// errors as [`Window::peer_fence`].
+    pub fn start_peer_fence(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
+        let local = self.nodes.local(peer)?;
+        self.count(|s| &s.peer_fences);
+        let nodes = &*self.nodes;
+        let started = self.inner.start_peer_fence(local).map_err(|e| Window::global_with(nodes, e))?;
+        Ok(PendingFence::new(started, nodes))
+    }
+
+    /// Starts a wait for the next signal from `peer` without blocking; the
+    /// poll that completes it consumes the signal (see [`Window::wait`]).
+    pub fn start_wait(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
+        let local = self.nodes.local(peer)?;
+        self.count(|s| &s.waits);
+        let nodes = &*self.nodes;
+        let started = self.inner.start_wait(local).map_err(|e| Window::global_with(nodes, e))?;
+        Ok(PendingFence::new(started, nodes))
+    }
+
+    /// Starts the fence with every rank of this node without blocking (see
+    /// [`Window::fence`]).
+    pub fn start_fence(&mut self) -> Result<PendingFence<'_>, Error> {
+        self.count(|s| &s.fences);
+        let nodes = &*self.nodes;
+        let started = self.inner.start_fence().map_err(|e| Window::global_with(nodes, e))?;
+        Ok(PendingFence::new(started, nodes))
+    }
+
     /// Rank `rank`'s segment: its address in this process and its length.
     /// Rank `rank` must be on this node ([`Error::OtherNode`] otherwise).
     pub fn segment(&self, rank: u32) -> Result<DataSegment, Error> {
@@ -138,7 +169,14 @@ impl Window {
     /// Why the window was abandoned (a dead peer, a timeout), if it was; the
     /// rank named is the communicator's.
     pub fn poisoned(&self) -> Option<Poison> {
-        self.inner.poisoned().map(|p| Poison { rank: self.nodes.global(p.rank), ..p })
+        let g = |r| self.nodes.global(r);
+        self.inner.poisoned().map(|p| {
+            let kind = match p.kind {
+                PoisonKind::TimedOut { waited_for } => PoisonKind::TimedOut { waited_for: g(waited_for) },
+                kind => kind,
+            };
+            Poison { kind, rank: g(p.rank) }
+        })
     }
 
     /// The core window, for layouts and raw access: it numbers this node's
@@ -169,6 +207,7 @@ impl Window {
             FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
             FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
             FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
+            FenceError::GaveUp { rank, waited_for } => FenceError::GaveUp { rank: g(rank), waited_for: g(waited_for) },
             other => other,
         })
     }
