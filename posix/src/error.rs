@@ -51,8 +51,6 @@ pub enum Error {
     /// A system call on a window's segment failed, on this rank or another
     /// of this node: what it was doing, where, and the system's reason.
     Platform {
-        /// The collective ("window creation").
-        during: &'static str,
         /// The segment directory.
         dir: std::path::PathBuf,
         /// The rank it failed on (`None`: this one).
@@ -103,8 +101,7 @@ impl fmt::Display for Error {
                 }
             }
             Self::SegmentDir(e) => e.fmt(f),
-            Self::Platform { during, dir, rank, error } => {
-                write!(f, "{during} failed: ")?;
+            Self::Platform { dir, rank, error } => {
                 if let Some(r) = rank {
                     write!(f, "on rank {r}: ")?;
                 }

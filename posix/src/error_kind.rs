@@ -150,10 +150,10 @@ mod tests {
         assert_eq!(Error::Launcher { rank: None, code: 1 }.kind(), ErrorKind::OutOfBand);
         assert_eq!(ErrorKind::DeadPeer.to_string(), "dead peer");
         let full = PlatformError { op: PlatformOp::Reserve, code: i64::from(libc::ENOSPC) };
-        let e = Error::Platform { during: "window creation", dir: "/dev/shm".into(), rank: Some(2), error: full };
+        let e = Error::Platform { dir: "/dev/shm".into(), rank: Some(2), error: full };
         assert_eq!(e.kind(), ErrorKind::NoSpace);
         let text = e.to_string();
-        assert!(text.starts_with("window creation failed: on rank 2: cannot reserve memory"), "{text}");
+        assert!(text.starts_with("on rank 2: cannot reserve memory"), "{text}");
         assert!(text.contains("in /dev/shm: No space left on device (os error 28)"), "{text}");
     }
 }

@@ -79,10 +79,10 @@ pub(crate) fn creation_error(
     if let Some((dir, _)) = dir {
         match e {
             CollectiveError::Local(Failure::Platform(error)) => {
-                return Error::Platform { during, dir: dir.to_owned(), rank: None, error };
+                return Error::Platform { dir: dir.to_owned(), rank: None, error };
             }
             CollectiveError::Peer { rank, failure: Failure::Platform(error) } => {
-                return Error::Platform { during, dir: dir.to_owned(), rank: Some(rank), error };
+                return Error::Platform { dir: dir.to_owned(), rank: Some(rank), error };
             }
             _ => {}
         }
