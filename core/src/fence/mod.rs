@@ -24,6 +24,7 @@ pub use window::window_fence;
 
 use crate::error::FenceError;
 use crate::platform::WaitOutcome;
+use crate::sync::Ordering::{Relaxed, Release};
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// Where a window's synchronisation words live.
@@ -107,6 +108,24 @@ pub trait WaitEnv {
     fn wake(&self, word: &AtomicU32);
     /// Whether `rank`'s process still runs.
     fn is_alive(&self, rank: u32) -> bool;
+}
+
+/// Advances the single-writer counter `slot` (written by this rank only) by
+/// one and wakes `to`, who waits for it; returns the new value.
+#[inline]
+fn bump<A, E>(area: &A, env: &E, slot: &AtomicU64, to: u32) -> u64
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    // Relaxed: only this rank writes `slot`, so program order gives its last value.
+    let next = slot.load(Relaxed).wrapping_add(1);
+    // Release: publishes everything this rank did before to the Acquire load
+    // that sees this value (or a later one: a single writer's later stores
+    // carry the earlier ones' history with them).
+    slot.store(next, Release);
+    wait::notify(area, env, to);
+    next
 }
 
 /// Checks a pairwise call of `me` with `peer`: `peer` in range and the

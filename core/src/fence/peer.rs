@@ -1,9 +1,9 @@
 //! The pairwise fence: one Release store, one Acquire wait.
 
-use super::wait::{notify, wait_for};
-use super::{SyncArea, WaitEnv, WaitPolicy, partner, reached};
+use super::wait::wait_for;
+use super::{SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
-use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::Ordering::Acquire;
 
 /// Fences rank `me` with rank `peer`: every access `me` made before the call
 /// happens-before every access `peer` makes after its matching call, and vice
@@ -27,14 +27,7 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    let out = area.peer_slot(me, peer);
-    // Relaxed: only this rank writes `out`, so program order gives us our own last store.
-    let epoch = out.load(Relaxed).wrapping_add(1);
-    // Release: publishes everything this rank did before the fence to the
-    // peer's Acquire load of this slot.
-    out.store(epoch, Release);
-    notify(area, env, peer);
-    epoch
+    bump(area, env, area.peer_slot(me, peer), peer)
 }
 
 /// Whether `peer` has reached fence `epoch` with `me`.

@@ -19,10 +19,10 @@
 //! still orders what it orders (program order plus its own Release/Acquire
 //! edge), so a pipeline may mix them freely.
 
-use super::wait::{notify, wait_for};
-use super::{SyncArea, WaitEnv, WaitPolicy, partner, reached};
+use super::wait::wait_for;
+use super::{SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
-use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::Ordering::{Acquire, Relaxed};
 
 /// Signals `peer` once: every access `me` made before the call
 /// happens-before every access `peer` makes after the [`peer_wait`] that
@@ -35,14 +35,7 @@ where
     if !partner(area, me, peer)? {
         return Ok(());
     }
-    let sent = area.signal_slot(me, peer);
-    // Relaxed: only this rank writes `sent`, so program order gives its last value.
-    let count = sent.load(Relaxed).wrapping_add(1);
-    // Release: publishes everything this rank did before the signal to the
-    // peer's Acquire load that sees this count (or a later one: a single
-    // writer's later stores carry the earlier ones' history with them).
-    sent.store(count, Release);
-    notify(area, env, peer);
+    bump(area, env, area.signal_slot(me, peer), peer);
     Ok(())
 }
 

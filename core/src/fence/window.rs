@@ -1,10 +1,10 @@
 //! The window-wide fence: a dissemination barrier (⌈log2 n⌉ rounds) built on
 //! the same single-writer epoch slots as the peer fence.
 
-use super::wait::{notify, wait_for};
-use super::{SyncArea, WaitEnv, WaitPolicy, poison_state, reached, rounds};
+use super::wait::wait_for;
+use super::{SyncArea, WaitEnv, WaitPolicy, bump, poison_state, reached, rounds};
 use crate::error::FenceError;
-use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::Ordering::Acquire;
 
 /// Fences rank `me` with every rank of the window: every access any rank made
 /// before its call happens-before every access any rank makes after its call.
@@ -53,14 +53,8 @@ where
     E: WaitEnv + ?Sized,
 {
     let to = (me + (1 << round)) % area.nranks();
-    let out = area.round_slot(round, to);
-    // Relaxed: only this rank writes this slot; program order gives its last value.
-    let epoch = out.load(Relaxed).wrapping_add(1);
-    // Release: publishes this rank's accesses, and all it acquired in
-    // earlier rounds, to `to`.
-    out.store(epoch, Release);
-    notify(area, env, to);
-    epoch
+    // Publishes this rank's accesses, and all it acquired in earlier rounds, to `to`.
+    bump(area, env, area.round_slot(round, to), to)
 }
 
 /// Whether `me`'s source of `round` has sent it `epoch`.
