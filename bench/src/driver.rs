@@ -229,6 +229,19 @@ struct Programs {
     allreduce: Option<PathBuf>,
 }
 
+/// A directory holding `libkpccl.so.MAJOR`, the name the programs look for
+/// at run time (the library's SONAME), as a link to cargo's `libkpccl.so`
+/// in `lib`: cargo makes no such name, `cargo xtask install` does.
+fn soname_dir(lib: &Path, work: &Path) -> Result<PathBuf, String> {
+    let dir = work.join("lib");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let link = dir.join(concat!("libkpccl.so.", env!("CARGO_PKG_VERSION_MAJOR")));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(lib.join("libkpccl.so"), &link)
+        .map_err(|e| format!("linking {}: {e}", link.display()))?;
+    Ok(dir)
+}
+
 /// Builds the C-API and MPI programs (MPI's only when they build).
 fn build_c(opts: &Options, ctx: &mut Context) -> Result<Programs, String> {
     let lib = exe_dir()?;
@@ -241,7 +254,7 @@ fn build_c(opts: &Options, ctx: &mut Context) -> Result<Programs, String> {
     let include = workspace_root().join("ffi/include");
     let kpccl = opts.work.join("kpccl_bench");
     let mut rpath = OsString::from("-Wl,-rpath,");
-    rpath.push(&lib);
+    rpath.push(soname_dir(&lib, &opts.work)?);
     let mut l = OsString::from("-L");
     l.push(&lib);
     let mut i = OsString::from("-I");

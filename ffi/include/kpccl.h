@@ -118,6 +118,55 @@ typedef enum kpccl_shm_datatype_t {
 } kpccl_shm_datatype_t;
 
 /**
+ * The class of a failure (`kpccl_last_error_code`). New classes may be
+ * added; treat an unknown value like `KPCCL_ERR_INTERNAL`.
+ */
+typedef enum kpccl_error_code_t {
+  /**
+   * No call has failed on this thread yet.
+   */
+  KPCCL_ERR_NONE = 0,
+  /**
+   * A bad argument or setting, on this rank or, in a collective, another
+   * (its own `kpccl_last_error` says which): NULL or stale handles, ranks
+   * out of range, ranks that disagree, invalid `KPCCL_*` variables.
+   */
+  KPCCL_ERR_INVALID_ARGUMENT = 1,
+  /**
+   * A wait reached its deadline (`KPCCL_TIMEOUT_MS`, or the window's).
+   */
+  KPCCL_ERR_TIMEOUT = 2,
+  /**
+   * A peer process died, left, or abandoned the window.
+   */
+  KPCCL_ERR_DEAD_PEER = 3,
+  /**
+   * Out of memory, of handles, or of space in the segment directory.
+   */
+  KPCCL_ERR_NO_SPACE = 4,
+  /**
+   * Not allowed: another user's segment or directory, or its mode.
+   */
+  KPCCL_ERR_PERMISSION = 5,
+  /**
+   * The device runtime (ACL) failed, or there is none.
+   */
+  KPCCL_ERR_DEVICE_RUNTIME = 6,
+  /**
+   * The out-of-band callbacks (MPI, the launcher) failed.
+   */
+  KPCCL_ERR_OUT_OF_BAND = 7,
+  /**
+   * Another operating-system failure.
+   */
+  KPCCL_ERR_SYSTEM = 8,
+  /**
+   * A bug in the library (a caught panic), or a failure it cannot classify.
+   */
+  KPCCL_ERR_INTERNAL = 9,
+} kpccl_error_code_t;
+
+/**
  * How the data segments of a window are placed.
  */
 typedef enum kpccl_shm_layout_t {
@@ -478,6 +527,20 @@ int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *in
 int kpccl_shm_comm_node_ranks(kpccl_shm_comm_h comm, int *ranks, int capacity);
 
 /**
+ * Makes `kpccl_shm_comm_destroy(comm)` call `release(group)` once, after
+ * the communicator is gone, with the `group` it was created with. The
+ * callbacks are never called after that, and windows allocated on the
+ * communicator do not use them, so `release` may free the group (an MPI
+ * communicator, memory). Setting it again replaces the previous one;
+ * `NULL` clears it. Local (no collective).
+ *
+ * # Safety
+ * `comm` is any value (checked: see `kpccl_shm_comm_h`); `release` is
+ * `NULL` or a function valid to call with the communicator's group.
+ */
+int kpccl_shm_comm_set_release(kpccl_shm_comm_h comm, void (*release)(void *group));
+
+/**
  * The text of this thread's last failure: which function failed and why,
  * or `""` if nothing failed yet. Never `NULL`.
  *
@@ -485,6 +548,13 @@ int kpccl_shm_comm_node_ranks(kpccl_shm_comm_h comm, int *ranks, int capacity);
  * copy it to keep it. A successful call does not clear it.
  */
 const char *kpccl_last_error(void);
+
+/**
+ * The class of this thread's last failure (`KPCCL_ERR_NONE` if none yet),
+ * to act on without parsing `kpccl_last_error()`. Like the text, it is set
+ * by every failing call and kept by successful ones.
+ */
+enum kpccl_error_code_t kpccl_last_error_code(void);
 
 /**
  * Copies `len` bytes from `src` to byte `offset` of rank `rank`'s segment

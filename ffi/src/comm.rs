@@ -5,7 +5,7 @@ use core::ffi::{c_int, c_void};
 
 use kpccl_posix::Comm;
 
-use crate::error::Error;
+use crate::error::{Error, RangeOf};
 use crate::handle::{self, Exclusive, Kind};
 use crate::log::{self, Level};
 use crate::oob::{CallbackOob, kpccl_shm_oob_cb_h};
@@ -109,15 +109,16 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
         let n = u32::try_from(nranks).ok().filter(|n| (1..=kpccl_core::MAX_RANKS).contains(n)).ok_or(Error::Range {
             arg: "nranks",
             value: nranks.into(),
+            of: RangeOf::RankCount,
             min: 1,
             end: i64::from(kpccl_core::MAX_RANKS) + 1,
         })?;
         let given_local = |v: c_int| match v {
             KPCCL_LOCAL_RANK_AUTO => Ok(None),
-            v => handle::rank(v, "local_rank", n).map(Some),
+            v => handle::rank(v, "local_rank", n, RangeOf::CommRanks).map(Some),
         };
-        let local =
-            handle::rank(rank, "rank", n).and_then(|r| Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?)));
+        let local = handle::rank(rank, "rank", n, RangeOf::CommRanks)
+            .and_then(|r| Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?)));
         let (rank, local_rank, out) = match local {
             Ok(l) => l,
             Err(e) => {
@@ -214,6 +215,7 @@ pub unsafe extern "C" fn kpccl_shm_comm_node_ranks(
                 return Err(Error::Range {
                     arg: "capacity",
                     value: capacity.into(),
+                    of: RangeOf::NodeRanks,
                     min: i64::from(c.local_size()),
                     end: i64::from(c_int::MAX),
                 });

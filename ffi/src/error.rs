@@ -12,6 +12,19 @@ use kpccl_core::{CollectiveError, Failure};
 use crate::handle::{Kind, Refusal};
 use crate::log::{self, Level};
 
+/// What an integer argument's valid range is, as an error message says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RangeOf {
+    /// A rank of a window.
+    WindowRanks,
+    /// A rank (or local rank) of a communicator being made.
+    CommRanks,
+    /// A communicator's rank count.
+    RankCount,
+    /// Room for the ranks of this node.
+    NodeRanks,
+}
+
 /// What went wrong in one call.
 #[derive(Debug)]
 pub(crate) enum Error {
@@ -43,6 +56,8 @@ pub(crate) enum Error {
         arg: &'static str,
         /// Its value.
         value: i64,
+        /// What the range is: says it in the message.
+        of: RangeOf,
         /// The smallest valid value.
         min: i64,
         /// One past the largest valid value.
@@ -90,8 +105,15 @@ impl fmt::Display for Error {
                 }
             }
             Self::NoHandle { kind, why } => write!(f, "cannot make a {}: {why}", kind.name()),
-            Self::Range { arg, value, min, end } => {
-                write!(f, "`{arg}` = {value} is out of range {min} to {}", end - 1)
+            Self::Range { arg, value, of, min, end } => {
+                write!(f, "{arg} {value} is out of range: ")?;
+                let max = end - 1;
+                match of {
+                    RangeOf::WindowRanks => write!(f, "this window has ranks {min} to {max}"),
+                    RangeOf::CommRanks => write!(f, "the communicator has ranks {min} to {max}"),
+                    RangeOf::RankCount => write!(f, "a communicator has {min} to {max} ranks"),
+                    RangeOf::NodeRanks => write!(f, "this node has {min} ranks, so at least {min} are needed"),
+                }
             }
             Self::Invalid { arg, why } => write!(f, "`{arg}` is invalid: {why}"),
             Self::PeerArgument { rank } => write!(
@@ -146,11 +168,15 @@ pub(crate) fn record(name: &'static str, e: &Error) {
                 | kpccl_posix::Error::RankLost { .. }
                 | kpccl_posix::Error::Launcher { .. }
                 | kpccl_posix::Error::SegmentDir(_)
+                | kpccl_posix::Error::Platform { .. }
         )
     );
     if !logged {
-        log::log(Level::Error, format_args!("{text}"));
+        // Another rank's bad argument is logged there, once, not on every rank.
+        let level = if matches!(e, Error::PeerArgument { .. }) { Level::Debug } else { Level::Error };
+        log::log(level, format_args!("{text}"));
     }
+    crate::error_code::remember(e);
     let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
     let _ = LAST.try_with(|last| *last.borrow_mut() = c);
 }

@@ -23,7 +23,7 @@ use kpccl_core::sync::AtomicU64;
 use kpccl_core::sync::Ordering::{Acquire, Relaxed, Release};
 
 use self::arena::{Arena, Block};
-use crate::error::Error;
+use crate::error::{Error, RangeOf};
 use crate::win::kpccl_shm_win_t;
 
 /// What a handle points to.
@@ -277,10 +277,11 @@ pub(crate) unsafe fn clear<T>(p: *mut T, value: T) {
 /// Every fence checks one: the error is built only on failure (built
 /// eagerly, its drop cost a call per fence).
 #[inline]
-pub(crate) fn rank(value: core::ffi::c_int, arg: &'static str, nranks: u32) -> Result<u32, Error> {
+pub(crate) fn rank(value: core::ffi::c_int, arg: &'static str, nranks: u32, of: RangeOf) -> Result<u32, Error> {
     u32::try_from(value).ok().filter(|r| *r < nranks).ok_or_else(|| Error::Range {
         arg,
         value: i64::from(value),
+        of,
         min: 0,
         end: i64::from(nranks),
     })
@@ -357,8 +358,8 @@ mod tests {
 
     #[test]
     fn ranks_are_checked() {
-        assert_eq!(rank(3, "r", 4).ok(), Some(3));
-        assert!(rank(4, "r", 4).is_err());
-        assert!(rank(-1, "r", 4).is_err());
+        assert_eq!(rank(3, "r", 4, RangeOf::WindowRanks).ok(), Some(3));
+        assert!(rank(4, "r", 4, RangeOf::WindowRanks).is_err());
+        assert!(rank(-1, "r", 4, RangeOf::WindowRanks).is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! The out-of-band callbacks of C programs (MPI, typically), as a
 //! [`kpccl_core::Oob`].
 
+use core::cell::Cell;
 use core::ffi::{c_int, c_long, c_void};
 
 use kpccl_core::{Oob, OobError};
@@ -47,6 +48,10 @@ pub(crate) type AllgatherFn = unsafe extern "C" fn(
 
 /// The barrier callback's type (Rust side).
 pub(crate) type BarrierFn = unsafe extern "C" fn(group: *mut c_void) -> c_int;
+
+/// The type of the callback that releases a communicator's group when the
+/// communicator is destroyed (`kpccl_shm_comm_set_release`).
+pub(crate) type ReleaseFn = unsafe extern "C" fn(group: *mut c_void);
 
 /// The out-of-band collectives a communicator is built on. Both are called
 /// only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
@@ -98,6 +103,10 @@ pub(crate) struct CallbackOob {
     allgather: AllgatherFn,
     barrier: BarrierFn,
     group: *mut c_void,
+    /// Called with `group` when these callbacks are dropped (the
+    /// communicator destroyed), if set; a `Cell` because it is set through
+    /// the handle's exclusive (shared-reference) access.
+    release: Cell<Option<ReleaseFn>>,
 }
 
 impl CallbackOob {
@@ -120,7 +129,23 @@ impl CallbackOob {
             allgather: cbs.oob_allgather.ok_or(Error::Null("oob->oob_allgather"))?,
             barrier: cbs.oob_barrier.ok_or(Error::Null("oob->oob_barrier"))?,
             group,
+            release: Cell::new(None),
         })
+    }
+
+    /// Makes dropping these callbacks call `release(group)`, once (`None`: nothing).
+    pub(crate) fn set_release(&self, release: Option<ReleaseFn>) {
+        self.release.set(release);
+    }
+}
+
+impl Drop for CallbackOob {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            // SAFETY: the user's callback with the user's group, which the
+            // user promised valid until the communicator is destroyed: now.
+            unsafe { release(self.group) };
+        }
     }
 }
 

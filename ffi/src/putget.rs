@@ -6,7 +6,7 @@ use core::ffi::{c_int, c_void};
 
 use kpccl_ascend::AclStream;
 
-use crate::error::Error;
+use crate::error::{Error, RangeOf};
 use crate::handle;
 use crate::win::{get, kpccl_shm_win_h};
 
@@ -46,7 +46,7 @@ pub unsafe extern "C" fn kpccl_shm_win_put(
     ffi_boundary!("kpccl_shm_win_put", {
         // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
-        let rank = handle::rank(rank, "rank", w.nranks())?;
+        let rank = handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?;
         checked(src, len, "src")?;
         let bytes: &[u8] = if len == 0 {
             &[]
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn kpccl_shm_win_get(
     ffi_boundary!("kpccl_shm_win_get", {
         // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
-        let rank = handle::rank(rank, "rank", w.nranks())?;
+        let rank = handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?;
         checked(dst, len, "dst")?;
         let bytes: &mut [u8] = if len == 0 {
             &mut []
@@ -139,7 +139,7 @@ pub unsafe extern "C" fn kpccl_shm_peer_fence_stream(
     ffi_boundary!("kpccl_shm_peer_fence_stream", {
         // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
-        let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
+        let peer = handle::rank(remote_rank, "remote_rank", w.nranks(), RangeOf::WindowRanks)?;
         let s = stream_of(&w, stream)?;
         match w.device() {
             Some(d) => Ok(d.peer_fence_on(peer, s)?),

@@ -8,7 +8,7 @@ use kpccl_posix::Comm;
 use crate::attr::{Options, kpccl_shm_win_attr_t};
 use crate::comm::{self, kpccl_shm_comm_h};
 use crate::device::{self, AnyWindow};
-use crate::error::Error;
+use crate::error::{Error, RangeOf};
 use crate::handle::{self, Kind};
 use crate::oob::CallbackOob;
 
@@ -61,7 +61,7 @@ fn with_peer(
 ) -> Result<(), Error> {
     // SAFETY: none needed (see `get`).
     let w = unsafe { get(win) }?;
-    let peer = handle::rank(remote_rank, "remote_rank", w.nranks())?;
+    let peer = handle::rank(remote_rank, "remote_rank", w.nranks(), RangeOf::WindowRanks)?;
     Ok(op(&w, peer)?)
 }
 
@@ -306,8 +306,9 @@ pub unsafe extern "C" fn kpccl_shm_win_query(
 ) -> c_int {
     ffi_boundary!("kpccl_shm_win_query", {
         // Beside a fence on another thread, but never beside the free.
-        let (base, len) =
-            handle::shared(win, "win", |w: &AnyWindow| Ok(w.segment(handle::rank(rank, "rank", w.nranks())?)?))?;
+        let (base, len) = handle::shared(win, "win", |w: &AnyWindow| {
+            Ok(w.segment(handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?)?)
+        })?;
         let (size, baseptr) = (handle::out(size, "size")?, handle::out(baseptr, "baseptr")?);
         // SAFETY: checked not NULL and aligned; writable by the caller's contract.
         unsafe { size.as_ptr().write(len) };

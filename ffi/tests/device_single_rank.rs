@@ -4,32 +4,16 @@
 //! One test in its own binary: it sets the process's environment.
 #![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
-use core::ffi::{CStr, c_int, c_void};
+use core::ffi::c_int;
 use core::ptr::null_mut;
 
 use kpccl::*;
+
+mod support;
 use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::{ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE};
 use kpccl_ascend::sim::HostSim;
-
-unsafe extern "C" fn copy(
-    send: *const c_void,
-    recv: *mut c_void,
-    size: c_int,
-    _: *mut c_void,
-    _: kpccl_shm_datatype_t,
-) -> c_int {
-    unsafe { core::ptr::copy_nonoverlapping(send.cast::<u8>(), recv.cast::<u8>(), size as usize) };
-    0
-}
-
-unsafe extern "C" fn barrier(_: *mut c_void) -> c_int {
-    0
-}
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(kpccl_last_error()) }.to_string_lossy().into_owned()
-}
+use support::{barrier, copy, last_error};
 
 #[test]
 fn a_device_window_on_the_simulator() {

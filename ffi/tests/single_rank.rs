@@ -4,51 +4,13 @@
 //! multi-rank behaviour is the C tests' job (`ffi/tests/c`).
 #![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
-use core::ffi::{CStr, c_int, c_void};
+use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
 
 use kpccl::*;
 
-unsafe extern "C" fn copy(
-    send: *const c_void,
-    recv: *mut c_void,
-    size: c_int,
-    group: *mut c_void,
-    dt: kpccl_shm_datatype_t,
-) -> c_int {
-    assert_eq!(dt, kpccl_shm_datatype_t::KPCCL_SHM_DATATYPE_CHAR);
-    assert_eq!(group as usize, 0x5eed);
-    // One rank: gathering is copying.
-    unsafe { core::ptr::copy_nonoverlapping(send.cast::<u8>(), recv.cast::<u8>(), size as usize) };
-    0
-}
-
-unsafe extern "C" fn fails(
-    _: *const c_void,
-    _: *mut c_void,
-    _: c_int,
-    _: *mut c_void,
-    _: kpccl_shm_datatype_t,
-) -> c_int {
-    42
-}
-
-unsafe extern "C" fn barrier(_: *mut c_void) -> c_int {
-    0
-}
-
-fn last_error() -> String {
-    unsafe { CStr::from_ptr(kpccl_last_error()) }.to_string_lossy().into_owned()
-}
-
-fn create(allgather: kpccl_shm_oob_cb_t) -> (c_int, kpccl_shm_comm_h) {
-    let mut cbs = allgather;
-    let mut comm = null_mut();
-    let rc = unsafe { kpccl_shm_comm_create(1, 0, 0, &mut cbs, 0x5eed as *mut c_void, &mut comm) };
-    (rc, comm)
-}
-
-const GOOD: kpccl_shm_oob_cb_t = kpccl_shm_oob_cb_t { oob_allgather: Some(copy), oob_barrier: Some(barrier) };
+mod support;
+use support::{GOOD, create, fails, last_error};
 
 #[test]
 fn a_window_lives_and_dies() {

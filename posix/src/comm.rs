@@ -241,7 +241,10 @@ fn create<O: Oob>(
     let mut table = vec![Record::default(); nranks as usize];
     let info = kpccl_core::create_comm_on(platform, oob, rank, nranks, me, local, &mut table)
         .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[], None))
-        .inspect_err(|e| log::log(Level::Error, format_args!("rank {rank}: communicator creation failed: {e}")))?;
+        .inspect_err(|e| {
+            let level = crate::explain::failure_level(e, rank);
+            log::log(level, format_args!("rank {rank}: communicator creation failed: {e}"));
+        })?;
     Ok(Nodes::new(&table, info))
 }
 
@@ -351,7 +354,8 @@ impl<O: Oob> WindowBuilder<'_, O> {
             memory_kind: self.memory_kind,
         };
         let mut table = vec![Record::default(); c.nranks as usize];
-        let platform = c.platform.clone().with_reserve(self.reserve);
+        let stats = crate::stats::Counters::if_enabled();
+        let platform = c.platform.clone().with_reserve(self.reserve).with_stats(stats.clone());
         let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
         let inner =
             kpccl_core::create_window_on(&platform, &c.oob, c.rank, c.nranks, node, &request, local, &mut table)
@@ -360,9 +364,10 @@ impl<O: Oob> WindowBuilder<'_, O> {
                     crate::explain::creation_error(e, "window creation", &c.nodes.peers, dir)
                 })
                 .inspect_err(|e| {
-                    log::log(Level::Error, format_args!("rank {}: window creation failed: {e}", c.rank))
+                    let level = crate::explain::failure_level(e, c.rank);
+                    log::log(level, format_args!("rank {}: window creation failed: {e}", c.rank));
                 })?;
         log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
-        Ok(Window::new(inner, Arc::clone(&c.nodes)))
+        Ok(Window::new(inner, Arc::clone(&c.nodes), stats))
     }
 }

@@ -13,6 +13,7 @@
 //! | `KPCCL_RESERVE` | `eager`: allocate a window's memory at creation (no SIGBUS ever); `lazy`: at first touch, after a free-space check | `eager` |
 //! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |
 //! | `KPCCL_LOG` | `off`, `error`, `warn`, `info` or `debug` | `warn` |
+//! | `KPCCL_STATS` | `1`: per-window counters, printed at free ([`WindowStats`](crate::WindowStats)) | off |
 //! | `KPCCL_NODE_ID` | this process's node, as far as kpccl knows: ranks with equal ids share memory; each simulated node gets its own segment directory | boot id + hostname |
 
 use std::path::PathBuf;

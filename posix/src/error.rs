@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use kpccl_core::error::PlatformOp;
 use kpccl_core::{CollectiveError, Failure, FenceError};
 
 use crate::launch::{Departure, code};
@@ -47,6 +48,16 @@ pub enum Error {
     },
     /// Segments cannot be created in the segment directory: which one, and why.
     SegmentDir(crate::DirError),
+    /// A system call on a window's segment failed, on this rank or another
+    /// of this node: what it was doing, where, and the system's reason.
+    Platform {
+        /// The segment directory.
+        dir: std::path::PathBuf,
+        /// The rank it failed on (`None`: this one).
+        rank: Option<u32>,
+        /// The call and its errno.
+        error: kpccl_core::PlatformError,
+    },
     /// An out-of-band collective of the `kpccl-run` launcher failed.
     Launcher {
         /// The rank on which it failed (`None`: this one).
@@ -90,6 +101,22 @@ impl fmt::Display for Error {
                 }
             }
             Self::SegmentDir(e) => e.fmt(f),
+            Self::Platform { dir, rank, error } => {
+                if let Some(r) = rank {
+                    write!(f, "on rank {r}: ")?;
+                }
+                let dir = dir.display();
+                match error.op {
+                    PlatformOp::Owner | PlatformOp::Size => write!(f, "{error} in {dir}"),
+                    op => {
+                        let reason = i32::try_from(error.code).map(std::io::Error::from_raw_os_error);
+                        match reason {
+                            Ok(reason) => write!(f, "cannot {op} in {dir}: {reason}"),
+                            Err(_) => write!(f, "cannot {op} in {dir}: error {}", error.code),
+                        }
+                    }
+                }
+            }
             Self::Launcher { rank, code } => {
                 f.write_str("the launcher's out-of-band collective failed")?;
                 if let Some(r) = rank {

@@ -76,6 +76,17 @@ pub(crate) fn creation_error(
     if let Some(problem) = dir.and_then(|(dir, private)| dir_error(&e, dir, private)) {
         return Error::SegmentDir(problem);
     }
+    if let Some((dir, _)) = dir {
+        match e {
+            CollectiveError::Local(Failure::Platform(error)) => {
+                return Error::Platform { dir: dir.to_owned(), rank: None, error };
+            }
+            CollectiveError::Peer { rank, failure: Failure::Platform(error) } => {
+                return Error::Platform { dir: dir.to_owned(), rank: Some(rank), error };
+            }
+            _ => {}
+        }
+    }
     match e {
         CollectiveError::Local(Failure::Oob(o)) if launcher_code(o.code) => {
             Error::Launcher { rank: None, code: o.code }
@@ -91,4 +102,47 @@ pub(crate) fn creation_error(
 /// the code of a callback of the user's that wraps it).
 pub(crate) fn launcher_code(code: i32) -> bool {
     launch::in_use() && launch::code::meaning(code).is_some()
+}
+
+/// The level at which rank `me` logs `e`, a failed collective that every
+/// rank reports: an error on the rank it is about, so that a refused call
+/// is logged once and not once per rank; debug on the others. A loss is
+/// logged by every rank (the lost one cannot).
+pub(crate) fn failure_level(e: &Error, me: u32) -> crate::log::Level {
+    use crate::log::Level;
+    let about = |rank: u32| if rank == me { Level::Error } else { Level::Debug };
+    match e {
+        // The caller refused an argument and said so already.
+        Error::Collective(CollectiveError::Local(Failure::Argument(kpccl_core::error::ArgError::Caller))) => {
+            Level::Debug
+        }
+        Error::Collective(CollectiveError::Peer { .. }) | Error::Launcher { rank: Some(_), .. } => Level::Debug,
+        Error::Platform { rank: Some(_), .. } => Level::Debug,
+        Error::Collective(CollectiveError::Mismatch { rank, .. } | CollectiveError::LocalRank { rank, .. }) => {
+            about(*rank)
+        }
+        Error::Collective(CollectiveError::Layout(_)) => about(0),
+        _ => Level::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kpccl_core::error::ArgError;
+    use kpccl_core::{CollectiveError, Failure};
+
+    use super::failure_level;
+    use crate::Error;
+    use crate::log::Level;
+
+    #[test]
+    fn a_refused_collective_is_an_error_on_one_rank_only() {
+        let local = CollectiveError::LocalRank { rank: 2, local_rank: 2, node: 1, local_size: 2, clash: None };
+        let levels: Vec<Level> = (0..4).map(|me| failure_level(&Error::Collective(local), me)).collect();
+        assert_eq!(levels, [Level::Debug, Level::Debug, Level::Error, Level::Debug]);
+        let peer = CollectiveError::Peer { rank: 1, failure: Failure::Argument(ArgError::Rank { rank: 9, nranks: 2 }) };
+        assert_eq!(failure_level(&Error::Collective(peer), 0), Level::Debug);
+        let own = CollectiveError::Local(Failure::Argument(ArgError::Rank { rank: 9, nranks: 2 }));
+        assert_eq!(failure_level(&Error::Collective(own), 1), Level::Error);
+    }
 }

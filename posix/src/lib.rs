@@ -27,13 +27,18 @@
 mod comm;
 mod config;
 mod error;
+mod error_kind;
 mod explain;
+pub mod inventory;
 pub mod launch;
 mod liveness;
 pub mod log;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod node;
 mod platform;
 mod segment_dir;
+mod stats;
 mod sweep;
 mod sys;
 mod way_in;
@@ -42,9 +47,11 @@ mod window;
 pub use comm::{Comm, WindowBuilder};
 pub use config::Config;
 pub use error::Error;
+pub use error_kind::ErrorKind;
 pub use kpccl_core::{DataSegment, LayoutMode, NodeInfo, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment, Reserve};
 pub use segment_dir::{DirError, DirProblem};
+pub use stats::WindowStats;
 pub use sweep::sweep;
 
 /// The system page size: the largest segment alignment a window accepts.

@@ -49,9 +49,15 @@ pub fn enabled(level: Level) -> bool {
 /// Writes `message` to stderr if `level` is enabled.
 pub fn log(level: Level, message: std::fmt::Arguments<'_>) {
     if enabled(level) {
-        // One write per line: `eprintln!` writes the pieces one by one, and
-        // ranks sharing a stderr (mpirun, kpccl-run) interleaved them mid-line.
-        let line = format!("kpccl[{}] {:?}: {message}\n", std::process::id(), level);
-        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+        stderr_line(format_args!("{level:?}: {message}"));
     }
+}
+
+/// Writes `kpccl[PID] message` to stderr whatever the level (what was asked
+/// for, such as `KPCCL_STATS`). One write per line: `eprintln!` writes the
+/// pieces one by one, and ranks sharing a stderr (mpirun, kpccl-run)
+/// interleaved them mid-line.
+pub fn stderr_line(message: std::fmt::Arguments<'_>) {
+    let line = format!("kpccl[{}] {message}\n", std::process::id());
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
 }

@@ -9,6 +9,7 @@ use kpccl_core::error::PlatformOp;
 use kpccl_core::sync::AtomicU32;
 use kpccl_core::{PlatformError, ProcessIdentity, Step, WaitOutcome};
 
+use crate::stats::{self, Counters};
 use crate::way_in::WayIn;
 use crate::{liveness, sys};
 
@@ -36,6 +37,8 @@ pub struct PosixPlatform {
     node_dir: bool,
     identity: ProcessIdentity,
     reserve: Reserve,
+    /// The window's counters (`KPCCL_STATS=1`): the platform counts the sleeps.
+    stats: Option<Arc<Counters>>,
 }
 
 fn err(op: PlatformOp, e: &std::io::Error) -> PlatformError {
@@ -50,7 +53,19 @@ fn epoch() -> Instant {
 impl PosixPlatform {
     /// A platform whose segments live in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: Arc::new(dir.into()), node_dir: false, identity: liveness::current(), reserve: Reserve::Eager }
+        Self {
+            dir: Arc::new(dir.into()),
+            node_dir: false,
+            identity: liveness::current(),
+            reserve: Reserve::Eager,
+            stats: None,
+        }
+    }
+
+    /// The same platform, counting its sleeps in `stats`.
+    #[must_use]
+    pub(crate) fn with_stats(self, stats: Option<Arc<Counters>>) -> Self {
+        Self { stats, ..self }
     }
 
     /// The same platform, allocating windows' memory as `reserve` says.
@@ -236,7 +251,14 @@ impl kpccl_core::Platform for PosixPlatform {
                 _ => return WaitOutcome::TimedOut,
             },
         };
-        if sys::futex_wait(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
+        let Some(stats) = &self.stats else {
+            return if sys::futex_wait(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut };
+        };
+        let start = Instant::now();
+        let woken = sys::futex_wait(word, expected, timeout);
+        stats::add(&stats.sleeps, 1);
+        stats::add(&stats.slept_ns, u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        if woken { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
     }
 
     fn wake(&self, word: &AtomicU32) {

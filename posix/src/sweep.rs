@@ -20,7 +20,7 @@ use kpccl_core::ProcessIdentity;
 use crate::{liveness, sys};
 
 /// The creator a segment name records, if it is a kpccl segment name.
-fn creator(name: &str) -> Option<ProcessIdentity> {
+pub(crate) fn creator(name: &str) -> Option<ProcessIdentity> {
     let mut parts = name.strip_prefix("kpccl-")?.split('-');
     let uid = parts.next()?.parse().ok()?;
     let pid = parts.next()?.parse().ok()?;

@@ -61,3 +61,18 @@ fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {
     std::fs::set_permissions(&node_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     comm.window(4096).alloc().unwrap().free().unwrap();
 }
+
+#[test]
+fn a_failed_system_call_names_the_directory_the_reason_and_its_class() {
+    let shm = std::path::PathBuf::from(format!("/dev/shm/kpccl-dirtest-missing-{}", std::process::id()));
+    let _cleanup = Removed(shm.clone());
+    let config = Config { shm_dir: shm.clone(), ..Config::default() };
+    let e = match Comm::with_config(Solo, 0, 1, config) {
+        Ok(comm) => comm.window(4096).alloc().unwrap_err(),
+        Err(e) => e,
+    };
+    let text = e.to_string();
+    assert!(!shm.exists(), "{} was created", shm.display());
+    assert!(text.contains(&shm.display().to_string()) && text.contains("No such file or directory"), "{text}");
+    assert_eq!(e.kind(), kpccl_posix::ErrorKind::System, "{e:?}");
+}

@@ -168,3 +168,63 @@ fn a_killed_rank_is_named_with_its_signal_and_kpccl_run_sweeps_after_it() {
     assert!(stdout.contains(&format!("signal {})", libc::SIGABRT)), "{stdout}");
     assert!(swept && kept, "swept the dead creator's name: {swept}, kept the stranger: {kept}");
 }
+
+/// The out-of-band collectives of a communicator of one rank (this process).
+struct Solo;
+
+impl kpccl_posix::Oob for Solo {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_posix::OobError> {
+        recv.copy_from_slice(send);
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), kpccl_posix::OobError> {
+        Ok(())
+    }
+}
+
+/// `kpccl-run --list` shows this process's live window (unlinked, found in
+/// its memory map) and a stale name planted beside it, and
+/// `--remove-stale` removes the stale one only.
+#[test]
+fn kpccl_run_lists_live_and_stale_segments_and_removes_the_stale_only() {
+    use kpccl_core::layout::shared::{Header, MAGIC};
+
+    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runlist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = kpccl_posix::Config { shm_dir: dir.clone(), ..kpccl_posix::Config::default() };
+    let comm = kpccl_posix::Comm::with_config(Solo, 0, 1, config).unwrap();
+    let win = comm.window(8192).alloc().unwrap();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    // pid 2^22 + 1 is above Linux's pid_max: never a live process.
+    let stale = dir.join(format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 9));
+    let mut header = vec![0u8; size_of::<Header>()];
+    header[..8].copy_from_slice(&MAGIC.to_ne_bytes());
+    let at = core::mem::offset_of!(Header, nranks);
+    header[at..at + 4].copy_from_slice(&3u32.to_ne_bytes());
+    std::fs::write(&stale, &header).unwrap();
+
+    let d = dir.to_string_lossy().into_owned();
+    let listed = kpccl_run(&["--list", &d]);
+    let removed = kpccl_run(&["--list", "--remove-stale", &d]);
+    let gone = !stale.exists();
+    let still = win.fence();
+    drop(win);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.status.code(), Some(0), "{listed:?}");
+    let me = std::process::id().to_string();
+    let live = text.lines().find(|l| l.starts_with("live")).unwrap_or_else(|| panic!("no live segment:\n{text}"));
+    let cols: Vec<&str> = live.split_whitespace().collect();
+    // STATE CREATOR ALIVE RANKS SIZE(2 words) AGE ATTACHED SEGMENT
+    assert_eq!((cols[1], cols[2], cols[3]), (me.as_str(), "yes", "1"), "{live}");
+    assert!(cols[7].split(',').any(|p| p == me) && cols[8].starts_with(&d), "{live}");
+    let old = text.lines().find(|l| l.starts_with("stale")).unwrap_or_else(|| panic!("no stale segment:\n{text}"));
+    let cols: Vec<&str> = old.split_whitespace().collect();
+    assert_eq!((cols[2], cols[3], cols[7]), ("no", "3", "-"), "{old}");
+    assert!(text.contains("2 segment(s) in ") && text.contains(", 1 stale"), "{text}");
+    assert_eq!(removed.status.code(), Some(0), "{removed:?}");
+    assert!(gone, "the stale name is still there: {removed:?}");
+    assert!(still.is_ok(), "the live window was disturbed: {still:?}");
+}

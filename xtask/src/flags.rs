@@ -9,7 +9,7 @@ Tasks:
   test [--quick]                 the whole host suite, in order, stopping at the first failure:
                                  rustfmt, clippy -D warnings, no_std build for aarch64-unknown-none
                                  (and no libc in kpccl-core's tree), cargo test, loom, Miri, rustdoc
-                                 -D warnings, C tests; ends with `N passed, N failed` (steps).
+                                 -D warnings, C tests, Rust over MPI; ends with `N passed, N failed` (steps).
                                  --quick skips loom and Miri.
   test-aarch64 [--install] [--cross]
                                  the workspace's tests, doctests, examples and C tests built for
@@ -20,8 +20,10 @@ Tasks:
   header [--check]               ffi/include/kpccl.h from ffi/src, by cbindgen (ffi/cbindgen.toml);
                                  --check fails if the committed header differs (`cargo xtask test`
                                  checks it too).
-  install [--prefix DIR]         libkpccl.so/.a, kpccl.h and kpccl.pc under DIR (default /usr/local):
-                                 then `pkg-config --cflags --libs kpccl`.
+  install [--prefix DIR]         libkpccl as a system library under $DESTDIR/DIR (default /usr/local):
+                                 libkpccl.so.X.Y.Z (SONAME libkpccl.so.X) and links, libkpccl.a,
+                                 kpccl.h, kpccl_mpi.h, kpccl.pc, kpccl-static.pc, the CMake package
+                                 (kpccl::kpccl), bin/kpccl-run, lib/kpccl/sim/libascendcl.so.
   c-test [--aarch64]             the C tests alone, on the host (the last step of `test`); --aarch64:
                                  built for aarch64-unknown-linux-gnu, run under qemu (as in test-aarch64).
   demo [-n N] [-- ARGS...]       the main demo: N ranks (default 4) share a window without MPI

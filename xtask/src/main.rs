@@ -11,12 +11,16 @@
 mod bench;
 mod c_tests;
 mod cmd;
+mod consumers;
 mod demo;
 mod flags;
 mod header;
 mod install;
+mod package_files;
 mod report;
+mod rust_mpi;
 mod soak;
+mod staticlib;
 mod test;
 mod test_aarch64;
 

@@ -24,6 +24,7 @@ pub(crate) fn run(quick: bool) -> Result<()> {
         ("miri (kpccl-core)", Box::new(move || if quick { Ok(skipped_quick()) } else { miri() })),
         ("rustdoc", Box::new(doc)),
         ("C tests (host)", Box::new(|| c_test_step(&CTests::host()))),
+        ("Rust over MPI (kpccl-posix --features mpi)", Box::new(crate::rust_mpi::step)),
         ("benchmarks (smoke: once, no timing checked)", Box::new(bench_smoke)),
     ];
     let names: Vec<&str> = plan.iter().map(|(name, _)| *name).collect();

@@ -82,10 +82,13 @@ static void comm_create_collective(void)
     rc = kpccl_shm_comm_create(n, me == bad ? n : me, me, &cbs, (void *)world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "rank %d out of range on rank %d: rc %d", n, bad, rc);
     if (me == bad) {
-        CHECK(strstr(kpccl_last_error(), "`rank`") != NULL, "the culprit says what");
+        CHECK(strstr(kpccl_last_error(), "is out of range: the communicator has ranks 0 to") != NULL,
+              "the culprit says what");
     } else {
         CHECK(strstr(kpccl_last_error(), "passed an invalid argument") != NULL, "the peers say who");
     }
+    CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "every rank: class %d",
+          (int)kpccl_last_error_code());
     rc = kpccl_shm_comm_create(n, me == bad ? -1 : me, me, &cbs, (void *)world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "rank -1 on rank %d: rc %d", bad, rc);
     rc = kpccl_shm_comm_create(n, me, me == bad ? n + 5 : me, &cbs, (void *)world, &comm);

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use kpccl_core::fence::{Poison, PoisonKind};
 use kpccl_core::{DataSegment, FenceError};
 
-use crate::Error;
 use crate::comm::Nodes;
 use crate::platform::PosixPlatform;
+use crate::stats::{self, Counters, WindowStats};
+use crate::{Error, log};
 
 /// A shared window, as seen by one rank. Dropping it unmaps it without a
 /// collective; [`Window::free`] first fences with every rank (collective).
@@ -34,11 +35,31 @@ use crate::platform::PosixPlatform;
 pub struct Window {
     inner: kpccl_core::Window<PosixPlatform>,
     nodes: Arc<Nodes>,
+    /// With `KPCCL_STATS=1`: this window's counters (its platform counts the sleeps).
+    stats: Option<Arc<Counters>>,
 }
 
 impl Window {
-    pub(crate) fn new(inner: kpccl_core::Window<PosixPlatform>, nodes: Arc<Nodes>) -> Self {
-        Self { inner, nodes }
+    pub(crate) fn new(
+        inner: kpccl_core::Window<PosixPlatform>,
+        nodes: Arc<Nodes>,
+        stats: Option<Arc<Counters>>,
+    ) -> Self {
+        Self { inner, nodes, stats }
+    }
+
+    /// This window's counters so far, if kept (`KPCCL_STATS=1`; see
+    /// [`WindowStats`]).
+    pub fn stats(&self) -> Option<WindowStats> {
+        self.stats.as_deref().map(Counters::snapshot)
+    }
+
+    /// Counts one call in `counter`, if counters are kept.
+    #[inline]
+    fn count(&self, counter: fn(&Counters) -> &kpccl_core::sync::AtomicU64) {
+        if let Some(s) = &self.stats {
+            stats::add(counter(s), 1);
+        }
     }
 
     /// This rank (in the communicator).
@@ -68,6 +89,7 @@ impl Window {
     #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), Error> {
         let local = self.nodes.local(peer)?;
+        self.count(|s| &s.peer_fences);
         self.inner.peer_fence(local).map_err(|e| self.global(e))
     }
 
@@ -79,6 +101,7 @@ impl Window {
     #[inline]
     pub fn signal(&self, peer: u32) -> Result<(), Error> {
         let local = self.nodes.local(peer)?;
+        self.count(|s| &s.signals);
         self.inner.signal(local).map_err(|e| self.global(e))
     }
 
@@ -90,12 +113,14 @@ impl Window {
     #[inline]
     pub fn wait(&self, peer: u32) -> Result<(), Error> {
         let local = self.nodes.local(peer)?;
+        self.count(|s| &s.waits);
         self.inner.wait(local).map_err(|e| self.global(e))
     }
 
     /// The fence with every rank of this node (each of them calls it).
     #[inline]
     pub fn fence(&self) -> Result<(), Error> {
+        self.count(|s| &s.fences);
         self.inner.fence().map_err(|e| self.global(e))
     }
 
@@ -104,6 +129,7 @@ impl Window {
     /// errors as [`Window::peer_fence`].
     pub fn start_peer_fence(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
         let local = self.nodes.local(peer)?;
+        self.count(|s| &s.peer_fences);
         let nodes = &*self.nodes;
         let started = self.inner.start_peer_fence(local).map_err(|e| Window::global_with(nodes, e))?;
         Ok(PendingFence::new(started, nodes))
@@ -113,6 +139,7 @@ impl Window {
     /// poll that completes it consumes the signal (see [`Window::wait`]).
     pub fn start_wait(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
         let local = self.nodes.local(peer)?;
+        self.count(|s| &s.waits);
         let nodes = &*self.nodes;
         let started = self.inner.start_wait(local).map_err(|e| Window::global_with(nodes, e))?;
         Ok(PendingFence::new(started, nodes))
@@ -121,6 +148,7 @@ impl Window {
     /// Starts the fence with every rank of this node without blocking (see
     /// [`Window::fence`]).
     pub fn start_fence(&mut self) -> Result<PendingFence<'_>, Error> {
+        self.count(|s| &s.fences);
         let nodes = &*self.nodes;
         let started = self.inner.start_fence().map_err(|e| Window::global_with(nodes, e))?;
         Ok(PendingFence::new(started, nodes))
@@ -160,9 +188,17 @@ impl Window {
     /// Frees the window (collective): fences with every rank so nobody still
     /// reads, then unmaps. The memory is released even when the fence fails
     /// (e.g. a peer died), and the error is returned.
+    /// With `KPCCL_STATS=1`, prints the window's counters on stderr.
     pub fn free(self) -> Result<(), Error> {
         let nodes = Arc::clone(&self.nodes);
-        self.inner.free().map_err(|e| Window::global_with(&nodes, e))
+        self.count(|s| &s.fences);
+        let (rank, size) = (self.rank(), self.inner.layout().total());
+        let stats = self.stats.clone();
+        let result = self.inner.free().map_err(|e| Window::global_with(&nodes, e));
+        if let Some(s) = stats {
+            log::stderr_line(format_args!("stats: rank {rank}, window of {size} bytes: {}", s.snapshot()));
+        }
+        result
     }
 
     fn global_with(nodes: &Nodes, e: FenceError) -> Error {

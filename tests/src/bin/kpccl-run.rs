@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use kpccl_posix::launch::Launch;
 
-const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)";
+const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
 
 /// The rest of `--help`.
 const HELP: &str = "\
@@ -45,6 +45,16 @@ struct Args {
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("--sweep") {
         return sweep(std::env::args().nth(2));
+    }
+    if std::env::args().nth(1).as_deref() == Some("--list") {
+        let rest: Vec<String> = std::env::args().skip(2).collect();
+        let remove = rest.iter().any(|a| a == "--remove-stale");
+        let dirs: Vec<&String> = rest.iter().filter(|a| *a != "--remove-stale").collect();
+        if dirs.len() > 1 || dirs.iter().any(|d| d.starts_with('-')) {
+            eprintln!("kpccl-run: --list takes [--remove-stale] and one directory at most\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        return list(dirs.first().map(|d| (*d).clone()), remove);
     }
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(Some(a)) => a,
@@ -148,6 +158,23 @@ fn sweep(dir: Option<String>) -> ExitCode {
         }
         Err(e) => {
             eprintln!("kpccl-run: cannot sweep {dir}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `kpccl-run --list [--remove-stale] [DIR]`.
+fn list(dir: Option<String>, remove_stale: bool) -> ExitCode {
+    let path = shm_dir(dir.clone());
+    match kpccl_posix::inventory::list(&path) {
+        Ok(segments) => {
+            print!("{}", kpccl_posix::inventory::table(&segments));
+            let stale = segments.iter().filter(|s| s.state == kpccl_posix::inventory::State::Stale).count();
+            println!("{} segment(s) in {}, {stale} stale", segments.len(), path.display());
+            if remove_stale && stale > 0 { sweep(dir) } else { ExitCode::SUCCESS }
+        }
+        Err(e) => {
+            eprintln!("kpccl-run: cannot list {}: {e}", path.display());
             ExitCode::FAILURE
         }
     }

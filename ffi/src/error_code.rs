@@ -1,0 +1,109 @@
+//! `kpccl_last_error_code`: the class of this thread's last failure, so
+//! that C callers can tell failures apart without parsing text. The classes
+//! are the Rust API's (`kpccl_posix::ErrorKind`).
+
+use core::cell::Cell;
+
+use kpccl_ascend::window::{Error as DeviceError, Failure as DeviceFailure};
+use kpccl_posix::ErrorKind;
+
+use crate::error::Error;
+
+/// The class of a failure (`kpccl_last_error_code`). New classes may be
+/// added; treat an unknown value like `KPCCL_ERR_INTERNAL`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum kpccl_error_code_t {
+    /// No call has failed on this thread yet.
+    KPCCL_ERR_NONE = 0,
+    /// A bad argument or setting, on this rank or, in a collective, another
+    /// (its own `kpccl_last_error` says which): NULL or stale handles, ranks
+    /// out of range, ranks that disagree, invalid `KPCCL_*` variables.
+    KPCCL_ERR_INVALID_ARGUMENT = 1,
+    /// A wait reached its deadline (`KPCCL_TIMEOUT_MS`, or the window's).
+    KPCCL_ERR_TIMEOUT = 2,
+    /// A peer process died, left, or abandoned the window.
+    KPCCL_ERR_DEAD_PEER = 3,
+    /// Out of memory, of handles, or of space in the segment directory.
+    KPCCL_ERR_NO_SPACE = 4,
+    /// Not allowed: another user's segment or directory, or its mode.
+    KPCCL_ERR_PERMISSION = 5,
+    /// The device runtime (ACL) failed, or there is none.
+    KPCCL_ERR_DEVICE_RUNTIME = 6,
+    /// The out-of-band callbacks (MPI, the launcher) failed.
+    KPCCL_ERR_OUT_OF_BAND = 7,
+    /// Another operating-system failure.
+    KPCCL_ERR_SYSTEM = 8,
+    /// A bug in the library (a caught panic), or a failure it cannot classify.
+    KPCCL_ERR_INTERNAL = 9,
+}
+
+impl From<ErrorKind> for kpccl_error_code_t {
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::InvalidArgument => Self::KPCCL_ERR_INVALID_ARGUMENT,
+            ErrorKind::Timeout => Self::KPCCL_ERR_TIMEOUT,
+            ErrorKind::DeadPeer => Self::KPCCL_ERR_DEAD_PEER,
+            ErrorKind::NoSpace => Self::KPCCL_ERR_NO_SPACE,
+            ErrorKind::Permission => Self::KPCCL_ERR_PERMISSION,
+            ErrorKind::DeviceRuntime => Self::KPCCL_ERR_DEVICE_RUNTIME,
+            ErrorKind::OutOfBand => Self::KPCCL_ERR_OUT_OF_BAND,
+            ErrorKind::System => Self::KPCCL_ERR_SYSTEM,
+            _ => Self::KPCCL_ERR_INTERNAL,
+        }
+    }
+}
+
+/// The class of a C API failure.
+pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
+    use kpccl_error_code_t::*;
+    match e {
+        Error::Null(_)
+        | Error::Misaligned(_)
+        | Error::Handle { .. }
+        | Error::Range { .. }
+        | Error::Invalid { .. }
+        | Error::PeerArgument { .. } => KPCCL_ERR_INVALID_ARGUMENT,
+        Error::NoHandle { .. } => KPCCL_ERR_NO_SPACE,
+        Error::Api(e) => e.kind().into(),
+        Error::Device(e) => device(e),
+        Error::Launcher(_) => KPCCL_ERR_OUT_OF_BAND,
+        Error::Panic(_) => KPCCL_ERR_INTERNAL,
+    }
+}
+
+fn device(e: &DeviceError) -> kpccl_error_code_t {
+    use kpccl_error_code_t::*;
+    let failure = |f: &DeviceFailure| match f {
+        DeviceFailure::Argument => KPCCL_ERR_INVALID_ARGUMENT,
+        DeviceFailure::Oob(_) => KPCCL_ERR_OUT_OF_BAND,
+        DeviceFailure::Unknown => KPCCL_ERR_INTERNAL,
+        _ => KPCCL_ERR_DEVICE_RUNTIME,
+    };
+    match e {
+        DeviceError::Host(e) => e.kind().into(),
+        DeviceError::Local(f) | DeviceError::Peer { failure: f, .. } => failure(f),
+        DeviceError::Mismatch { .. } | DeviceError::OutOfBounds { .. } | DeviceError::MultiNode { .. } => {
+            KPCCL_ERR_INVALID_ARGUMENT
+        }
+        _ => KPCCL_ERR_DEVICE_RUNTIME,
+    }
+}
+
+thread_local! {
+    static LAST: Cell<kpccl_error_code_t> = const { Cell::new(kpccl_error_code_t::KPCCL_ERR_NONE) };
+}
+
+/// Records `e`'s class as this thread's last.
+pub(crate) fn remember(e: &Error) {
+    let code = class(e);
+    let _ = LAST.try_with(|last| last.set(code));
+}
+
+/// The class of this thread's last failure (`KPCCL_ERR_NONE` if none yet),
+/// to act on without parsing `kpccl_last_error()`. Like the text, it is set
+/// by every failing call and kept by successful ones.
+#[unsafe(no_mangle)]
+pub extern "C" fn kpccl_last_error_code() -> kpccl_error_code_t {
+    LAST.try_with(Cell::get).unwrap_or(kpccl_error_code_t::KPCCL_ERR_INTERNAL)
+}

@@ -1,0 +1,51 @@
+//! `kpccl_last_error_code`: each failure's class, with one rank, and the
+//! texts C users read (ranges in words, not Rust's `0..2`).
+#![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
+
+use core::ptr::null_mut;
+
+use kpccl::*;
+
+mod support;
+use support::{GOOD, create, fails, last_error};
+
+#[test]
+fn a_thread_without_failures_has_no_code() {
+    let code = std::thread::spawn(|| kpccl_last_error_code()).join().unwrap();
+    assert_eq!(code, kpccl_error_code_t::KPCCL_ERR_NONE);
+}
+
+#[test]
+fn failures_are_classified_and_ranges_read_in_words() {
+    let (rc, comm) = create(GOOD);
+    assert_eq!(rc, KPCCL_OK, "{}", last_error());
+    let (mut base, mut win) = (null_mut(), null_mut());
+    assert_eq!(unsafe { kpccl_shm_win_alloc(64, comm, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+
+    assert_eq!(unsafe { kpccl_shm_peer_fence(win, 2) }, KPCCL_ERROR);
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
+    assert_eq!(last_error(), "kpccl_shm_peer_fence: remote_rank 2 is out of range: this window has ranks 0 to 0");
+
+    // A success keeps the last failure's class, as it keeps its text.
+    assert_eq!(unsafe { kpccl_shm_win_fence(win) }, KPCCL_OK);
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
+
+    let (mut base2, mut win2) = (null_mut(), null_mut());
+    assert_eq!(unsafe { kpccl_shm_win_alloc(64, null_mut(), &mut base2, &mut win2) }, KPCCL_ERROR);
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
+    assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+
+    let mut cbs = GOOD;
+    let mut comm = null_mut();
+    assert_eq!(unsafe { kpccl_shm_comm_create(0, 0, 0, &mut cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
+    assert!(last_error().ends_with("nranks 0 is out of range: a communicator has 1 to 1024 ranks"), "{}", last_error());
+}
+
+#[test]
+fn a_failing_callback_is_an_out_of_band_failure() {
+    let (rc, comm) = create(kpccl_shm_oob_cb_t { oob_allgather: Some(fails), ..GOOD });
+    assert_eq!(rc, KPCCL_ERROR);
+    assert!(comm.is_null());
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_OUT_OF_BAND, "{}", last_error());
+}

@@ -1,0 +1,240 @@
+//! The kpccl segments of this node, as `kpccl-run --list` shows them (like
+//! `ipcs`): live windows and stale names, with the creator's pid and
+//! liveness, the size, the rank count and the age.
+//!
+//! A window's segment is unlinked as soon as every rank has mapped it (see
+//! `way_in.rs`), so a live window has no name in the directory: it is found
+//! in the memory maps of the processes that map it
+//! (`/proc/PID/maps`, `… /dev/shm/kpccl-… (deleted)`), and read through
+//! `/proc/PID/map_files`. A name still in the directory is a window being
+//! created (its creator alive) or a stale one (its creator dead), which
+//! [`crate::sweep`] removes.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use kpccl_core::ProcessIdentity;
+use kpccl_core::layout::shared::{Header, MAGIC};
+
+use crate::{liveness, sweep};
+
+/// What a segment is now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Unlinked and mapped by running processes: a window in use.
+    Live,
+    /// Named, its creator running: a window being created.
+    Creating,
+    /// Named, its creator gone: nobody will unlink it (`kpccl-run --sweep`).
+    Stale,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Creating => "creating",
+            Self::Stale => "stale",
+        }
+    }
+}
+
+/// One segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Its path (a live one's former path).
+    pub path: PathBuf,
+    /// What it is now.
+    pub state: State,
+    /// The process that created it, from its name.
+    pub creator: Option<ProcessIdentity>,
+    /// Whether that process still runs.
+    pub creator_alive: bool,
+    /// The processes that map it (live segments).
+    pub attached: Vec<u32>,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The window's rank count, from its header (`None`: unreadable, or not a window yet).
+    pub nranks: Option<u32>,
+    /// Time since it was last changed (created, for a window).
+    pub age: Option<Duration>,
+}
+
+/// The segments of `dir` (and of its simulated nodes' directories), named
+/// or mapped by a process this user may inspect, sorted by path.
+pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
+    let mut found: BTreeMap<PathBuf, SegmentInfo> = BTreeMap::new();
+    for path in named(dir)? {
+        let meta = fs::metadata(&path)?;
+        let creator = path.file_name().and_then(|n| sweep::creator(&n.to_string_lossy()));
+        let alive = creator.as_ref().is_some_and(liveness::is_alive);
+        let info = SegmentInfo {
+            state: if alive { State::Creating } else { State::Stale },
+            creator,
+            creator_alive: alive,
+            attached: Vec::new(),
+            size: meta.len(),
+            nranks: File::open(&path).ok().and_then(|mut f| nranks(&mut f)),
+            age: age(&meta),
+            path: path.clone(),
+        };
+        found.insert(path, info);
+    }
+    for (path, pid, range) in mapped(dir) {
+        let entry = found.entry(path.clone()).or_insert_with(|| {
+            let creator = path.file_name().and_then(|n| sweep::creator(&n.to_string_lossy()));
+            let file = File::open(format!("/proc/{pid}/map_files/{range}"));
+            let meta = file.as_ref().ok().and_then(|f| f.metadata().ok());
+            SegmentInfo {
+                path,
+                state: State::Live,
+                creator_alive: creator.as_ref().is_some_and(liveness::is_alive),
+                creator,
+                attached: Vec::new(),
+                size: meta.as_ref().map_or_else(|| range_len(&range), fs::Metadata::len),
+                nranks: file.ok().and_then(|mut f| nranks(&mut f)),
+                age: meta.as_ref().and_then(age),
+            }
+        });
+        if !entry.attached.contains(&pid) {
+            entry.attached.push(pid);
+        }
+    }
+    Ok(found.into_values().collect())
+}
+
+/// The kpccl segment names in `dir` and in its node directories.
+fn named(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(meta) = entry.path().symlink_metadata() else { continue };
+        if name.starts_with("kpccl-node-") && meta.is_dir() {
+            paths.extend(named(&entry.path()).unwrap_or_default());
+        } else if meta.is_file() && sweep::creator(&name).is_some() {
+            paths.push(entry.path());
+        }
+    }
+    Ok(paths)
+}
+
+/// `(former path, pid, address range)` of every deleted kpccl segment under
+/// `dir` that a process maps (one line per mapping; the processes this user
+/// cannot inspect are left out).
+fn mapped(dir: &Path) -> Vec<(PathBuf, u32, String)> {
+    let Ok(procs) = fs::read_dir("/proc") else { return Vec::new() };
+    let prefix = format!("{}/", dir.display());
+    let mut found = Vec::new();
+    for entry in procs.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(maps) = fs::read_to_string(entry.path().join("maps")) else { continue };
+        for line in maps.lines() {
+            let Some(path) = line.strip_suffix(" (deleted)").and_then(|l| l.find(&prefix).map(|at| &l[at..])) else {
+                continue;
+            };
+            let name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if sweep::creator(&name).is_some() {
+                let range = line.split_whitespace().next().unwrap_or_default().to_owned();
+                found.push((PathBuf::from(path), pid, range));
+            }
+        }
+    }
+    found
+}
+
+/// The length of a `start-end` address range (hex).
+fn range_len(range: &str) -> u64 {
+    let parse = |s: &str| u64::from_str_radix(s, 16).ok();
+    range.split_once('-').and_then(|(a, b)| Some(parse(b)?.saturating_sub(parse(a)?))).unwrap_or(0)
+}
+
+/// The rank count in a window header at the start of `f`, if it is one.
+fn nranks(f: &mut impl Read) -> Option<u32> {
+    let mut head = [0u8; size_of::<Header>()];
+    f.read_exact(&mut head).ok()?;
+    let field = |at: usize, len: usize| head.get(at..at + len);
+    let magic = u64::from_ne_bytes(field(core::mem::offset_of!(Header, magic), 8)?.try_into().ok()?);
+    let n = u32::from_ne_bytes(field(core::mem::offset_of!(Header, nranks), 4)?.try_into().ok()?);
+    (magic == MAGIC).then_some(n)
+}
+
+fn age(meta: &fs::Metadata) -> Option<Duration> {
+    let changed = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(meta.ctime()).ok()?);
+    SystemTime::now().duration_since(changed).ok()
+}
+
+/// `list`'s result as a table, one segment a line, under a heading.
+pub fn table(segments: &[SegmentInfo]) -> String {
+    let mut out = format!(
+        "{:<9} {:>8} {:<6} {:>5} {:>10} {:>8}  {:<16} {}\n",
+        "STATE", "CREATOR", "ALIVE", "RANKS", "SIZE", "AGE", "ATTACHED", "SEGMENT"
+    );
+    for s in segments {
+        let creator = s.creator.map_or_else(|| "?".to_owned(), |c| c.pid.to_string());
+        let ranks = s.nranks.map_or_else(|| "?".to_owned(), |n| n.to_string());
+        let attached = if s.attached.is_empty() {
+            "-".to_owned()
+        } else {
+            let mut pids = s.attached.clone();
+            pids.sort_unstable();
+            pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        };
+        out.push_str(&format!(
+            "{:<9} {creator:>8} {:<6} {ranks:>5} {:>10} {:>8}  {attached:<16} {}\n",
+            s.state.name(),
+            if s.creator_alive { "yes" } else { "no" },
+            bytes(s.size),
+            s.age.map_or_else(|| "?".to_owned(), duration),
+            s.path.display()
+        ));
+    }
+    out
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn duration(d: Duration) -> String {
+    match d.as_secs() {
+        s if s >= 86_400 => format!("{}d", s / 86_400),
+        s if s >= 3_600 => format!("{}h", s / 3_600),
+        s if s >= 60 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_rank_count_of_a_window_header_only() {
+        let mut head = vec![0u8; size_of::<Header>()];
+        head[..8].copy_from_slice(&MAGIC.to_ne_bytes());
+        let at = core::mem::offset_of!(Header, nranks);
+        head[at..at + 4].copy_from_slice(&6u32.to_ne_bytes());
+        assert_eq!(nranks(&mut head.as_slice()), Some(6));
+        head[0] ^= 1;
+        assert_eq!(nranks(&mut head.as_slice()), None);
+        assert_eq!(nranks(&mut &head[..10]), None);
+    }
+
+    #[test]
+    fn formats_sizes_ranges_and_ages() {
+        assert_eq!(range_len("7f0000000000-7f0000010000"), 0x10000);
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+        assert_eq!(duration(Duration::from_secs(7_300)), "2h");
+    }
+}
