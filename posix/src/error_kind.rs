@@ -15,7 +15,8 @@ pub enum ErrorKind {
     /// a rank out of range, an access outside a segment, ranks that disagree,
     /// an invalid `KPCCL_*` variable.
     InvalidArgument,
-    /// A wait reached its deadline (`KPCCL_TIMEOUT_MS` or the window's).
+    /// A wait reached its deadline (`KPCCL_TIMEOUT_MS` or the window's),
+    /// on this rank or on another that then abandoned the window.
     Timeout,
     /// A peer process died, left, or abandoned the window.
     DeadPeer,
@@ -76,7 +77,7 @@ impl ErrorKind {
     /// The class of a failed wait.
     pub fn of_fence(e: &FenceError) -> ErrorKind {
         match e {
-            FenceError::Timeout { .. } => Self::Timeout,
+            FenceError::Timeout { .. } | FenceError::GaveUp { .. } => Self::Timeout,
             FenceError::PeerDead { .. } | FenceError::Aborted { .. } => Self::DeadPeer,
             FenceError::InvalidRank { .. } => Self::InvalidArgument,
             _ => Self::Internal,
