@@ -28,6 +28,7 @@ mod comm;
 mod config;
 mod error;
 mod explain;
+pub mod interrupt;
 pub mod launch;
 mod liveness;
 pub mod log;

@@ -236,7 +236,14 @@ impl kpccl_core::Platform for PosixPlatform {
                 _ => return WaitOutcome::TimedOut,
             },
         };
-        if sys::futex_wait(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
+        let Some((every, check, context)) = crate::interrupt::current() else {
+            return if sys::futex_wait(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut };
+        };
+        // A slice at most `every` long; the caller's loop sleeps again if nothing changed.
+        let slice = timeout.map_or(every, |t| t.min(every));
+        let woken = sys::futex_wait(word, expected, Some(slice));
+        check(context);
+        if woken || timeout.is_none_or(|t| t > slice) { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
     }
 
     fn wake(&self, word: &AtomicU32) {

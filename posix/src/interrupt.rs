@@ -1,0 +1,38 @@
+//! A hook that keeps a sleeping wait interruptible: a language binding runs a
+//! fence under [`while_sleeping`], and its check runs on the waiting thread
+//! at least every `every` while the wait sleeps, and after every wake-up (a
+//! signal's included). Python checks for Ctrl-C there. To end the wait, the
+//! check poisons the window (`Window::raw().poison(..)`): the wait then
+//! fails like any abandoned one. Without a hook, sleeping costs nothing more.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+/// What runs between sleeps, with the word given to [`while_sleeping`] (for
+/// the binding to find its state, e.g. the window's address).
+pub type Check = fn(usize);
+
+thread_local! {
+    static HOOK: Cell<Option<(Duration, Check, usize)>> = const { Cell::new(None) };
+}
+
+/// Restores the hook that was in force before, also when `f` unwinds.
+struct Restore(Option<(Duration, Check, usize)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        HOOK.with(|h| h.set(self.0));
+    }
+}
+
+/// Runs `f` on this thread with `check(context)` called at least every
+/// `every` while one of its waits sleeps.
+pub fn while_sleeping<R>(every: Duration, check: Check, context: usize, f: impl FnOnce() -> R) -> R {
+    let _restore = Restore(HOOK.with(|h| h.replace(Some((every, check, context)))));
+    f()
+}
+
+/// The hook in force on this thread, if any.
+pub(crate) fn current() -> Option<(Duration, Check, usize)> {
+    HOOK.with(Cell::get)
+}
