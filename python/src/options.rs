@@ -47,7 +47,7 @@ pub(crate) struct Raw<'py> {
     pub(crate) pid_validation: Option<Bound<'py, PyAny>>,
 }
 
-fn word<'a, T: Copy>(v: &Bound<'_, PyAny>, what: &str, choices: &[(&'a str, T)]) -> Result<T, String> {
+fn word<T: Copy>(v: &Bound<'_, PyAny>, what: &str, choices: &[(&str, T)]) -> Result<T, String> {
     let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
     let bad = || format!("{what} must be one of {names:?}, not {v}");
     let s: String = v.extract().map_err(|_| bad())?;
