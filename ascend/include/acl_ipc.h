@@ -16,6 +16,7 @@ extern "C" {
 #endif
 
 typedef int aclError;
+typedef void *aclrtStream;
 
 typedef enum aclrtMemMallocPolicy {
     ACL_MEM_MALLOC_HUGE_FIRST = 0,
@@ -54,6 +55,7 @@ typedef enum aclrtMemcpyKind {
 #define ACL_ERROR_RT_PARAM_INVALID 107000
 #define ACL_ERROR_RT_INVALID_DEVICEID 107001
 #define ACL_ERROR_RT_CONTEXT_NULL 107002
+#define ACL_ERROR_RT_STREAM_CONTEXT 107003
 #define ACL_ERROR_RT_INVALID_HANDLE 107017
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
@@ -77,6 +79,13 @@ aclError aclrtIpcMemGetExportKey(void *devPtr, size_t size, char *key, size_t le
 aclError aclrtIpcMemSetImportPid(const char *key, int32_t *pid, size_t num);
 aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags);
 aclError aclrtIpcMemClose(const char *key);
+aclError aclrtMallocHost(void **hostPtr, size_t size);
+aclError aclrtFreeHost(void *hostPtr);
+aclError aclrtCreateStream(aclrtStream *stream);
+aclError aclrtDestroyStream(aclrtStream stream);
+aclError aclrtSynchronizeStream(aclrtStream stream);
+aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
+                          aclrtStream stream);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use libloading::Library;
 
 use crate::codes::ACL_IPC_KEY_LEN;
-use crate::runtime::{AclResult, AclRuntime, IpcKey, check};
+use crate::runtime::{AclResult, AclRuntime, AclStream, IpcKey, check};
 
 /// The library's file name.
 pub const LIBRARY: &str = "libascendcl.so";
@@ -54,6 +54,7 @@ impl std::error::Error for LoadError {}
 
 type FnI = unsafe extern "C" fn(i32) -> i32;
 type FnV = unsafe extern "C" fn() -> i32;
+type FnP = unsafe extern "C" fn(*mut c_void) -> i32;
 
 /// The resolved entry points of one loaded `libascendcl.so`.
 #[derive(Debug)]
@@ -74,6 +75,12 @@ pub struct AclApi {
     set_import_pid: unsafe extern "C" fn(*const c_char, *mut i32, usize) -> i32,
     import_by_key: unsafe extern "C" fn(*mut *mut c_void, *const c_char, u64) -> i32,
     close: unsafe extern "C" fn(*const c_char) -> i32,
+    malloc_host: unsafe extern "C" fn(*mut *mut c_void, usize) -> i32,
+    free_host: unsafe extern "C" fn(*mut c_void) -> i32,
+    create_stream: unsafe extern "C" fn(*mut *mut c_void) -> i32,
+    destroy_stream: FnP,
+    synchronize_stream: FnP,
+    memcpy_async: unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, u32, *mut c_void) -> i32,
     simulator: bool,
     _lib: Library,
 }
@@ -138,6 +145,12 @@ impl AclApi {
             get!("aclrtIpcMemSetImportPid"),
             get!("aclrtIpcMemImportByKey"),
             get!("aclrtIpcMemClose"),
+            get!("aclrtMallocHost"),
+            get!("aclrtFreeHost"),
+            get!("aclrtCreateStream"),
+            get!("aclrtDestroyStream"),
+            get!("aclrtSynchronizeStream"),
+            get!("aclrtMemcpyAsync"),
         );
         let (
             Some(init),
@@ -155,6 +168,12 @@ impl AclApi {
             Some(set_import_pid),
             Some(import_by_key),
             Some(close),
+            Some(malloc_host),
+            Some(free_host),
+            Some(create_stream),
+            Some(destroy_stream),
+            Some(synchronize_stream),
+            Some(memcpy_async),
         ) = api
         else {
             return Err(LoadError::Symbols { library: shown, missing: m });
@@ -176,6 +195,12 @@ impl AclApi {
             set_import_pid,
             import_by_key,
             close,
+            malloc_host,
+            free_host,
+            create_stream,
+            destroy_stream,
+            synchronize_stream,
+            memcpy_async,
             simulator,
             _lib: lib,
         })
@@ -290,6 +315,49 @@ impl AclRuntime for AclBackend {
     ) -> AclResult<()> {
         // SAFETY: the caller guarantees the ranges, as the trait requires.
         check(unsafe { (self.api.memcpy)(dst, dst_max, src, count, kind) })
+    }
+
+    fn malloc_host(&self, size: usize) -> AclResult<*mut c_void> {
+        let mut p = core::ptr::null_mut();
+        // SAFETY: `p` is a valid out pointer.
+        check(unsafe { (self.api.malloc_host)(&raw mut p, size) })?;
+        Ok(p)
+    }
+
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // looked up in the runtime's tables, never dereferenced here
+    fn free_host(&self, ptr: *mut c_void) -> AclResult<()> {
+        // SAFETY: the runtime refuses pointers it did not hand out.
+        check(unsafe { (self.api.free_host)(ptr) })
+    }
+
+    fn create_stream(&self) -> AclResult<AclStream> {
+        let mut s = core::ptr::null_mut();
+        // SAFETY: `s` is a valid out pointer.
+        check(unsafe { (self.api.create_stream)(&raw mut s) })?;
+        Ok(AclStream::from_ptr(s))
+    }
+
+    fn destroy_stream(&self, stream: AclStream) -> AclResult<()> {
+        // SAFETY: an opaque handle the runtime validates.
+        check(unsafe { (self.api.destroy_stream)(stream.as_ptr()) })
+    }
+
+    fn synchronize_stream(&self, stream: AclStream) -> AclResult<()> {
+        // SAFETY: an opaque handle the runtime validates.
+        check(unsafe { (self.api.synchronize_stream)(stream.as_ptr()) })
+    }
+
+    unsafe fn memcpy_async(
+        &self,
+        dst: *mut c_void,
+        dst_max: usize,
+        src: *const c_void,
+        count: usize,
+        kind: u32,
+        stream: AclStream,
+    ) -> AclResult<()> {
+        // SAFETY: the caller guarantees the ranges until the stream is synchronised.
+        check(unsafe { (self.api.memcpy_async)(dst, dst_max, src, count, kind, stream.as_ptr()) })
     }
 
     fn synchronize_device(&self) -> AclResult<()> {

@@ -25,6 +25,8 @@ pub const ACL_ERROR_RT_PARAM_INVALID: i32 = 107_000;
 pub const ACL_ERROR_RT_INVALID_DEVICEID: i32 = 107_001;
 /// No current context (no `aclrtSetDevice` in this thread).
 pub const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107_002;
+/// The stream belongs to another device's context.
+pub const ACL_ERROR_RT_STREAM_CONTEXT: i32 = 107_003;
 /// Operation on a destroyed key that an importer still references.
 pub const ACL_ERROR_RT_INVALID_HANDLE: i32 = 107_017;
 /// The chip or driver lacks IPC.
@@ -58,8 +60,16 @@ pub const ACL_IPC_MAX_PIDS_PER_CALL: usize = 31;
 
 /// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_HUGE_FIRST`.
 pub const ACL_MEM_MALLOC_HUGE_FIRST: u32 = 0;
+/// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_HUGE_ONLY`.
+pub const ACL_MEM_MALLOC_HUGE_ONLY: u32 = 1;
 /// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_NORMAL_ONLY`.
 pub const ACL_MEM_MALLOC_NORMAL_ONLY: u32 = 2;
+/// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_HUGE_FIRST_P2P`: memory another device may map.
+pub const ACL_MEM_MALLOC_HUGE_FIRST_P2P: u32 = 3;
+/// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_HUGE_ONLY_P2P`.
+pub const ACL_MEM_MALLOC_HUGE_ONLY_P2P: u32 = 4;
+/// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_NORMAL_ONLY_P2P`.
+pub const ACL_MEM_MALLOC_NORMAL_ONLY_P2P: u32 = 5;
 
 /// `aclrtMemcpyKind`: host to host.
 pub const ACL_MEMCPY_HOST_TO_HOST: u32 = 0;
@@ -87,6 +97,7 @@ pub fn name(code: i32) -> &'static str {
         ACL_ERROR_RT_PARAM_INVALID => "ACL_ERROR_RT_PARAM_INVALID",
         ACL_ERROR_RT_INVALID_DEVICEID => "ACL_ERROR_RT_INVALID_DEVICEID",
         ACL_ERROR_RT_CONTEXT_NULL => "ACL_ERROR_RT_CONTEXT_NULL",
+        ACL_ERROR_RT_STREAM_CONTEXT => "ACL_ERROR_RT_STREAM_CONTEXT",
         ACL_ERROR_RT_INVALID_HANDLE => "ACL_ERROR_RT_INVALID_HANDLE",
         ACL_ERROR_RT_FEATURE_NOT_SUPPORT => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",
         ACL_ERROR_RT_MEMORY_ALLOCATION => "ACL_ERROR_RT_MEMORY_ALLOCATION",

@@ -24,5 +24,5 @@ pub mod sim;
 pub mod window;
 
 pub use backend::{BackendError, Runtime};
-pub use runtime::{AclError, AclResult, AclRuntime, IpcKey};
+pub use runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey};
 pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder};

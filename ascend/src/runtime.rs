@@ -69,6 +69,50 @@ impl fmt::Display for AclError {
 
 impl std::error::Error for AclError {}
 
+/// An `aclrtStream`: an opaque handle the runtime returns from `aclrtCreateStream`.
+///
+/// It holds the handle's address as an integer, so it is `Send` and a binding can
+/// pass it as a plain int; [`AclStream::DEFAULT`] (NULL) names the default stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AclStream(pub usize);
+
+impl AclStream {
+    /// The NULL stream: the runtime's default stream of the current device.
+    pub const DEFAULT: Self = Self(0);
+
+    /// The stream whose `aclrtStream` handle is `ptr`.
+    pub fn from_ptr(ptr: *mut c_void) -> Self {
+        Self(ptr as usize)
+    }
+
+    /// The `aclrtStream` handle, to pass to C.
+    pub fn as_ptr(self) -> *mut c_void {
+        self.0 as *mut c_void
+    }
+
+    /// The handle as an integer.
+    pub fn as_raw(self) -> usize {
+        self.0
+    }
+
+    /// The stream whose handle is the integer `raw`.
+    pub fn from_raw(raw: usize) -> Self {
+        Self(raw)
+    }
+}
+
+impl From<usize> for AclStream {
+    fn from(raw: usize) -> Self {
+        Self(raw)
+    }
+}
+
+impl From<AclStream> for usize {
+    fn from(s: AclStream) -> Self {
+        s.0
+    }
+}
+
 /// The result of an ACL call.
 pub type AclResult<T> = Result<T, AclError>;
 
@@ -106,6 +150,31 @@ pub trait AclRuntime {
         src: *const c_void,
         count: usize,
         kind: u32,
+    ) -> AclResult<()>;
+    /// `aclrtMallocHost(&ptr, size)`: page-locked host memory, 64-byte aligned.
+    fn malloc_host(&self, size: usize) -> AclResult<*mut c_void>;
+    /// `aclrtFreeHost(ptr)`: only memory from [`AclRuntime::malloc_host`].
+    fn free_host(&self, ptr: *mut c_void) -> AclResult<()>;
+    /// `aclrtCreateStream(&stream)` on the current device.
+    fn create_stream(&self) -> AclResult<AclStream>;
+    /// `aclrtDestroyStream(stream)`: waits for the stream's pending work first.
+    fn destroy_stream(&self, stream: AclStream) -> AclResult<()>;
+    /// `aclrtSynchronizeStream(stream)`: returns once every task queued on it is done.
+    fn synchronize_stream(&self, stream: AclStream) -> AclResult<()>;
+    /// `aclrtMemcpyAsync(dst, dst_max, src, count, kind, stream)`: queues the copy
+    /// on `stream`; it is done only after [`AclRuntime::synchronize_stream`].
+    ///
+    /// # Safety
+    /// `dst` must stay valid for `dst_max` bytes and `src` for `count` bytes, in the
+    /// memory space `kind` names, until the stream is synchronised.
+    unsafe fn memcpy_async(
+        &self,
+        dst: *mut c_void,
+        dst_max: usize,
+        src: *const c_void,
+        count: usize,
+        kind: u32,
+        stream: AclStream,
     ) -> AclResult<()>;
     /// `aclrtSynchronizeDevice()`.
     fn synchronize_device(&self) -> AclResult<()>;

@@ -20,7 +20,7 @@ pub enum FenceError {
         /// The dead rank.
         rank: u32,
     },
-    /// `rank` gave up on this window after a failed wait; the window can only be freed.
+    /// `rank` gave up on this window (a failed or cancelled wait); the window can only be freed.
     Aborted {
         /// The rank that gave up.
         rank: u32,
@@ -39,7 +39,7 @@ impl fmt::Display for FenceError {
         match *self {
             Self::Timeout { peer } => write!(f, "timed out waiting for rank {peer}"),
             Self::PeerDead { rank } => write!(f, "rank {rank} died"),
-            Self::Aborted { rank } => write!(f, "rank {rank} abandoned the window after a failed wait"),
+            Self::Aborted { rank } => write!(f, "rank {rank} abandoned the window (a wait failed or was cancelled)"),
             Self::InvalidRank { rank, nranks } => {
                 write!(f, "rank {rank} is out of range (the window has {nranks} ranks)")
             }

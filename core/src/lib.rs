@@ -29,6 +29,8 @@ pub mod sync;
 pub mod protocol;
 #[cfg(not(loom))]
 mod raw;
+#[cfg(all(feature = "threads", not(loom)))]
+pub mod threads;
 #[cfg(not(loom))]
 pub mod window;
 
@@ -42,4 +44,4 @@ pub use protocol::{
     NodeInfo, NodeRanks, Placement, Record, WindowRequest, create_comm, create_comm_on, create_window, create_window_on,
 };
 #[cfg(not(loom))]
-pub use window::{DataSegment, Window};
+pub use window::{DataSegment, Pending, Window};

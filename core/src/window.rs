@@ -3,9 +3,10 @@
 
 use core::mem::offset_of;
 use core::ptr::NonNull;
+use core::task::Poll;
 
 use crate::error::FenceError;
-use crate::fence::{self, Barrier, Poison, SyncArea, WaitEnv, WaitPolicy};
+use crate::fence::{self, Barrier, Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy};
 use crate::layout::Layout;
 use crate::layout::shared::{Header, PeerLine, RankEntry, WaitRecord};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
@@ -20,6 +21,43 @@ pub struct DataSegment {
     pub ptr: NonNull<u8>,
     /// Its length in bytes.
     pub len: usize,
+}
+
+/// A fence of a [`Window`] started without blocking: [`Pending::poll`] it
+/// until it is ready. Dropping it before then abandons it; if other ranks
+/// would be left waiting for this one (a window fence between rounds), the
+/// window is poisoned so that they fail instead of waiting.
+#[must_use = "a started fence does nothing until it is polled to completion"]
+pub struct Pending<'w, P: Platform> {
+    window: &'w Window<P>,
+    fence: fence::PendingFence,
+}
+
+impl<P: Platform> Pending<'_, P> {
+    /// Takes every step that is ready (see [`fence::PendingFence::poll`]).
+    pub fn poll(&mut self) -> Poll<Result<(), FenceError>> {
+        self.fence.poll(self.window, self.window)
+    }
+
+    /// Whether the fence is complete.
+    #[must_use]
+    pub fn is_done(&self) -> bool {
+        self.fence.is_done()
+    }
+}
+
+impl<P: Platform> core::fmt::Debug for Pending<'_, P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Pending").field("rank", &self.window.rank).field("fence", &self.fence).finish()
+    }
+}
+
+impl<P: Platform> Drop for Pending<'_, P> {
+    fn drop(&mut self) {
+        if self.fence.strands_peers(self.window) {
+            self.window.poison(Poison { kind: PoisonKind::Aborted, rank: self.window.rank });
+        }
+    }
 }
 
 /// A mapped window, as seen by one rank.
@@ -123,6 +161,26 @@ impl<P: Platform> Window<P> {
             Barrier::Dissemination => fence::window_fence(self, self, self.rank, &self.policy),
             Barrier::Flat => fence::flat_fence(self, self, self.rank, &self.policy),
         }
+    }
+
+    /// Starts the pairwise fence with `peer` without blocking: poll the
+    /// result until it is ready (see [`fence::PendingFence`]). It borrows the
+    /// window exclusively, so no other call of this rank interleaves.
+    pub fn start_peer_fence(&mut self, peer: u32) -> Result<Pending<'_, P>, FenceError> {
+        let fence = fence::PendingFence::peer_fence(self, self, self.rank, peer, &self.policy)?;
+        Ok(Pending { window: self, fence })
+    }
+
+    /// Starts a wait for the next signal from `peer` without blocking.
+    pub fn start_wait(&mut self, peer: u32) -> Result<Pending<'_, P>, FenceError> {
+        let fence = fence::PendingFence::wait(self, self, self.rank, peer, &self.policy)?;
+        Ok(Pending { window: self, fence })
+    }
+
+    /// Starts the fence with every rank of the window without blocking.
+    pub fn start_fence(&mut self) -> Result<Pending<'_, P>, FenceError> {
+        let fence = fence::PendingFence::window_fence(self, self, self.rank, self.barrier, &self.policy)?;
+        Ok(Pending { window: self, fence })
     }
 
     /// Why the window was abandoned, if it was.

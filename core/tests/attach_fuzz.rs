@@ -8,17 +8,15 @@
 #![cfg(not(miri))]
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-mod support;
-
 use core::mem::offset_of;
 use core::time::Duration;
 
 use kpccl_core::layout::shared::{Header, RankEntry};
 use kpccl_core::protocol::Record;
 use kpccl_core::sync::AtomicU32;
+use kpccl_core::threads::{HeapSegment, ThreadPlatform, run};
 use kpccl_core::{LayoutMode, Platform, PlatformError, ProcessIdentity, Segment, WaitOutcome, WindowRequest};
 use proptest::prelude::*;
-use support::{HeapSegment, ThreadPlatform, run};
 
 /// A thread platform that flips bits of one byte of a segment when it is opened.
 #[derive(Clone, Debug)]

@@ -13,12 +13,15 @@
 
 use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
-use kpccl_core::fence::{SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_wait, window_fence};
+use kpccl_core::fence::{
+    Barrier, PendingFence, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_wait, window_fence,
+};
 use kpccl_core::layout::rounds;
 use kpccl_core::sync::{AtomicU32, AtomicU64, Ordering};
 use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
+use std::task::Poll;
 
 /// A window's sync words as a plain Rust value (loom atomics cannot be cast
 /// from raw memory).
@@ -357,6 +360,81 @@ fn window<E: Mode>(n: u32, fences: u64, fence: WindowFence<E>) {
     });
 }
 
+/// Polls a started fence to completion, yielding between polls as an event
+/// loop would run other work.
+fn polled(area: &Area, env: &impl WaitEnv, started: Result<PendingFence, FenceError>) -> Result<(), FenceError> {
+    let mut fence = started?;
+    loop {
+        match fence.poll(area, env) {
+            Poll::Ready(result) => return result,
+            Poll::Pending => thread::yield_now(),
+        }
+    }
+}
+
+/// Two ranks, two peer fences: rank 0 polls its fences, rank 1 blocks in its
+/// own (with the futex: its sleep must be ended by rank 0's start). Each
+/// sees the other's write, and the overwrite comes after the peer's read.
+fn peer_polled<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        ranks(2, move |me| {
+            let peer = 1 - me;
+            let fence = || match me {
+                0 => polled(&area, &*env, PendingFence::peer_fence(&*area, &*env, me, peer, &E::POLICY)),
+                _ => peer_fence(&*area, &*env, me, peer, &E::POLICY),
+            };
+            data.write(me, 1);
+            fence().unwrap();
+            assert_eq!(data.read(peer), 1);
+            fence().unwrap();
+            data.write(me, 2);
+        });
+    });
+}
+
+/// A polled wait consumes one signal per completion: rank 1 polls two waits
+/// for rank 0's two messages.
+fn wait_polled<E: Mode>() {
+    model(|| {
+        let (area, msgs, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (a, m) = (Arc::clone(&area), Arc::clone(&msgs));
+        ranks(2, move |me| {
+            for k in 0..2 {
+                if me == 0 {
+                    m.write(k, 7 + u64::from(k));
+                    peer_signal(&*a, &*env, 0, 1).unwrap();
+                } else {
+                    polled(&a, &*env, PendingFence::wait(&*a, &*env, 1, 0, &E::POLICY)).unwrap();
+                    assert_eq!(m.read(k), 7 + u64::from(k));
+                }
+            }
+        });
+        assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
+    });
+}
+
+/// The window fence with rank 0 polling and the other ranks blocking.
+fn dissemination_rank0_polled<E: WaitEnv>(
+    area: &Area,
+    env: &E,
+    me: u32,
+    policy: &WaitPolicy,
+) -> Result<(), FenceError> {
+    match me {
+        0 => polled(area, env, PendingFence::window_fence(area, env, me, Barrier::Dissemination, policy)),
+        _ => window_fence(area, env, me, policy),
+    }
+}
+
+/// The flat fence with rank 0 polling and the other ranks blocking.
+fn flat_rank0_polled<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPolicy) -> Result<(), FenceError> {
+    match me {
+        0 => polled(area, env, PendingFence::window_fence(area, env, me, Barrier::Flat, policy)),
+        _ => flat_fence(area, env, me, policy),
+    }
+}
+
 // Polling waits: `wait` yields and returns. With three ranks every poll is a
 // choice of which other rank runs, and the executions explode, so the
 // three-rank models use the futex below; with two there is no such choice.
@@ -446,4 +524,43 @@ fn flat_fences_back_to_back_two_ranks_sleeping() {
 #[test]
 fn flat_fence_three_ranks_sleeping() {
     window::<Futex>(3, 1, flat_fence);
+}
+
+// Polled fences (started, then polled by an event loop) against blocking
+// partners: with the futex, the blocking side's sleep must be ended by the
+// polled side's start or poll, never lost.
+
+#[test]
+fn polled_peer_fences() {
+    peer_polled::<Yielding>();
+}
+
+#[test]
+fn polled_peer_fences_against_a_sleeper() {
+    peer_polled::<Futex>();
+}
+
+#[test]
+fn polled_waits_count_and_publish() {
+    wait_polled::<Yielding>();
+}
+
+#[test]
+fn polled_waits_count_and_publish_against_a_sleeper() {
+    wait_polled::<Futex>();
+}
+
+#[test]
+fn polled_window_fences_two_ranks() {
+    window::<Yielding>(2, 2, dissemination_rank0_polled);
+}
+
+#[test]
+fn polled_window_fence_three_ranks_against_sleepers() {
+    window::<Futex>(3, 1, dissemination_rank0_polled);
+}
+
+#[test]
+fn polled_flat_fences_two_ranks_against_a_sleeper() {
+    window::<Futex>(2, 2, flat_rank0_polled);
 }

@@ -11,11 +11,12 @@ use std::vec;
 use std::vec::Vec;
 
 use kpccl_core::error::{ArgError, Failure};
+use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{
     CollectiveError, LayoutMode, NodeInfo, NodeRanks, Placement, Record, WaitPolicy, WindowRequest, create_comm_on,
     create_window_on,
 };
-use support::{ThreadPlatform, check, fill, run};
+use support::{check, fill};
 
 const LIMIT: Duration = Duration::from_secs(if cfg!(miri) { 1 << 40 } else { 120 });
 

@@ -9,19 +9,21 @@
 mod support;
 
 use core::cell::Cell;
+use core::task::Poll;
 use core::time::Duration;
 use std::sync::Arc;
 use std::vec;
 use std::vec::Vec;
 
 use kpccl_core::error::{ArgError, Field, OobError};
-use kpccl_core::fence::Barrier;
+use kpccl_core::fence::{Barrier, ring_order};
 use kpccl_core::layout::{LayoutParams, MIN_SEGMENT_ALIGN};
+use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
 use kpccl_core::{
-    CollectiveError, Failure, LayoutError, LayoutMode, Oob, Platform, Record, WaitPolicy, WindowRequest, create_comm,
-    create_window,
+    CollectiveError, Failure, FenceError, LayoutError, LayoutMode, Oob, Pending, Platform, Record, WaitPolicy, Window,
+    WindowRequest, create_comm, create_window,
 };
-use support::{ThreadOob, ThreadPlatform, check, fill, ring_order, run};
+use support::{check, fill};
 
 /// How long a group of ranks may take. Miri's clock runs with the
 /// interpreter's work, so it gets no limit: Miri reports a deadlock itself.
@@ -45,6 +47,22 @@ fn rounds(nranks: u32) -> u32 {
         (true, _) => 2,
         (false, _) => 200,
     }
+}
+
+/// Polls a started fence to completion, yielding between polls.
+fn polled(started: Result<Pending<'_, ThreadPlatform>, FenceError>) -> Result<(), FenceError> {
+    let mut fence = started?;
+    loop {
+        match fence.poll() {
+            Poll::Ready(result) => return result,
+            Poll::Pending => std::thread::yield_now(),
+        }
+    }
+}
+
+/// The window fence, started and polled or blocking.
+fn window_fence(w: &mut Window<ThreadPlatform>, polls: bool) -> Result<(), FenceError> {
+    if polls { polled(w.start_fence()) } else { w.fence() }
 }
 
 /// What a rank saw of the window.
@@ -111,7 +129,7 @@ fn rank_main(
         barrier: asked,
         ..WindowRequest::default()
     };
-    let w = create_window(platform, oob, rank, n, &request, Ok(()), &mut table).unwrap();
+    let mut w = create_window(platform, oob, rank, n, &request, Ok(()), &mut table).unwrap();
     assert_eq!((w.rank(), w.nranks(), w.barrier()), (rank, n, barrier));
     assert_eq!(w.poisoned(), None);
     let segs: Vec<_> = (0..n).map(|r| w.segment(r).unwrap()).collect();
@@ -190,6 +208,23 @@ fn rank_main(
         (0..3).for_each(|_| w.wait(prev).unwrap());
     }
     assert_eq!(w.peer_fence(rank), Ok(()));
+
+    // Fences started and polled (even ranks) against blocking ones (odd
+    // ranks): the window-fence hand-over again, then a pairwise fence
+    // between ranks 2k and 2k+1, polled by 2k.
+    let polls = rank.is_multiple_of(2);
+    for t in 4 * rounds..5 * rounds {
+        fill(me, rank, t);
+        window_fence(&mut w, polls).unwrap();
+        for p in (0..n).filter(|&p| p != rank) {
+            check(&segs[p as usize], p, t).unwrap();
+        }
+        window_fence(&mut w, polls).unwrap();
+    }
+    if let Some(p) = Some(rank ^ 1).filter(|&p| p < n) {
+        let result = if polls { polled(w.start_peer_fence(p)) } else { w.peer_fence(p) };
+        result.unwrap();
+    }
 
     let seen = Seen {
         entries: (0..n).map(|r| w.rank_entry(r).map(|e| (e.offset, e.size)).unwrap()).collect(),

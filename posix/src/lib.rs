@@ -52,4 +52,4 @@ pub use sweep::sweep;
 pub fn page_size() -> usize {
     usize::try_from(sys::page_size()).unwrap_or(4096)
 }
-pub use window::{Plain, Window};
+pub use window::{PendingFence, Plain, Window};

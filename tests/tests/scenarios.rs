@@ -128,6 +128,18 @@ fn dead_peer_ends_signal_wait() {
 }
 
 #[test]
+fn polled_fences_mixed_with_blocking_ones_on_1_2_3_and_5_ranks() {
+    for n in [1, 2, 3, 5] {
+        scenario(n, "polled", &["rounds=100"]);
+    }
+}
+
+#[test]
+fn dead_peer_ends_a_polled_window_fence() {
+    scenario(3, "die", &["at=polled"]);
+}
+
+#[test]
 fn dead_peer_ends_free() {
     scenario(3, "die", &["at=free"]);
 }

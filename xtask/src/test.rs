@@ -18,7 +18,7 @@ pub(crate) fn run(quick: bool) -> Result<()> {
     let plan: Vec<(&str, StepFn)> = vec![
         ("rustfmt", Box::new(fmt)),
         ("clippy", Box::new(clippy)),
-        ("no_std build (kpccl-core, aarch64-unknown-none)", Box::new(no_std)),
+        ("no_std build (kpccl-core, embedding example; aarch64-unknown-none)", Box::new(no_std)),
         ("cargo test (host)", Box::new(tests)),
         ("loom", Box::new(move || if quick { Ok(skipped_quick()) } else { loom() })),
         ("miri (kpccl-core)", Box::new(move || if quick { Ok(skipped_quick()) } else { miri() })),
@@ -53,16 +53,18 @@ fn clippy() -> Result<Done> {
     Ok(Done::Ran(String::new()))
 }
 
-/// `kpccl-core` builds for a target without `std`, and links no libc.
+/// `kpccl-core` builds for a target without `std`, and links no libc; the
+/// embedding example (static memory, no allocator) builds and links there.
 pub(crate) fn no_std() -> Result<Done> {
     require_targets(&[NO_STD_TARGET])?;
     Cmd::cargo().args(["build", "-p", "kpccl-core", "--target", NO_STD_TARGET]).run()?;
+    Cmd::cargo().args(["build", "-p", "kpccl-embedded-example", "--target", NO_STD_TARGET, "--bins"]).run()?;
     let tree = Cmd::cargo().args(["tree", "-p", "kpccl-core", "-e", "normal"]).read()?;
     print!("{tree}");
     if let Some(line) = tree.lines().find(|line| tree_crate(line) == Some("libc")) {
         bail!("kpccl-core depends on libc: {}", line.trim());
     }
-    Ok(Done::Ran("builds; no libc in its tree".to_owned()))
+    Ok(Done::Ran("core and the embedding example build; no libc in core's tree".to_owned()))
 }
 
 /// The crate name on a `cargo tree` line: `├── spin v0.12.3` → `spin`.

@@ -54,7 +54,7 @@ pub(crate) fn run(install: bool, cross: bool) -> Result<()> {
     let mut step_failures = 0;
     let mut fail_step = |ok: bool| step_failures += u64::from(!ok);
 
-    fail_step(steps.run("no_std build (kpccl-core, aarch64-unknown-none)", test::no_std));
+    fail_step(steps.run("no_std build (kpccl-core, embedding example; aarch64-unknown-none)", test::no_std));
 
     let mut running = Vec::new();
     let mut test_failures = 0;

@@ -5,7 +5,7 @@ use core::ffi::{c_char, c_void};
 
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::HostSim;
-use kpccl_ascend::{AclResult, AclRuntime, IpcKey};
+use kpccl_ascend::{AclResult, AclRuntime, AclStream, IpcKey};
 
 fn rt() -> HostSim {
     HostSim::new()
@@ -248,4 +248,82 @@ pub unsafe extern "C" fn aclrtIpcMemClose(key: *const c_char) -> i32 {
     // SAFETY: non-NULL key string per the caller.
     let k = unsafe { read_key(key) };
     code(rt().ipc_mem_close(&k))
+}
+
+/// `aclError aclrtMallocHost(void **hostPtr, size_t size)`.
+///
+/// # Safety
+/// `host_ptr` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
+    if host_ptr.is_null() {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    match rt().malloc_host(size) {
+        Ok(p) => {
+            // SAFETY: checked non-NULL; the caller guarantees it is writable.
+            unsafe { host_ptr.write(p) };
+            ACL_SUCCESS
+        }
+        Err(e) => e.code(),
+    }
+}
+
+/// `aclError aclrtFreeHost(void *hostPtr)`.
+///
+/// # Safety
+/// `host_ptr` is NULL or any value (unknown pointers are refused, not freed).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
+    code(rt().free_host(host_ptr))
+}
+
+/// `aclError aclrtCreateStream(aclrtStream *stream)`.
+///
+/// # Safety
+/// `stream` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateStream(stream: *mut *mut c_void) -> i32 {
+    if stream.is_null() {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    match rt().create_stream() {
+        Ok(s) => {
+            // SAFETY: checked non-NULL; the caller guarantees it is writable.
+            unsafe { stream.write(s.as_ptr()) };
+            ACL_SUCCESS
+        }
+        Err(e) => e.code(),
+    }
+}
+
+/// `aclError aclrtDestroyStream(aclrtStream stream)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStream(stream: *mut c_void) -> i32 {
+    code(rt().destroy_stream(AclStream::from_ptr(stream)))
+}
+
+/// `aclError aclrtSynchronizeStream(aclrtStream stream)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeStream(stream: *mut c_void) -> i32 {
+    code(rt().synchronize_stream(AclStream::from_ptr(stream)))
+}
+
+/// `aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
+/// aclrtMemcpyKind kind, aclrtStream stream)`.
+///
+/// # Safety
+/// `dst` is valid for `dest_max` bytes and `src` for `count` bytes until `stream`
+/// is synchronised.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemcpyAsync(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+    stream: *mut c_void,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    code(unsafe { rt().memcpy_async(dst, dest_max, src, count, kind, AclStream::from_ptr(stream)) })
 }

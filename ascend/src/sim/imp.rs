@@ -6,9 +6,9 @@ use super::key::{self, Parsed};
 use super::mem::{self, PAGE};
 use super::registry::{self, Importer, Record, WlEntry};
 use super::state::{self, Alloc, Import};
-use super::{HostSim, device_count, procinfo};
+use super::{HostSim, device_count, procinfo, stream};
 use crate::codes::*;
-use crate::runtime::{AclError, AclResult, AclRuntime, IpcKey};
+use crate::runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey};
 
 fn fail<T>(code: i32) -> AclResult<T> {
     Err(AclError::new(code))
@@ -46,7 +46,40 @@ fn valid_device(dev: i32) -> AclResult<()> {
     if (0..device_count()).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
 }
 
+/// The argument checks shared by `aclrtMemcpy` and `aclrtMemcpyAsync`: NULL or an
+/// unknown kind is 100000, `count > dst_max` 107000; `Ok(false)` for nothing to copy.
+fn copy_args(dst: *mut c_void, dst_max: usize, src: *const c_void, count: usize, kind: u32) -> AclResult<bool> {
+    if dst.is_null() || src.is_null() || kind > 5 {
+        return fail(ACL_ERROR_INVALID_PARAM);
+    }
+    if count == 0 {
+        return Ok(false);
+    }
+    if dst_max == 0 || count > dst_max {
+        return fail(ACL_ERROR_RT_PARAM_INVALID);
+    }
+    Ok(true)
+}
+
 impl HostSim {
+    /// The rules on copies that touch memory imported from another device:
+    /// no host side (nor an inferred kind), and peer access to the owner enabled.
+    fn check_copy(&self, p: &state::Proc, cur: i32, dst: usize, src: usize, kind: u32) -> AclResult<()> {
+        for addr in [dst, src] {
+            if let Some(imp) = p.import_at(addr).filter(|i| i.owner_dev != i.dev) {
+                let host_side =
+                    matches!(kind, ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_DEVICE_TO_HOST | ACL_MEMCPY_DEFAULT);
+                if host_side {
+                    return fail(ACL_ERROR_RT_PARAM_INVALID);
+                }
+                if !p.p2p.contains(&(cur, imp.owner_dev)) {
+                    return fail(if self.strict { ACL_ERROR_RT_IPC_ERROR } else { ACL_ERROR_RT_PARAM_INVALID });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `aclrtIpcMemGetExportKey` with an explicit key buffer length, as the C ABI
     /// passes it (anything but at least 65 is refused with 107000).
     pub fn export_key_with_len(&self, ptr: *mut c_void, size: usize, len: usize, flags: u64) -> AclResult<IpcKey> {
@@ -190,32 +223,15 @@ impl AclRuntime for HostSim {
         count: usize,
         kind: u32,
     ) -> AclResult<()> {
-        if dst.is_null() || src.is_null() || kind > 5 {
-            return fail(ACL_ERROR_INVALID_PARAM);
-        }
-        if count == 0 {
+        if !copy_args(dst, dst_max, src, count, kind)? {
             return Ok(());
-        }
-        if dst_max == 0 || count > dst_max {
-            return fail(ACL_ERROR_RT_PARAM_INVALID);
         }
         let cur = current()?;
         revoke_stale_imports();
         {
             let g = state::proc();
             let p = g.as_ref().expect("state is set by proc()");
-            for addr in [dst as usize, src as usize] {
-                if let Some(imp) = p.import_at(addr).filter(|i| i.owner_dev != i.dev) {
-                    let host_side =
-                        matches!(kind, ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_DEVICE_TO_HOST | ACL_MEMCPY_DEFAULT);
-                    if host_side {
-                        return fail(ACL_ERROR_RT_PARAM_INVALID);
-                    }
-                    if !p.p2p.contains(&(cur, imp.owner_dev)) {
-                        return fail(if self.strict { ACL_ERROR_RT_IPC_ERROR } else { ACL_ERROR_RT_PARAM_INVALID });
-                    }
-                }
-            }
+            self.check_copy(p, cur, dst as usize, src as usize, kind)?;
         }
         if dst.cast_const() == src {
             return Ok(());
@@ -226,10 +242,98 @@ impl AclRuntime for HostSim {
         Ok(())
     }
 
-    fn synchronize_device(&self) -> AclResult<()> {
-        current()?;
-        revoke_stale_imports();
+    fn malloc_host(&self, size: usize) -> AclResult<*mut c_void> {
+        if size == 0 {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        let addr = mem::host_alloc(size).ok_or(AclError::new(ACL_ERROR_BAD_ALLOC))?;
+        state::proc().as_mut().expect("state is set by proc()").host.push(addr);
+        Ok(addr as *mut c_void)
+    }
+
+    fn free_host(&self, ptr: *mut c_void) -> AclResult<()> {
+        if ptr.is_null() {
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        let Some(i) = p.host.iter().position(|&h| h == ptr as usize) else {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        };
+        mem::host_free(p.host.swap_remove(i));
         Ok(())
+    }
+
+    fn create_stream(&self) -> AclResult<AclStream> {
+        let cur = current()?;
+        let mut g = state::proc();
+        Ok(AclStream(stream::create(g.as_mut().expect("state is set by proc()"), cur)))
+    }
+
+    fn destroy_stream(&self, s: AclStream) -> AclResult<()> {
+        let cur = current()?;
+        if s == AclStream::DEFAULT {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        }
+        revoke_stale_imports();
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        let i = stream::find(p, s.0, cur)?;
+        // The runtime waits for the stream's tasks before destroying it.
+        let ran = stream::drain(p, i);
+        p.streams.swap_remove(i);
+        ran
+    }
+
+    fn synchronize_stream(&self, s: AclStream) -> AclResult<()> {
+        let cur = current()?;
+        revoke_stale_imports();
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        let i = stream::find(p, s.0, cur)?;
+        stream::drain(p, i)
+    }
+
+    unsafe fn memcpy_async(
+        &self,
+        dst: *mut c_void,
+        dst_max: usize,
+        src: *const c_void,
+        count: usize,
+        kind: u32,
+        s: AclStream,
+    ) -> AclResult<()> {
+        if !copy_args(dst, dst_max, src, count, kind)? {
+            return Ok(());
+        }
+        if kind == ACL_MEMCPY_HOST_TO_HOST {
+            // CANN: no asynchronous copy within the host (207000 in the EP form).
+            return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+        }
+        let cur = current()?;
+        revoke_stale_imports();
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        let i = stream::find(p, s.0, cur)?;
+        self.check_copy(p, cur, dst as usize, src as usize, kind)?;
+        let (dst, src) = (dst as usize, src as usize);
+        let task = state::Task { dst, src, count, dst_device: p.is_device(dst), src_device: p.is_device(src) };
+        stream::push(p, i, task);
+        Ok(())
+    }
+
+    fn synchronize_device(&self) -> AclResult<()> {
+        let cur = current()?;
+        revoke_stale_imports();
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        let mut result = Ok(());
+        for i in 0..p.streams.len() {
+            if p.streams[i].dev == cur {
+                result = result.and(stream::drain(p, i));
+            }
+        }
+        result
     }
 
     fn device_can_access_peer(&self, device: i32, peer: i32) -> AclResult<bool> {

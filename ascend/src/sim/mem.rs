@@ -78,3 +78,19 @@ pub(crate) fn revoke(m: &Mapping) {
     // SAFETY: `m` is a live mapping of ours; only its protection changes.
     unsafe { libc::mprotect(ptr, m.len, libc::PROT_NONE) };
 }
+
+/// `len` bytes of host memory aligned to 64 bytes, as `aclrtMallocHost` returns.
+pub(crate) fn host_alloc(len: usize) -> Option<usize> {
+    let mut ptr = core::ptr::null_mut();
+    // SAFETY: `ptr` is a valid out pointer; 64 is a power of two and a multiple of
+    // the pointer size.
+    let rc = unsafe { libc::posix_memalign(&raw mut ptr, 64, len) };
+    (rc == 0).then_some(ptr as usize)
+}
+
+/// Frees a block from [`host_alloc`].
+pub(crate) fn host_free(addr: usize) {
+    // SAFETY: `addr` came from `host_alloc` and is freed once (the caller removes it
+    // from its table first).
+    unsafe { libc::free(addr as *mut c_void) };
+}

@@ -13,6 +13,8 @@ mod procinfo;
 #[allow(unsafe_code)]
 mod registry;
 mod state;
+#[allow(unsafe_code)]
+mod stream;
 
 pub use registry::sweep;
 

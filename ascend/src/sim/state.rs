@@ -31,6 +31,25 @@ pub(crate) struct Import {
     pub(crate) revoked: bool,
 }
 
+/// A copy queued by `aclrtMemcpyAsync`, run when its stream is synchronised.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Task {
+    pub(crate) dst: usize,
+    pub(crate) src: usize,
+    pub(crate) count: usize,
+    /// Whether each side was device memory (an allocation or an import) when queued.
+    pub(crate) dst_device: bool,
+    pub(crate) src_device: bool,
+}
+
+/// One stream: the copies queued on it, in order. Handle 0 is a device's default stream.
+#[derive(Debug)]
+pub(crate) struct Stream {
+    pub(crate) handle: usize,
+    pub(crate) dev: i32,
+    pub(crate) queue: Vec<Task>,
+}
+
 /// The state of this process.
 #[derive(Debug, Default)]
 pub(crate) struct Proc {
@@ -40,9 +59,29 @@ pub(crate) struct Proc {
     pub(crate) imports: Vec<Import>,
     /// Enabled peer access, `(from, to)`: one-directional.
     pub(crate) p2p: Vec<(i32, i32)>,
+    /// Blocks from `aclrtMallocHost`, by address.
+    pub(crate) host: Vec<usize>,
+    pub(crate) streams: Vec<Stream>,
+    /// Streams created so far, to give each a distinct handle.
+    pub(crate) streams_made: usize,
 }
 
 impl Proc {
+    /// Whether `[addr, addr+len)` lies inside one live allocation or one import that
+    /// was not revoked.
+    pub(crate) fn device_range(&self, addr: usize, len: usize) -> bool {
+        let inside =
+            |start: usize, size: usize| addr >= start && addr.checked_add(len).is_some_and(|e| e <= start + size);
+        self.allocs.iter().any(|a| inside(a.map.addr, a.len))
+            || self.imports.iter().any(|i| !i.revoked && inside(i.map.addr, i.map.len))
+    }
+
+    /// Whether `addr` lies in device memory of this process (an allocation or an import).
+    pub(crate) fn is_device(&self, addr: usize) -> bool {
+        self.allocs.iter().any(|a| addr >= a.map.addr && addr < a.map.addr + a.map.len)
+            || self.import_at(addr).is_some()
+    }
+
     /// The import whose mapping contains `addr`.
     pub(crate) fn import_at(&self, addr: usize) -> Option<&Import> {
         self.imports.iter().find(|i| addr >= i.map.addr && addr < i.map.addr + i.map.len)

@@ -51,7 +51,7 @@ macro_rules! conformance_tests {
             pid_limit, double_import_and_double_close, foreign_close,
             exporter_close_before_importers, free_while_exported, export_checks,
             reexport_imported, process_death, runtime_checks, key_checks,
-            cross_device_without_peer_access, pid_reuse_guard);
+            cross_device_without_peer_access, pid_reuse_guard, streams_and_host_memory);
     };
     (@ $make:expr; $($case:ident),*) => {
         $(

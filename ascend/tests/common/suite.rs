@@ -357,3 +357,44 @@ pub fn pid_reuse_guard<R: AclRuntime>(rt: &R) {
     }
     exp.release();
 }
+
+/// Streams, asynchronous copies and page-locked host memory: host -> device ->
+/// host through `aclrtMemcpyAsync` on a created stream and on the default stream,
+/// each completed by `aclrtSynchronizeStream`; asynchronous host-to-host is refused.
+pub fn streams_and_host_memory<R: AclRuntime>(rt: &R) {
+    rt.set_device(0).unwrap();
+    let n = 4096;
+    let src = rt.malloc_host(n).unwrap().cast::<u8>();
+    let back = rt.malloc_host(n).unwrap().cast::<u8>();
+    assert_eq!(src as usize % 64, 0, "aclrtMallocHost memory is 64-byte aligned");
+    // SAFETY: a host block of `n` bytes, owned here.
+    unsafe { core::ptr::write_bytes(src, 0x6b, n) };
+    // SAFETY: as above.
+    unsafe { core::ptr::write_bytes(back, 0, n) };
+    let dev = rt.malloc(n, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+    let s = rt.create_stream().unwrap();
+    assert_ne!(s, kpccl_ascend::AclStream::DEFAULT);
+    for stream in [s, kpccl_ascend::AclStream::DEFAULT] {
+        // SAFETY: device and host blocks of `n` bytes, alive until the sync below.
+        unsafe { rt.memcpy_async(dev, n, src.cast(), n, ACL_MEMCPY_HOST_TO_DEVICE, stream) }.unwrap();
+        // SAFETY: as above.
+        unsafe { rt.memcpy_async(back.cast(), n, dev, n, ACL_MEMCPY_DEVICE_TO_HOST, stream) }.unwrap();
+        rt.synchronize_stream(stream).unwrap();
+        // SAFETY: `back` is `n` host bytes, and the stream is synchronised.
+        let got = unsafe { core::slice::from_raw_parts(back, n) };
+        assert!(got.iter().all(|&b| b == 0x6b), "the async round trip moved the bytes");
+        // SAFETY: as above.
+        unsafe { core::ptr::write_bytes(back, 0, n) };
+    }
+    // SAFETY: two host blocks of `n` bytes.
+    let r = unsafe { rt.memcpy_async(back.cast(), n, src.cast(), n, ACL_MEMCPY_HOST_TO_HOST, s) };
+    assert_eq!(code(r), ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "no asynchronous copy within the host");
+    // SAFETY: count > destMax is refused before anything is read.
+    let r = unsafe { rt.memcpy_async(dev, 16, src.cast(), 32, ACL_MEMCPY_HOST_TO_DEVICE, s) };
+    assert_eq!(code(r), ACL_ERROR_RT_PARAM_INVALID);
+    rt.destroy_stream(s).unwrap();
+    rt.free(dev).unwrap();
+    rt.free_host(src.cast()).unwrap();
+    rt.free_host(back.cast()).unwrap();
+    assert_ne!(code(rt.malloc_host(0)), 0, "size 0 is refused");
+}

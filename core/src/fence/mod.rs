@@ -8,6 +8,7 @@
 
 mod flat;
 mod peer;
+mod pending;
 mod poison;
 mod signal;
 mod wait;
@@ -15,6 +16,7 @@ mod window;
 
 pub use flat::flat_fence;
 pub use peer::peer_fence;
+pub use pending::PendingFence;
 pub use poison::{Poison, PoisonKind, poison, poison_state};
 pub use signal::{peer_signal, peer_wait};
 pub use wait::WaitPolicy;
@@ -119,6 +121,17 @@ fn partner<A: SyncArea + ?Sized>(area: &A, me: u32, peer: u32) -> Result<bool, F
         Some(p) => Err(p.error()),
         None => Ok(peer != me),
     }
+}
+
+/// The order in which `rank` of a ring of `nranks` fences its neighbours
+/// `[next, prev]` so that every pairwise fence meets its partner's and no
+/// cycle of waits forms: even ranks go successor-first, odd ones
+/// predecessor-first, and in an odd ring the last rank goes
+/// predecessor-first too (pairs (0,1), (2,3).. then (1,2), (3,4).. then (n-1,0)).
+#[must_use]
+pub const fn ring_order(rank: u32, nranks: u32) -> [u32; 2] {
+    let (next, prev) = ((rank + 1) % nranks, (rank + nranks - 1) % nranks);
+    if rank.is_multiple_of(2) && !(nranks % 2 == 1 && rank == nranks - 1) { [next, prev] } else { [prev, next] }
 }
 
 /// `current` has reached `target` on a wrapping 64-bit epoch counter.

@@ -16,6 +16,17 @@ where
     if !partner(area, me, peer)? {
         return Ok(());
     }
+    let epoch = arrive(area, env, me, peer);
+    wait_for(area, env, me, peer, policy, || answered(area, me, peer, epoch))
+}
+
+/// `me`'s half of its next fence with `peer`; returns the epoch to wait for.
+#[inline]
+pub(super) fn arrive<A, E>(area: &A, env: &E, me: u32, peer: u32) -> u64
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
     let out = area.peer_slot(me, peer);
     // Relaxed: only this rank writes `out`, so program order gives us our own last store.
     let epoch = out.load(Relaxed).wrapping_add(1);
@@ -23,8 +34,13 @@ where
     // peer's Acquire load of this slot.
     out.store(epoch, Release);
     notify(area, env, peer);
-    let inbound = area.peer_slot(peer, me);
+    epoch
+}
+
+/// Whether `peer` has reached fence `epoch` with `me`.
+#[inline]
+pub(super) fn answered<A: SyncArea + ?Sized>(area: &A, me: u32, peer: u32, epoch: u64) -> bool {
     // Acquire: pairs with the peer's Release store of the same epoch, so what it
     // did before its fence happens-before what we do after ours.
-    wait_for(area, env, me, peer, policy, || reached(inbound.load(Acquire), epoch))
+    reached(area.peer_slot(peer, me).load(Acquire), epoch)
 }

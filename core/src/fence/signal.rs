@@ -59,15 +59,31 @@ where
     if !partner(area, me, peer)? {
         return Ok(());
     }
-    let taken = area.taken_slot(me, peer);
-    // Relaxed: only this rank writes `taken`, so program order gives its last value.
-    let want = taken.load(Relaxed).wrapping_add(1);
-    let inbound = area.signal_slot(peer, me);
+    let want = next_signal(area, me, peer);
+    wait_for(area, env, me, peer, policy, || signalled(area, me, peer, want))?;
+    take(area, me, peer, want);
+    Ok(())
+}
+
+/// The count of `peer`'s signals that `me`'s next wait needs.
+#[inline]
+pub(super) fn next_signal<A: SyncArea + ?Sized>(area: &A, me: u32, peer: u32) -> u64 {
+    // Relaxed: only this rank writes its taken count, so program order gives its last value.
+    area.taken_slot(me, peer).load(Relaxed).wrapping_add(1)
+}
+
+/// Whether `peer` has sent `me` at least `want` signals.
+#[inline]
+pub(super) fn signalled<A: SyncArea + ?Sized>(area: &A, me: u32, peer: u32, want: u64) -> bool {
     // Acquire: pairs with the peer's Release store of its count, so what it
     // did before that signal happens-before what we do after the wait.
-    wait_for(area, env, me, peer, policy, || reached(inbound.load(Acquire), want))?;
+    reached(area.signal_slot(peer, me).load(Acquire), want)
+}
+
+/// Consumes `peer`'s signal number `want`.
+#[inline]
+pub(super) fn take<A: SyncArea + ?Sized>(area: &A, me: u32, peer: u32, want: u64) {
     // Relaxed: a private counter that happens to live in shared memory; only
     // this rank reads it, in program order.
-    taken.store(want, Relaxed);
-    Ok(())
+    area.taken_slot(me, peer).store(want, Relaxed);
 }

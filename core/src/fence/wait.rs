@@ -129,10 +129,7 @@ where
     E: WaitEnv + ?Sized,
 {
     let start = env.now_ns();
-    let deadline = match policy.timeout_ns {
-        0 => u64::MAX,
-        t => start.saturating_add(t),
-    };
+    let deadline = deadline_after(start, policy);
     let yield_until = start.saturating_add(policy.yield_ns);
     let mut yielded: u32 = 0;
     loop {
@@ -165,8 +162,7 @@ where
     E: WaitEnv + ?Sized,
 {
     let doorbell = area.doorbell(me);
-    let mut checks: u32 = 0;
-    let mut next_check = env.now_ns().saturating_add(policy.liveness_ns);
+    let mut watch = Watch::new(env.now_ns(), deadline, policy);
     loop {
         // Acquire: pairs with the Release bumps, so a bump seen here brings the poison with it.
         let seq = doorbell.load(Acquire);
@@ -177,23 +173,71 @@ where
         if ready() {
             return Ok(());
         }
+        watch.check(area, env, me, peer)?;
+        env.wait(doorbell, seq, watch.deadline.min(watch.next_check));
+    }
+}
+
+/// When a wait that starts at `now` gives up (`u64::MAX`: never).
+fn deadline_after(now: u64, policy: &WaitPolicy) -> u64 {
+    match policy.timeout_ns {
+        0 => u64::MAX,
+        t => now.saturating_add(t),
+    }
+}
+
+/// The ways a wait ends without its partner: a poisoned window, a deadline,
+/// a dead rank (checked every `liveness_ns`). Shared by the sleeping wait
+/// and the polled fences.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Watch {
+    /// When the wait gives up (`u64::MAX`: never).
+    pub(super) deadline: u64,
+    /// When liveness is next checked.
+    pub(super) next_check: u64,
+    liveness_ns: u64,
+    checks: u32,
+}
+
+impl Watch {
+    /// A watch starting at `now` that gives up at `deadline`.
+    pub(super) fn new(now: u64, deadline: u64, policy: &WaitPolicy) -> Self {
+        Self {
+            deadline,
+            next_check: now.saturating_add(policy.liveness_ns),
+            liveness_ns: policy.liveness_ns,
+            checks: 0,
+        }
+    }
+
+    /// A watch starting at `now` with the policy's timeout.
+    pub(super) fn from_policy(now: u64, policy: &WaitPolicy) -> Self {
+        Self::new(now, deadline_after(now, policy), policy)
+    }
+
+    /// Fails, poisoning the window where the others must learn of it, if
+    /// rank `me`'s wait on `peer` should end without its partner.
+    pub(super) fn check<A, E>(&mut self, area: &A, env: &E, me: u32, peer: u32) -> Result<(), FenceError>
+    where
+        A: SyncArea + ?Sized,
+        E: WaitEnv + ?Sized,
+    {
         if let Some(p) = poison_state(area) {
             return Err(p.error());
         }
         let now = env.now_ns();
-        if now >= deadline {
+        if now >= self.deadline {
             poison(area, env, Poison { kind: PoisonKind::Aborted, rank: me });
             return Err(FenceError::Timeout { peer });
         }
-        if now >= next_check {
-            checks = checks.wrapping_add(1);
-            if let Some(dead) = find_dead(area, env, me, peer, checks) {
-                let p = poison(area, env, Poison { kind: PoisonKind::Dead, rank: dead });
-                return Err(p.error());
+        if now >= self.next_check {
+            self.checks = self.checks.wrapping_add(1);
+            if let Some(dead) = find_dead(area, env, me, peer, self.checks) {
+                return Err(poison(area, env, Poison { kind: PoisonKind::Dead, rank: dead }).error());
             }
-            next_check = now.saturating_add(policy.liveness_ns);
+            self.next_check = now.saturating_add(self.liveness_ns);
         }
-        env.wait(doorbell, seq, deadline.min(next_check));
+        Ok(())
     }
 }
 

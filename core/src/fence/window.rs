@@ -18,28 +18,56 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    let n = area.nranks();
-    if me >= n {
-        return Err(FenceError::InvalidRank { rank: me, nranks: n });
-    }
-    if let Some(p) = poison_state(area) {
-        return Err(p.error());
-    }
-    for round in 0..rounds(n) {
-        let dist = 1u32 << round; // < n, since round < ⌈log2 n⌉
-        let to = (me + dist) % n;
-        let from = (me + n - dist) % n;
-        let out = area.round_slot(round, to);
-        // Relaxed: only this rank writes this slot; program order gives its last value.
-        let epoch = out.load(Relaxed).wrapping_add(1);
-        // Release: publishes this rank's accesses, and all it acquired in
-        // earlier rounds, to `to`.
-        out.store(epoch, Release);
-        notify(area, env, to);
-        let inbound = area.round_slot(round, me);
-        // Acquire: pairs with `from`'s Release store of this epoch, bringing
-        // everything `from` had acquired in earlier rounds.
-        wait_for(area, env, me, from, policy, || reached(inbound.load(Acquire), epoch))?;
+    check_member(area, me)?;
+    for round in 0..rounds(area.nranks()) {
+        let epoch = send_round(area, env, me, round);
+        let from = round_source(area, me, round);
+        wait_for(area, env, me, from, policy, || round_arrived(area, me, round, epoch))?;
     }
     Ok(())
+}
+
+/// Checks that `me` is a rank of the window and the window is not poisoned.
+pub(super) fn check_member<A: SyncArea + ?Sized>(area: &A, me: u32) -> Result<(), FenceError> {
+    let nranks = area.nranks();
+    if me >= nranks {
+        return Err(FenceError::InvalidRank { rank: me, nranks });
+    }
+    match poison_state(area) {
+        Some(p) => Err(p.error()),
+        None => Ok(()),
+    }
+}
+
+/// The rank `me` waits for in `round`: `me - 2^round` (mod n).
+#[inline]
+pub(super) fn round_source<A: SyncArea + ?Sized>(area: &A, me: u32, round: u32) -> u32 {
+    let n = area.nranks();
+    (me + n - (1 << round)) % n // 2^round < n, since round < ⌈log2 n⌉
+}
+
+/// `me`'s signal of `round` to `me + 2^round`; returns the epoch to wait for.
+#[inline]
+pub(super) fn send_round<A, E>(area: &A, env: &E, me: u32, round: u32) -> u64
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    let to = (me + (1 << round)) % area.nranks();
+    let out = area.round_slot(round, to);
+    // Relaxed: only this rank writes this slot; program order gives its last value.
+    let epoch = out.load(Relaxed).wrapping_add(1);
+    // Release: publishes this rank's accesses, and all it acquired in
+    // earlier rounds, to `to`.
+    out.store(epoch, Release);
+    notify(area, env, to);
+    epoch
+}
+
+/// Whether `me`'s source of `round` has sent it `epoch`.
+#[inline]
+pub(super) fn round_arrived<A: SyncArea + ?Sized>(area: &A, me: u32, round: u32, epoch: u64) -> bool {
+    // Acquire: pairs with the source's Release store of this epoch, bringing
+    // everything it had acquired in earlier rounds.
+    reached(area.round_slot(round, me).load(Acquire), epoch)
 }

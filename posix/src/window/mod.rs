@@ -2,8 +2,10 @@
 //! that order accesses to it.
 
 mod access;
+mod pending;
 
 pub use access::Plain;
+pub use pending::PendingFence;
 
 use std::sync::Arc;
 
@@ -96,6 +98,33 @@ impl Window {
     #[inline]
     pub fn fence(&self) -> Result<(), Error> {
         self.inner.fence().map_err(|e| self.global(e))
+    }
+
+    /// Starts the pairwise fence with `peer` without blocking: poll (or
+    /// `.await`) the [`PendingFence`] until it is ready. Same matching and
+    /// errors as [`Window::peer_fence`].
+    pub fn start_peer_fence(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
+        let local = self.nodes.local(peer)?;
+        let nodes = &*self.nodes;
+        let started = self.inner.start_peer_fence(local).map_err(|e| Window::global_with(nodes, e))?;
+        Ok(PendingFence::new(started, nodes))
+    }
+
+    /// Starts a wait for the next signal from `peer` without blocking; the
+    /// poll that completes it consumes the signal (see [`Window::wait`]).
+    pub fn start_wait(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
+        let local = self.nodes.local(peer)?;
+        let nodes = &*self.nodes;
+        let started = self.inner.start_wait(local).map_err(|e| Window::global_with(nodes, e))?;
+        Ok(PendingFence::new(started, nodes))
+    }
+
+    /// Starts the fence with every rank of this node without blocking (see
+    /// [`Window::fence`]).
+    pub fn start_fence(&mut self) -> Result<PendingFence<'_>, Error> {
+        let nodes = &*self.nodes;
+        let started = self.inner.start_fence().map_err(|e| Window::global_with(nodes, e))?;
+        Ok(PendingFence::new(started, nodes))
     }
 
     /// Rank `rank`'s segment: its address in this process and its length.

@@ -11,6 +11,7 @@ mod churn;
 mod fork;
 mod nodes;
 mod pipeline;
+mod polled;
 mod scenarios;
 mod signals;
 

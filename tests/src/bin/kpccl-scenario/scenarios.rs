@@ -13,6 +13,7 @@ pub(crate) const NAMES: &[&str] = &[
     "layout",
     "handoff",
     "pipeline",
+    "polled",
     "fence",
     "cycle",
     "bad-align",
@@ -52,6 +53,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "layout" => layout(&comm, args),
         "handoff" => handoff(&comm, args),
         "pipeline" => crate::pipeline::pipeline(&comm, args),
+        "polled" => crate::polled::polled(&comm, args),
         "fence" => fence(&comm, args),
         "cycle" => cycle(&comm, args),
         "bad-align" => {
@@ -344,6 +346,13 @@ fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let result = match at.as_str() {
         "peer" => win.peer_fence(victim),
         "wait" => win.wait(victim),
+        "polled" => {
+            let mut win = win;
+            let result = crate::polled::drive(win.start_fence()).map(drop);
+            let freed = expect_dead(result, victim, bound, start, me);
+            let _ = win.free();
+            return freed;
+        }
         "free" => return expect_dead(win.free(), victim, bound, start, me),
         _ => win.fence(),
     };
@@ -449,6 +458,13 @@ fn stall<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let start = Instant::now();
     let result = match args.str("op").unwrap_or("fence") {
         "wait" => win.wait(victim),
+        "polled" => {
+            let mut win = win;
+            let result = crate::polled::drive(win.start_fence()).map(drop);
+            let freed = expect_dead(result, victim, bound, start, me);
+            let _ = win.free();
+            return freed;
+        }
         _ => win.fence(),
     };
     let own_timeout = match result {

@@ -1,0 +1,166 @@
+//! Fences that never block: start one, then poll it until it is done, so
+//! that an event loop or an async executor can wait for a partner without
+//! giving a thread to the wait.
+//!
+//! A started fence has done everything the blocking form does before its
+//! first wait (its Release stores, its wake-ups); each poll tests the slot
+//! the blocking form would wait on, with the same Acquire load, and takes
+//! the next step when it is ready. A poll that finds nothing ready checks
+//! what a sleeping waiter checks (the window's poison, the deadline, the
+//! awaited rank's liveness every `liveness_ns`), so a polled fence fails
+//! with the same errors and never waits forever either. It never sleeps:
+//! between polls the caller's runtime does other work or parks as it likes.
+
+use core::task::Poll;
+
+use super::flat::{all_arrived, arrive_flat, flat_watched};
+use super::peer::{answered, arrive};
+use super::signal::{next_signal, signalled, take};
+use super::wait::Watch;
+use super::window::{check_member, round_arrived, round_source, send_round};
+use super::{Barrier, SyncArea, WaitEnv, WaitPolicy, partner};
+use crate::error::FenceError;
+use crate::layout::rounds;
+
+/// What a started fence waits for next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// `peer` to reach peer-fence `epoch`.
+    Answer { peer: u32, epoch: u64 },
+    /// `peer` to have sent signal number `want` (then consume it).
+    Signal { peer: u32, want: u64 },
+    /// Round `round` of the dissemination barrier to bring `epoch`.
+    Round { round: u32, epoch: u64 },
+    /// The flat barrier's arrival count to reach `target`.
+    Arrivals { target: u64 },
+    /// Nothing: the fence is complete.
+    Done,
+}
+
+/// A fence started by rank `me` and not yet complete: poll it with the same
+/// window (area and environment) until [`Poll::Ready`].
+///
+/// Until it completes, `me` must not start another fence, signal or wait on
+/// the same window: the blocking forms' rule (one call at a time per rank)
+/// holds from start to completion. Dropping a peer fence or a wait before it
+/// completes abandons it harmlessly (the peer's side completes, and an
+/// abandoned wait consumes nothing); a window fence abandoned between its
+/// rounds would leave later ranks waiting, so the owner of the area must
+/// poison the window then (see [`PendingFence::strands_peers`]).
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a started fence does nothing until it is polled to completion"]
+pub struct PendingFence {
+    me: u32,
+    step: Step,
+    watch: Watch,
+}
+
+impl PendingFence {
+    /// Starts the pairwise fence of `me` with `peer` (see [`super::peer_fence`]).
+    pub fn peer_fence<A, E>(area: &A, env: &E, me: u32, peer: u32, policy: &WaitPolicy) -> Result<Self, FenceError>
+    where
+        A: SyncArea + ?Sized,
+        E: WaitEnv + ?Sized,
+    {
+        let step = if partner(area, me, peer)? {
+            Step::Answer { peer, epoch: arrive(area, env, me, peer) }
+        } else {
+            Step::Done
+        };
+        Ok(Self::new(env, me, step, policy))
+    }
+
+    /// Starts a wait of `me` for the next signal from `peer` (see
+    /// [`super::peer_wait`]); the signal is consumed by the poll that
+    /// completes it.
+    pub fn wait<A, E>(area: &A, env: &E, me: u32, peer: u32, policy: &WaitPolicy) -> Result<Self, FenceError>
+    where
+        A: SyncArea + ?Sized,
+        E: WaitEnv + ?Sized,
+    {
+        let step = if partner(area, me, peer)? {
+            Step::Signal { peer, want: next_signal(area, me, peer) }
+        } else {
+            Step::Done
+        };
+        Ok(Self::new(env, me, step, policy))
+    }
+
+    /// Starts the window-wide fence of `me`, with the window's `barrier`
+    /// (see [`super::window_fence`] and [`super::flat_fence`]).
+    pub fn window_fence<A, E>(
+        area: &A,
+        env: &E,
+        me: u32,
+        barrier: Barrier,
+        policy: &WaitPolicy,
+    ) -> Result<Self, FenceError>
+    where
+        A: SyncArea + ?Sized,
+        E: WaitEnv + ?Sized,
+    {
+        check_member(area, me)?;
+        let step = match barrier {
+            Barrier::Dissemination if rounds(area.nranks()) == 0 => Step::Done,
+            Barrier::Dissemination => Step::Round { round: 0, epoch: send_round(area, env, me, 0) },
+            Barrier::Flat => arrive_flat(area, env, me).map_or(Step::Done, |target| Step::Arrivals { target }),
+        };
+        Ok(Self::new(env, me, step, policy))
+    }
+
+    fn new<E: WaitEnv + ?Sized>(env: &E, me: u32, step: Step, policy: &WaitPolicy) -> Self {
+        let watch =
+            if step == Step::Done { Watch::new(0, u64::MAX, policy) } else { Watch::from_policy(env.now_ns(), policy) };
+        Self { me, step, watch }
+    }
+
+    /// Whether the fence is complete.
+    #[must_use]
+    pub fn is_done(&self) -> bool {
+        self.step == Step::Done
+    }
+
+    /// Whether abandoning the fence now would leave other ranks waiting for
+    /// this one (a dissemination fence with rounds still to send): the
+    /// window must then be poisoned.
+    #[must_use]
+    pub fn strands_peers<A: SyncArea + ?Sized>(&self, area: &A) -> bool {
+        matches!(self.step, Step::Round { round, .. } if round + 1 < rounds(area.nranks()))
+    }
+
+    /// Takes every step that is ready: `Ready(Ok(()))` once the fence is
+    /// complete (and on every later poll), `Ready(Err(_))` when it failed
+    /// (a dead rank, the deadline, a poisoned window), `Pending` otherwise.
+    pub fn poll<A, E>(&mut self, area: &A, env: &E) -> Poll<Result<(), FenceError>>
+    where
+        A: SyncArea + ?Sized,
+        E: WaitEnv + ?Sized,
+    {
+        let me = self.me;
+        loop {
+            let (ready, awaited) = match self.step {
+                Step::Done => return Poll::Ready(Ok(())),
+                Step::Answer { peer, epoch } => (answered(area, me, peer, epoch), peer),
+                Step::Signal { peer, want } => (signalled(area, me, peer, want), peer),
+                Step::Round { round, epoch } => (round_arrived(area, me, round, epoch), round_source(area, me, round)),
+                Step::Arrivals { target } => (all_arrived(area, target), flat_watched(area, me)),
+            };
+            if !ready {
+                return match self.watch.check(area, env, me, awaited) {
+                    Ok(()) => Poll::Pending,
+                    Err(e) => Poll::Ready(Err(e)),
+                };
+            }
+            self.step = match self.step {
+                Step::Signal { peer, want } => {
+                    take(area, me, peer, want);
+                    Step::Done
+                }
+                Step::Round { round, .. } if round + 1 < rounds(area.nranks()) => {
+                    Step::Round { round: round + 1, epoch: send_round(area, env, me, round + 1) }
+                }
+                _ => Step::Done,
+            };
+        }
+    }
+}
