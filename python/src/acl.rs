@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use kpccl_ascend::backend::{self, BackendError, Runtime};
 use kpccl_ascend::codes::{ACL_ERROR_RT_PARAM_INVALID, ACL_IPC_KEY_LEN, ACL_SUCCESS};
-use kpccl_ascend::{AclResult, IpcKey};
+use kpccl_ascend::{AclResult, AclStream, IpcKey};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -158,6 +158,64 @@ fn memcpy(
     Ok(ret(r))
 }
 
+/// `host_ptr, ret = acl.rt.malloc_host(size)`: page-locked host memory.
+#[pyfunction]
+fn malloc_host(size: &Bound<'_, PyAny>) -> PyResult<(usize, i32)> {
+    let r = rt()?.malloc_host(int(size, "size")?);
+    Ok(pair(r.map(|p| p as usize), 0))
+}
+
+/// `ret = acl.rt.free_host(host_ptr)`: memory from `malloc_host` only.
+#[pyfunction]
+fn free_host(host_ptr: &Bound<'_, PyAny>) -> PyResult<i32> {
+    Ok(ret(rt()?.free_host(ptr(host_ptr, "host_ptr")?)))
+}
+
+/// `stream, ret = acl.rt.create_stream()`: a stream on the current device, as an int.
+#[pyfunction]
+fn create_stream() -> PyResult<(usize, i32)> {
+    Ok(pair(rt()?.create_stream().map(AclStream::as_raw), 0))
+}
+
+/// `ret = acl.rt.destroy_stream(stream)`: waits for its pending work first.
+#[pyfunction]
+fn destroy_stream(py: Python<'_>, stream: &Bound<'_, PyAny>) -> PyResult<i32> {
+    let (rt, s) = (rt()?, AclStream::from_raw(int(stream, "stream")?));
+    Ok(ret(py.detach(|| rt.destroy_stream(s))))
+}
+
+/// `ret = acl.rt.synchronize_stream(stream)`: returns once the stream's
+/// queued work is done (without the GIL meanwhile).
+#[pyfunction]
+fn synchronize_stream(py: Python<'_>, stream: &Bound<'_, PyAny>) -> PyResult<i32> {
+    let (rt, s) = (rt()?, AclStream::from_raw(int(stream, "stream")?));
+    Ok(ret(py.detach(|| rt.synchronize_stream(s))))
+}
+
+/// `ret = acl.rt.memcpy_async(dst, dest_max, src, count, kind, stream)`:
+/// queues the copy on `stream` (`0`: the default stream); it is done after
+/// `synchronize_stream`. Both buffers must stay valid until then.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn memcpy_async(
+    dst: &Bound<'_, PyAny>,
+    dest_max: &Bound<'_, PyAny>,
+    src: &Bound<'_, PyAny>,
+    count: &Bound<'_, PyAny>,
+    kind: &Bound<'_, PyAny>,
+    stream: &Bound<'_, PyAny>,
+) -> PyResult<i32> {
+    let (d, max, s, n, k) =
+        (ptr(dst, "dst")?, int::<usize>(dest_max, "dest_max")?, ptr(src, "src")?, int(count, "count")?, int(kind, "kind")?);
+    let st = AclStream::from_raw(int(stream, "stream")?);
+    let rt = rt()?;
+    // SAFETY: the caller vouches for the addresses until the stream is
+    // synchronised, as with pyACL's memcpy_async (documented).
+    #[allow(unsafe_code)]
+    let r = unsafe { rt.memcpy_async(d, max, s.cast_const(), n, k, st) };
+    Ok(ret(r))
+}
+
 /// `key, ret = acl.rt.ipc_mem_get_export_key(dev_ptr, size, len, flags)`: `len` is 65.
 #[pyfunction]
 fn ipc_mem_get_export_key(
@@ -221,6 +279,12 @@ pub(crate) fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(malloc, &m)?)?;
     m.add_function(wrap_pyfunction!(free, &m)?)?;
     m.add_function(wrap_pyfunction!(memcpy, &m)?)?;
+    m.add_function(wrap_pyfunction!(malloc_host, &m)?)?;
+    m.add_function(wrap_pyfunction!(free_host, &m)?)?;
+    m.add_function(wrap_pyfunction!(create_stream, &m)?)?;
+    m.add_function(wrap_pyfunction!(destroy_stream, &m)?)?;
+    m.add_function(wrap_pyfunction!(synchronize_stream, &m)?)?;
+    m.add_function(wrap_pyfunction!(memcpy_async, &m)?)?;
     m.add_function(wrap_pyfunction!(ipc_mem_get_export_key, &m)?)?;
     m.add_function(wrap_pyfunction!(ipc_mem_set_import_pid, &m)?)?;
     m.add_function(wrap_pyfunction!(ipc_mem_import_by_key, &m)?)?;

@@ -46,6 +46,14 @@ try:
 except ValueError:
     print("negative ValueError")
 b = acl.util.ptr_to_bytes(acl.util.bytes_to_ptr(b"hello"), 5); print("roundtrip", b.decode())
+stream, ret = acl.rt.create_stream(); assert ret == 0 and stream
+out = bytearray(5)
+assert acl.rt.memcpy(ptr, 4096, acl.util.bytes_to_ptr(b"async"), 5, 1) == 0
+assert acl.rt.memcpy_async(acl.util.bytes_to_ptr(out), 5, ptr, 5, 2, stream) == 0
+assert acl.rt.synchronize_stream(stream) == 0
+print("async", bytes(out).decode())
+assert acl.rt.destroy_stream(stream) == 0
+print("destroyed_twice", acl.rt.destroy_stream(stream) != 0)
 assert acl.rt.free(ptr) == 0
 assert acl.finalize() == 0
 """,
@@ -58,6 +66,8 @@ assert acl.finalize() == 0
     assert "long_key 107000" in out
     assert "negative ValueError" in out
     assert "roundtrip hello" in out
+    assert "async async" in out
+    assert "destroyed_twice True" in out
 
 
 def test_no_runtime_is_an_error_that_says_what_to_do(tmp_path):

@@ -4,7 +4,7 @@
 as ``int``, keys as ``str``) and return conventions (``ret``, or
 ``(value, ret)``; ``ret == 0`` on success) of pyACL for the device-memory
 IPC flow: ``acl.init``, ``acl.finalize``, ``acl.rt.*`` (``set_device``,
-``malloc``, ``memcpy``, ``ipc_mem_get_export_key``, ``ipc_mem_set_import_pid``,
+``malloc``, ``malloc_host``, ``memcpy``, ``memcpy_async``, streams, ``ipc_mem_get_export_key``, ``ipc_mem_set_import_pid``,
 ``device_get_bare_tgid``, ``ipc_mem_import_by_key``, ``ipc_mem_close``, …)
 and ``acl.util.bytes_to_ptr`` / ``ptr_to_bytes``.
 

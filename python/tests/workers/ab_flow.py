@@ -8,6 +8,7 @@ import kpccl.acl as acl
 from common import communicator, say
 
 ACL_MEM_MALLOC_HUGE_FIRST = 0
+ACL_MEMCPY_HOST_TO_HOST = 0
 ACL_MEMCPY_HOST_TO_DEVICE = 1
 ACL_MEMCPY_DEVICE_TO_HOST = 2
 SIZE = 2 * 1024 * 1024
@@ -38,8 +39,16 @@ box.fence()
 if r == 0:  # A: allocate, fill, export, whitelist B
     dev_ptr, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
     assert ret == 0 and dev_ptr
-    host = acl.util.bytes_to_ptr(DATA)
-    assert acl.rt.memcpy(dev_ptr, SIZE, host, len(DATA), ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    # Staged through page-locked host memory and an asynchronous copy.
+    host, ret = acl.rt.malloc_host(len(DATA))
+    assert ret == 0 and host
+    assert acl.rt.memcpy(host, len(DATA), acl.util.bytes_to_ptr(DATA), len(DATA), ACL_MEMCPY_HOST_TO_HOST) == 0
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0
+    assert acl.rt.memcpy_async(dev_ptr, SIZE, host, len(DATA), ACL_MEMCPY_HOST_TO_DEVICE, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.free_host(host) == 0
     key, ret = acl.rt.ipc_mem_get_export_key(dev_ptr, SIZE, 65, 0)
     assert ret == 0 and isinstance(key, str) and key, (key, ret)
     say("key", key)
