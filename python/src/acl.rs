@@ -205,8 +205,13 @@ fn memcpy_async(
     kind: &Bound<'_, PyAny>,
     stream: &Bound<'_, PyAny>,
 ) -> PyResult<i32> {
-    let (d, max, s, n, k) =
-        (ptr(dst, "dst")?, int::<usize>(dest_max, "dest_max")?, ptr(src, "src")?, int(count, "count")?, int(kind, "kind")?);
+    let (d, max, s, n, k) = (
+        ptr(dst, "dst")?,
+        int::<usize>(dest_max, "dest_max")?,
+        ptr(src, "src")?,
+        int(count, "count")?,
+        int(kind, "kind")?,
+    );
     let st = AclStream::from_raw(int(stream, "stream")?);
     let rt = rt()?;
     // SAFETY: the caller vouches for the addresses until the stream is

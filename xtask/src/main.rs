@@ -15,6 +15,7 @@ mod demo;
 mod flags;
 mod header;
 mod install;
+mod python;
 mod report;
 mod soak;
 mod test;

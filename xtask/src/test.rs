@@ -25,6 +25,7 @@ pub(crate) fn run(quick: bool) -> Result<()> {
         ("rustdoc", Box::new(doc)),
         ("C tests (host)", Box::new(|| c_test_step(&CTests::host()))),
         ("benchmarks (smoke: once, no timing checked)", Box::new(bench_smoke)),
+        ("Python package (pip install ./python, pytest)", Box::new(crate::python::step)),
     ];
     let names: Vec<&str> = plan.iter().map(|(name, _)| *name).collect();
     let mut steps = Steps::new(plan.len());
