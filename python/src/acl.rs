@@ -131,6 +131,34 @@ fn free(dev_ptr: &Bound<'_, PyAny>) -> PyResult<i32> {
     Ok(ret(rt()?.free(ptr(dev_ptr, "dev_ptr")?)))
 }
 
+/// A copy's arguments, checked (addresses as integers, so that they cross
+/// into a call without the GIL).
+struct CopyArgs {
+    dst: usize,
+    dst_max: usize,
+    src: usize,
+    count: usize,
+    kind: u32,
+}
+
+impl CopyArgs {
+    fn new(
+        dst: &Bound<'_, PyAny>,
+        dest_max: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        count: &Bound<'_, PyAny>,
+        kind: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            dst: int(dst, "dst")?,
+            dst_max: int(dest_max, "dest_max")?,
+            src: int(src, "src")?,
+            count: int(count, "count")?,
+            kind: int(kind, "kind")?,
+        })
+    }
+}
+
 /// `ret = acl.rt.memcpy(dst, dest_max, src, count, kind)`: a synchronous copy.
 /// As with pyACL, the addresses must be valid for the sizes in the spaces
 /// `kind` names (a wrong host address crashes the process).
@@ -143,18 +171,13 @@ fn memcpy(
     count: &Bound<'_, PyAny>,
     kind: &Bound<'_, PyAny>,
 ) -> PyResult<i32> {
-    let (d, max, s, n, k) = (
-        ptr(dst, "dst")? as usize,
-        int::<usize>(dest_max, "dest_max")?,
-        ptr(src, "src")? as usize,
-        int(count, "count")?,
-        int(kind, "kind")?,
-    );
+    let c = CopyArgs::new(dst, dest_max, src, count, kind)?;
     let rt = rt()?;
     // SAFETY: the caller vouches for the addresses, as with pyACL's memcpy
     // (documented); the runtime checks what it can (its own allocations, sizes).
     #[allow(unsafe_code)]
-    let r = py.detach(|| unsafe { rt.memcpy(d as *mut c_void, max, s as *const c_void, n, k) });
+    let r =
+        py.detach(|| unsafe { rt.memcpy(c.dst as *mut c_void, c.dst_max, c.src as *const c_void, c.count, c.kind) });
     Ok(ret(r))
 }
 
@@ -205,19 +228,13 @@ fn memcpy_async(
     kind: &Bound<'_, PyAny>,
     stream: &Bound<'_, PyAny>,
 ) -> PyResult<i32> {
-    let (d, max, s, n, k) = (
-        ptr(dst, "dst")?,
-        int::<usize>(dest_max, "dest_max")?,
-        ptr(src, "src")?,
-        int(count, "count")?,
-        int(kind, "kind")?,
-    );
+    let c = CopyArgs::new(dst, dest_max, src, count, kind)?;
     let st = AclStream::from_raw(int(stream, "stream")?);
     let rt = rt()?;
     // SAFETY: the caller vouches for the addresses until the stream is
     // synchronised, as with pyACL's memcpy_async (documented).
     #[allow(unsafe_code)]
-    let r = unsafe { rt.memcpy_async(d, max, s.cast_const(), n, k, st) };
+    let r = unsafe { rt.memcpy_async(c.dst as *mut c_void, c.dst_max, c.src as *const c_void, c.count, c.kind, st) };
     Ok(ret(r))
 }
 

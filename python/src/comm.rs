@@ -245,8 +245,8 @@ impl PyComm {
             }
         };
         match opts.memory {
-            Some(Memory::Ascend) => Ok(Bound::new(py, alloc_device(py, &c, &opts)?)?.into_any()),
-            _ => Ok(Bound::new(py, alloc_host(py, &c, &opts)?)?.into_any()),
+            Some(Memory::Ascend) => alloc_device(py, &c, &opts),
+            _ => alloc_host(py, &c, &opts),
         }
     }
 
@@ -285,7 +285,7 @@ fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) {
     let _ = c.oob().take_raised();
 }
 
-fn alloc_host(py: Python<'_>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<PyWindow> {
+fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
     let mut b = c.window(o.size);
     if let Some(l) = o.layout {
         b = b.layout(l);
@@ -303,12 +303,12 @@ fn alloc_host(py: Python<'_>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<PyWindow> 
         b = b.timeout(t);
     }
     match py.detach(|| b.alloc()) {
-        Ok(w) => Ok(PyWindow::new(w)),
+        Ok(w) => PyWindow::create(py, w),
         Err(e) => Err(oob_error(e, c.oob())),
     }
 }
 
-fn alloc_device(py: Python<'_>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<PyDeviceWindow> {
+fn alloc_device<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
     let device = o.device.unwrap_or_else(|| i32::try_from(c.local_rank()).unwrap_or(i32::MAX));
     let mut b = DeviceWindow::builder(c, o.size).device(device).backend(crate::acl::runtime());
     if let Some(v) = o.pid_validation {
@@ -318,7 +318,7 @@ fn alloc_device(py: Python<'_>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<PyDevice
         b = b.timeout(t);
     }
     match py.detach(|| b.alloc().map(Movable)) {
-        Ok(w) => Ok(PyDeviceWindow::new(w)),
+        Ok(w) => PyDeviceWindow::create(py, w),
         Err(e) => {
             let _ = c.oob().take_raised();
             Err(errors::device(e))

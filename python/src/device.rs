@@ -1,15 +1,17 @@
 //! `kpccl.DeviceWindow`: a window in Ascend device memory (or the host
 //! simulator's), with the same fences as host windows.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use kpccl_ascend::DeviceWindow;
 use kpccl_posix::Window;
+use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors;
-use crate::handle::{Fenced, Handle};
+use crate::fences::PyFenced;
+use crate::handle::{Fenced, Handle, Shared};
 use crate::options;
 
 /// A [`DeviceWindow`] that may move between threads.
@@ -27,7 +29,7 @@ unsafe impl Send for Movable {}
 
 impl Movable {
     /// [`DeviceWindow::free`] (a method, so that a closure moves the whole `Movable`).
-    fn free(self) -> Result<(), kpccl_ascend::window::Error> {
+    fn free_now(self) -> Result<(), kpccl_ascend::window::Error> {
         self.0.free()
     }
 }
@@ -35,6 +37,24 @@ impl Movable {
 impl Fenced for Movable {
     fn host(&self) -> &Window {
         self.0.host()
+    }
+
+    /// In the documented order: a fence, every importer closes, a fence,
+    /// every exporter closes its key and frees its memory. Everything is
+    /// released even when a step fails (the first error is raised).
+    fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
+        match Arc::try_unwrap(w) {
+            Ok(m) => {
+                let m = m.into_inner().unwrap_or_else(PoisonError::into_inner);
+                // Each step's waits end on a dead peer or the timeout; Ctrl-C
+                // is handled once it is done (nothing would be left to abandon).
+                py.detach(move || m.free_now()).map_err(errors::device)
+            }
+            Err(w) => {
+                h.put_back(w);
+                Err(errors::library("the window is in use by another thread: cannot free it now"))
+            }
+        }
     }
 }
 
@@ -46,42 +66,27 @@ impl Fenced for Movable {
 /// copies or kernels; :meth:`write` and :meth:`read` copy from and to host
 /// bytes. ``free()`` (collective) closes and frees in the documented order.
 /// A context manager, like :class:`Window`.
-#[pyclass(name = "DeviceWindow", module = "kpccl", frozen)]
+#[pyclass(name = "DeviceWindow", module = "kpccl", extends = PyFenced, frozen)]
 #[derive(Debug)]
 pub(crate) struct PyDeviceWindow {
-    h: Handle<Movable>,
+    h: Arc<Handle<Movable>>,
 }
 
 impl PyDeviceWindow {
-    pub(crate) fn new(w: Movable) -> Self {
-        Self { h: Handle::new(w) }
+    /// The Python object of `w`.
+    pub(crate) fn create(py: Python<'_>, w: Movable) -> PyResult<Bound<'_, PyAny>> {
+        let h = Arc::new(Handle::new(w));
+        let init = PyClassInitializer::from(PyFenced::new(h.clone())).add_subclass(Self { h });
+        Ok(Bound::new(py, init)?.into_any())
     }
 }
 
 #[pymethods]
 impl PyDeviceWindow {
-    /// This rank.
-    #[getter]
-    fn rank(&self) -> u32 {
-        self.h.rank
-    }
-
-    /// Ranks in the window.
-    #[getter]
-    fn size(&self) -> u32 {
-        self.h.size
-    }
-
     /// This rank's device.
     #[getter]
     fn device(&self, py: Python<'_>) -> PyResult<i32> {
         self.h.run(py, |w| w.0.device())
-    }
-
-    /// Whether :meth:`free` was called.
-    #[getter]
-    fn freed(&self) -> bool {
-        self.h.freed()
     }
 
     /// ``(dev_ptr, nbytes)`` of ``rank``'s segment (default: this rank's):
@@ -121,77 +126,5 @@ impl PyDeviceWindow {
         let mut buf = vec![0u8; n];
         self.h.run(py, |w| w.0.read(r, off, &mut buf))?.map_err(errors::device)?;
         Ok(PyBytes::new(py, &buf))
-    }
-
-    /// The pairwise fence with ``peer`` (device copies through this window
-    /// are synchronous, so they are complete before it).
-    fn peer_fence(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.h.peer_fence(py, peer)
-    }
-
-    /// The fence with every rank of the window.
-    fn fence(&self, py: Python<'_>) -> PyResult<()> {
-        self.h.fence(py)
-    }
-
-    /// Signals ``peer`` once, without waiting.
-    fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.h.signal(py, peer)
-    }
-
-    /// Waits for and consumes one signal from ``peer``.
-    fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.h.wait(py, peer)
-    }
-
-    /// Why the window was abandoned (a message), or ``None``.
-    #[getter]
-    fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.h.poisoned(py)
-    }
-
-    /// Frees the window (collective), in the documented order: a fence,
-    /// every importer closes, a fence, every exporter closes its key and
-    /// frees its memory. Everything is released even when a step fails (the
-    /// first error is raised). Calling it again does nothing.
-    fn free(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(w) = self.h.take() else {
-            return Ok(());
-        };
-        match Arc::try_unwrap(w) {
-            Ok(m) => {
-                let m = m.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-                // Each step's waits end on a dead peer or the timeout; Ctrl-C
-                // is handled once it is done (nothing would be left to abandon).
-                py.detach(move || m.free()).map_err(errors::device)
-            }
-            Err(w) => {
-                self.h.put_back(w);
-                Err(errors::library("the window is in use by another thread: cannot free it now"))
-            }
-        }
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    /// Frees the window, or abandons it when the block raised.
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: &Bound<'_, PyAny>,
-        _exc: &Bound<'_, PyAny>,
-        _tb: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        if exc_type.is_none() {
-            return self.free(py).map(|()| false);
-        }
-        self.h.abandon_and_release(py);
-        Ok(false)
-    }
-
-    fn __repr__(&self) -> String {
-        self.h.repr("DeviceWindow")
     }
 }

@@ -13,15 +13,54 @@ use crate::options;
 use crate::wait;
 
 /// A window of either kind: its fence slots are a host window.
-pub(crate) trait Fenced: Send + 'static {
+pub(crate) trait Fenced: Send + Sized + 'static {
     /// The host window holding the fence slots.
     fn host(&self) -> &Window;
+    /// Frees the window `w` taken out of `h` (collective).
+    fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()>;
 }
 
 impl Fenced for Window {
     fn host(&self) -> &Window {
         self
     }
+
+    /// `Window::free`, except that views may still hold the mapping: fence
+    /// (unless the window is abandoned: nobody would come), then let go.
+    fn free(_: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
+        let fenced = wait::run(py, &*w, |w| match w.poisoned() {
+            Some(p) => Err(kpccl_posix::Error::Fence(p.error())),
+            None => w.fence(),
+        });
+        drop(w);
+        fenced?.map_err(errors::host)
+    }
+}
+
+/// What every window does, whatever its kind: the methods of the Python
+/// base class of `Window` and `DeviceWindow`.
+pub(crate) trait Fences: Send + Sync {
+    /// This rank.
+    fn rank(&self) -> u32;
+    /// Ranks in the communicator.
+    fn size(&self) -> u32;
+    /// Whether it was freed.
+    fn freed(&self) -> bool;
+    /// The pairwise fence with `peer`.
+    fn peer_fence(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// The fence with every rank of the node.
+    fn fence(&self, py: Python<'_>) -> PyResult<()>;
+    /// Signals `peer` once.
+    fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// Waits for and consumes a signal from `peer`.
+    fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// Why the window was abandoned, if it was.
+    fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>>;
+    /// Frees it (collective); nothing if it was freed.
+    fn free(&self, py: Python<'_>) -> PyResult<()>;
+    /// Abandons it (peers' waits fail at once rather than wait for this
+    /// rank) and releases it without a collective.
+    fn abandon_and_release(&self, py: Python<'_>);
 }
 
 /// Gives up on `w`: every rank's waits on it fail (as after a timeout of this rank's).
@@ -101,42 +140,55 @@ impl<T: Fenced> Handle<T> {
             _ => Ok(self.rank),
         }
     }
+}
 
-    pub(crate) fn peer_fence(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
+impl<T: Fenced> Fences for Handle<T> {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn freed(&self) -> bool {
+        Handle::freed(self)
+    }
+
+    fn peer_fence(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
         self.wait_on(py, |w| w.peer_fence(p))
     }
 
-    pub(crate) fn fence(&self, py: Python<'_>) -> PyResult<()> {
+    fn fence(&self, py: Python<'_>) -> PyResult<()> {
         self.wait_on(py, Window::fence)
     }
 
-    pub(crate) fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
         // Never waits, but another thread may hold the window in a wait.
         self.wait_on(py, |w| w.signal(p))
     }
 
-    pub(crate) fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
         self.wait_on(py, |w| w.wait(p))
     }
 
-    pub(crate) fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
+    fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.run(py, |w| w.host().poisoned().map(|p| p.error().to_string()))
     }
 
-    /// `__exit__` of a block that raised: abandons the window (its peers'
-    /// waits fail at once rather than wait for this rank) and releases it
-    /// without a collective.
-    pub(crate) fn abandon_and_release(&self, py: Python<'_>) {
+    fn abandon_and_release(&self, py: Python<'_>) {
         if let Some(w) = self.take() {
             let _ = wait::run(py, &*w, |w| abandon(w.host()));
         }
     }
 
-    pub(crate) fn repr(&self, what: &str) -> String {
-        let state = if self.freed() { ", freed" } else { "" };
-        format!("<kpccl.{what} rank {} of {}{state}>", self.rank, self.size)
+    fn free(&self, py: Python<'_>) -> PyResult<()> {
+        match self.take() {
+            Some(w) => T::free(self, w, py),
+            None => Ok(()),
+        }
     }
 }

@@ -10,6 +10,7 @@ mod acl;
 mod comm;
 mod device;
 mod errors;
+mod fences;
 mod handle;
 mod oob;
 mod options;
@@ -23,6 +24,7 @@ use pyo3::prelude::*;
 fn _kpccl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<comm::PyComm>()?;
+    m.add_class::<fences::PyFenced>()?;
     m.add_class::<window::PyWindow>()?;
     m.add_class::<window::Mapping>()?;
     m.add_class::<device::PyDeviceWindow>()?;

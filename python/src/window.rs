@@ -1,10 +1,14 @@
 //! `kpccl.Window`: a host window, its fences, and zero-copy views of its segments.
 
+use std::sync::Arc;
+
 use kpccl_posix::Window;
+use pyo3::PyClassInitializer;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySlice};
 
 use crate::errors;
+use crate::fences::PyFenced;
 use crate::handle::{Handle, Shared};
 
 /// A shared window in host memory, in which every rank of the node owns a
@@ -22,10 +26,10 @@ use crate::handle::{Handle, Shared};
 /// ``free()`` raises ``ValueError``. A context manager: leaving the ``with``
 /// block frees it; leaving it by an exception abandons the window instead
 /// (peers' waits fail rather than wait for this rank).
-#[pyclass(name = "Window", module = "kpccl", frozen)]
+#[pyclass(name = "Window", module = "kpccl", extends = PyFenced, frozen)]
 #[derive(Debug)]
 pub(crate) struct PyWindow {
-    h: Handle<Window>,
+    h: Arc<Handle<Window>>,
 }
 
 /// Keeps a window's mapping alive for the views of it (the owner of their memory).
@@ -36,8 +40,11 @@ pub(crate) struct Mapping {
 }
 
 impl PyWindow {
-    pub(crate) fn new(w: Window) -> Self {
-        Self { h: Handle::new(w) }
+    /// The Python object of `w`.
+    pub(crate) fn create(py: Python<'_>, w: Window) -> PyResult<Bound<'_, PyAny>> {
+        let h = Arc::new(Handle::new(w));
+        let init = PyClassInitializer::from(PyFenced::new(h.clone())).add_subclass(Self { h });
+        Ok(Bound::new(py, init)?.into_any())
     }
 }
 
@@ -57,28 +64,10 @@ fn view<'py>(py: Python<'py>, addr: usize, len: usize, owner: Bound<'py, PyAny>)
 
 #[pymethods]
 impl PyWindow {
-    /// This rank.
-    #[getter]
-    fn rank(&self) -> u32 {
-        self.h.rank
-    }
-
-    /// Ranks in the communicator (only ``node_ranks`` share this window's memory).
-    #[getter]
-    fn size(&self) -> u32 {
-        self.h.size
-    }
-
     /// The ranks whose segments this rank can reach (its node's), by local rank.
     #[getter]
     fn node_ranks(&self, py: Python<'_>) -> PyResult<Vec<u32>> {
         self.h.run(py, |w| w.node_ranks().to_vec())
-    }
-
-    /// Whether :meth:`free` was called.
-    #[getter]
-    fn freed(&self) -> bool {
-        self.h.freed()
     }
 
     /// The length in bytes of ``rank``'s segment (default: this rank's).
@@ -123,77 +112,5 @@ impl PyWindow {
         let kwargs = PyDict::new(py);
         kwargs.set_item("dtype", dtype)?;
         np.getattr("frombuffer")?.call((mem,), Some(&kwargs))
-    }
-
-    /// The pairwise fence with ``peer`` (a rank of this node): what each did
-    /// before it is seen by the other after it. Fences between a pair match
-    /// one to one, in order.
-    fn peer_fence(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.h.peer_fence(py, peer)
-    }
-
-    /// The fence with every rank of this node (each of them calls it).
-    fn fence(&self, py: Python<'_>) -> PyResult<()> {
-        self.h.fence(py)
-    }
-
-    /// Signals ``peer`` once, without waiting: what this rank wrote before
-    /// is seen by ``peer`` after the :meth:`wait` that consumes it.
-    fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.h.signal(py, peer)
-    }
-
-    /// Waits for and consumes one signal from ``peer``: what ``peer`` wrote
-    /// before that signal is seen here after it. Signals count and are
-    /// separate from fences.
-    fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.h.wait(py, peer)
-    }
-
-    /// Why the window was abandoned (a message), or ``None``.
-    #[getter]
-    fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.h.poisoned(py)
-    }
-
-    /// Frees the window (collective): fences with every rank so that nobody
-    /// still reads, then releases it (the memory stays mapped while views of
-    /// it live). Released even when the fence fails (a dead peer): the error
-    /// is raised then. Calling it again does nothing.
-    fn free(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(w) = self.h.take() else {
-            return Ok(());
-        };
-        // `Window::free`, except that views may still hold the mapping: fence
-        // (unless the window is abandoned: nobody would come), then let go.
-        let fenced = crate::wait::run(py, &*w, |w| match w.poisoned() {
-            Some(p) => Err(kpccl_posix::Error::Fence(p.error())),
-            None => w.fence(),
-        });
-        drop(w);
-        fenced?.map_err(errors::host)
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    /// Frees the window, or abandons it when the block raised.
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: &Bound<'_, PyAny>,
-        _exc: &Bound<'_, PyAny>,
-        _tb: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        if exc_type.is_none() {
-            return self.free(py).map(|()| false);
-        }
-        self.h.abandon_and_release(py);
-        Ok(false)
-    }
-
-    fn __repr__(&self) -> String {
-        self.h.repr("Window")
     }
 }

@@ -10,6 +10,23 @@ import kpccl
 from common import communicator, say
 
 case = os.environ["KPCCL_TEST_CASE"]
+
+
+def come_late(win, peer):
+    """Rank 1's part: arrive after rank 0 gave up; the window is abandoned."""
+    time.sleep(1.0)
+    try:
+        win.peer_fence(peer)
+    except kpccl.Error as e:
+        say("late", type(e).__name__)
+
+
+def free_anyway(win):
+    try:
+        win.free()
+    except kpccl.Error:
+        pass  # abandoned: released anyway
+
 comm = communicator()
 r = comm.rank
 
@@ -38,15 +55,8 @@ elif case == "timeout":
             say("is_kpccl", isinstance(e, kpccl.Error))
             say("seconds", time.monotonic() - t)
     else:
-        time.sleep(1.0)
-        try:
-            win.peer_fence(0)
-        except kpccl.Error as e:
-            say("late", type(e).__name__)
-    try:
-        win.free()
-    except kpccl.Error:
-        pass  # abandoned: released anyway
+        come_late(win, 0)
+    free_anyway(win)
 
 elif case == "interrupt":
     win = comm.alloc(64)
@@ -61,15 +71,8 @@ elif case == "interrupt":
             say("seconds", time.monotonic() - t)
             say("poisoned", win.poisoned is not None)
     else:
-        time.sleep(1.0)
-        try:
-            win.peer_fence(0)
-        except kpccl.Error as e:
-            say("late", type(e).__name__)
-    try:
-        win.free()
-    except kpccl.Error:
-        pass
+        come_late(win, 0)
+    free_anyway(win)
 
 elif case == "gil":
     win = comm.alloc(64)
