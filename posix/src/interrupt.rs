@@ -36,3 +36,44 @@ pub fn while_sleeping<R>(every: Duration, check: Check, context: usize, f: impl 
 pub(crate) fn current() -> Option<(Duration, Check, usize)> {
     HOOK.with(Cell::get)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::time::Instant;
+
+    use kpccl_core::sync::AtomicU32;
+    use kpccl_core::{Platform, WaitOutcome};
+
+    use super::*;
+    use crate::PosixPlatform;
+
+    static CHECKS: AtomicUsize = AtomicUsize::new(0);
+
+    fn count(context: usize) {
+        assert_eq!(context, 7);
+        // Relaxed: a counter read by the same thread.
+        CHECKS.fetch_add(1, Relaxed);
+    }
+
+    #[test]
+    fn a_sleeping_wait_runs_the_check_every_slice_and_keeps_its_deadline() {
+        let p = PosixPlatform::new(crate::DEFAULT_SHM_DIR);
+        let word = AtomicU32::new(0);
+        let start = Instant::now();
+        let deadline = p.now_ns() + 60_000_000;
+        let outcome = while_sleeping(Duration::from_millis(5), count, 7, || {
+            loop {
+                match p.wait(&word, 0, deadline) {
+                    WaitOutcome::TimedOut => break WaitOutcome::TimedOut,
+                    WaitOutcome::Woken => {}
+                }
+            }
+        });
+        assert_eq!(outcome, WaitOutcome::TimedOut);
+        assert!(start.elapsed() >= Duration::from_millis(60));
+        // 60 ms in slices of at most 5 ms: a check after each.
+        assert!(CHECKS.load(Relaxed) >= 12, "{} checks", CHECKS.load(Relaxed));
+        assert!(current().is_none(), "the hook outlived its call");
+    }
+}
