@@ -25,4 +25,4 @@ pub mod window;
 
 pub use backend::{BackendError, Runtime};
 pub use runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey};
-pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder};
+pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder, PutGet};

@@ -9,7 +9,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kpccl_ascend::codes::{ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_INVALID_DEVICEID};
+use kpccl_ascend::codes::{
+    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+    ACL_ERROR_RT_INVALID_DEVICEID, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
+};
+use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Error, Failure, Fault};
 use kpccl_ascend::{DeviceWindow, sim::HostSim};
 use kpccl_posix::launch::{Launch, RunOob};
@@ -86,6 +90,10 @@ fn rank_main() {
         "dead_peer" => dead_peer(&comm),
         "dropped" => dropped(&comm),
         "no_validation" => no_validation(&comm),
+        "stream_fence" => stream_fence(&comm),
+        "no_p2p_policy" => no_p2p_policy(&comm),
+        "sync_copy_is_logged" => sync_copy_is_logged(&comm),
+        "no_ipc_chip" => no_ipc_chip(&comm),
         other => Err(format!("unknown case {other}")),
     };
     if let Err(e) = result {
@@ -405,4 +413,130 @@ fn no_runtime_fails_every_rank_and_names_the_simulator() {
 #[test]
 fn a_dead_peer_during_free_is_an_error_not_a_hang() {
     launch(2, "dead_peer", &[]);
+}
+
+/// Runs `case` on `n` ranks under `chip`, with the simulator's copy log on; the
+/// log must stay empty: no synchronous copy of imported memory was made.
+fn launch_logged(n: u32, case: &str, chip: Chip, env: &[(&str, &str)]) {
+    let log = Dir::new("copylog", case);
+    let path = log.0.to_string_lossy().into_owned();
+    let mut all = vec![("ASCEND_SIM_CHIP", chip.name()), ("ASCEND_SIM_COPY_LOG", path.as_str())];
+    all.extend_from_slice(env);
+    launch(n, case, &all);
+    let text = std::fs::read_to_string(&log.0).unwrap_or_default();
+    assert!(text.is_empty(), "{case} under {chip}: synchronous copies of imported memory:\n{text}");
+}
+
+#[test]
+fn handoff_under_each_chip_model_makes_no_synchronous_copy_of_imports() {
+    for chip in [Chip::Inference, Chip::A2, Chip::A3] {
+        launch_logged(3, "handoff", chip, &[]);
+    }
+}
+
+#[test]
+fn handoff_through_the_library_under_the_strictest_chip_model() {
+    let Some(dir) = simlib_dir() else { return };
+    let dir = dir.to_string_lossy().into_owned();
+    launch_logged(2, "handoff", Chip::Inference, &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
+}
+
+/// Work a rank queues on its own stream (an asynchronous copy into the right
+/// neighbour's segment) is not covered by a plain fence — the simulator runs it
+/// only when the stream is synchronised — and is by a fence given that stream.
+fn stream_fence<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let right = (me + 1) % n;
+    let w = DeviceWindow::builder(comm, 4096).device(me as i32).alloc().map_err(e)?;
+    let rt = w.runtime();
+    let local = rt.malloc(4096, ACL_MEM_MALLOC_HUGE_FIRST).map_err(|x| x.to_string())?;
+    let bytes = [0x40 + me as u8; 4096];
+    // SAFETY: `local` is 4096 bytes of this rank's own device memory.
+    unsafe { rt.memcpy(local, 4096, bytes.as_ptr().cast(), 4096, ACL_MEMCPY_HOST_TO_DEVICE) }
+        .map_err(|x| x.to_string())?;
+    let s = rt.create_stream().map_err(|x| x.to_string())?;
+    let peer = w.segment(right).map_err(e)?.ptr;
+    // SAFETY: `peer` is the neighbour's imported segment of 4096 bytes and `local`
+    // 4096 bytes, both alive until the stream is synchronised below.
+    unsafe { rt.memcpy_async(peer, 4096, local, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE, s) }.map_err(|x| x.to_string())?;
+    let left = u8::try_from((me + n - 1) % n).unwrap();
+    let mut got = [0u8; 4096];
+    w.fence().map_err(e)?;
+    w.read(me, 0, &mut got).map_err(e)?;
+    if got != [0u8; 4096] {
+        return Err("the plain fence ran work queued on the caller's stream".into());
+    }
+    w.fence().map_err(e)?;
+    w.fence_on(Some(s)).map_err(e)?;
+    w.read(me, 0, &mut got).map_err(e)?;
+    if got != [0x40 + left; 4096] {
+        return Err(format!("after a fence on the stream, own segment holds {:#x}", got[0]));
+    }
+    rt.destroy_stream(s).map_err(|x| x.to_string())?;
+    rt.free(local).map_err(|x| x.to_string())?;
+    w.free().map_err(e)
+}
+
+#[test]
+fn a_fence_given_a_stream_covers_the_work_queued_on_it() {
+    launch(2, "stream_fence", &[]);
+    launch(3, "stream_fence", &[("ASCEND_SIM_CHIP", "inference")]);
+}
+
+/// Under the inference chip model, segments allocated without a P2P policy
+/// cannot be imported by another device: every rank fails with 507899.
+fn no_p2p_policy<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let b = DeviceWindow::builder(comm, 4096).device(me as i32).p2p_policy(false);
+    expect_acl(b.alloc(), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "import of non-P2P memory").map(drop)
+}
+
+#[test]
+fn the_inference_chip_refuses_segments_without_a_p2p_policy() {
+    launch(2, "no_p2p_policy", &[("ASCEND_SIM_CHIP", "inference")]);
+}
+
+/// The control of the copy log: a synchronous copy out of a peer's import
+/// (which the page leaves open across devices) is logged.
+fn sync_copy_is_logged<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let w = DeviceWindow::builder(comm, 4096).device(me as i32).alloc().map_err(e)?;
+    let rt = w.runtime();
+    let local = rt.malloc(4096, ACL_MEM_MALLOC_HUGE_FIRST).map_err(|x| x.to_string())?;
+    let peer = w.segment((me + 1) % n).map_err(e)?.ptr;
+    // SAFETY: both are 4096-byte device blocks.
+    unsafe { rt.memcpy(local, 4096, peer, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) }.map_err(|x| x.to_string())?;
+    if kpccl_ascend::sim::sync_import_copies() != 1 {
+        return Err("the in-process counter missed the copy".into());
+    }
+    rt.free(local).map_err(|x| x.to_string())?;
+    w.free().map_err(e)
+}
+
+#[test]
+fn the_copy_log_records_a_synchronous_copy_of_an_import() {
+    let log = Dir::new("copylog", "control");
+    let path = log.0.to_string_lossy().into_owned();
+    launch(2, "sync_copy_is_logged", &[("ASCEND_SIM_COPY_LOG", path.as_str())]);
+    let text = std::fs::read_to_string(&log.0).unwrap_or_default();
+    assert_eq!(text.lines().count(), 2, "one line per rank:\n{text}");
+    assert!(text.lines().all(|l| l.contains("aclrtMemcpy") && l.ends_with("-> 0")), "{text}");
+}
+
+/// A chip without IPC memory sharing fails every rank's export with 207000; an
+/// unknown chip model fails every rank's `aclInit` with 100000.
+fn no_ipc_chip<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank() as i32;
+    let code = if std::env::var("ASCEND_SIM_CHIP").as_deref() == Ok("200I/500 A2") {
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    } else {
+        ACL_ERROR_INVALID_PARAM
+    };
+    expect_acl(DeviceWindow::builder(comm, 4096).device(me).alloc(), code, "no IPC").map(drop)
+}
+
+#[test]
+fn a_chip_without_ipc_or_an_unknown_model_fails_every_rank() {
+    launch(2, "no_ipc_chip", &[("ASCEND_SIM_CHIP", "200I/500 A2")]);
+    launch(2, "no_ipc_chip", &[("ASCEND_SIM_CHIP", "A5")]);
 }

@@ -25,6 +25,15 @@ pub enum FenceError {
         /// The rank that gave up.
         rank: u32,
     },
+    /// `rank` gave up on this window when its timeout passed while it
+    /// waited for `waited_for` (the rank to look at: stopped, or stuck
+    /// behind another); the window can only be freed.
+    GaveUp {
+        /// The rank that gave up.
+        rank: u32,
+        /// The rank it waited for.
+        waited_for: u32,
+    },
     /// A rank outside `0..nranks` was named.
     InvalidRank {
         /// The rank asked for.
@@ -40,6 +49,9 @@ impl fmt::Display for FenceError {
             Self::Timeout { peer } => write!(f, "timed out waiting for rank {peer}"),
             Self::PeerDead { rank } => write!(f, "rank {rank} died"),
             Self::Aborted { rank } => write!(f, "rank {rank} abandoned the window (a wait failed or was cancelled)"),
+            Self::GaveUp { rank, waited_for } => {
+                write!(f, "rank {rank} timed out waiting for rank {waited_for} and abandoned the window")
+            }
             Self::InvalidRank { rank, nranks } => {
                 write!(f, "rank {rank} is out of range (the window has {nranks} ranks)")
             }
@@ -53,10 +65,12 @@ impl core::error::Error for FenceError {}
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutError {
-    /// The rank count is 0 or above [`crate::MAX_RANKS`].
+    /// The rank count is 0 or above `max`.
     RankCount {
         /// The rank count asked for.
         nranks: u32,
+        /// The most ranks a window may have (`MAX_RANKS`).
+        max: u32,
     },
     /// An alignment is zero or not a power of two.
     Alignment {
@@ -83,7 +97,7 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::RankCount { nranks } => write!(f, "rank count {nranks} is outside 1..={}", crate::MAX_RANKS),
+            Self::RankCount { nranks, max } => write!(f, "rank count {nranks} is outside 1..={max}"),
             Self::Alignment { align } => write!(f, "alignment {align} is not a power of two"),
             Self::AlignmentAbovePage { align, page } => {
                 write!(f, "alignment {align} exceeds the page size {page}")
@@ -221,6 +235,8 @@ pub enum AttachError {
     Version {
         /// The version found in the header.
         found: u32,
+        /// This library's layout version.
+        expected: u32,
     },
     /// The layout digest differs: the ranks' inputs differ.
     Digest,
@@ -237,8 +253,8 @@ impl fmt::Display for AttachError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Magic => f.write_str("the segment is not a kpccl window (bad magic)"),
-            Self::Version { found } => {
-                write!(f, "the window has layout version {found}, this library {}", crate::layout::VERSION)
+            Self::Version { found, expected } => {
+                write!(f, "the window has layout version {found}, this library {expected}")
             }
             Self::Digest => f.write_str("the window's layout digest differs from this rank's"),
             Self::Header => f.write_str("the window header differs from this rank's view"),

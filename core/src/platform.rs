@@ -8,6 +8,9 @@ use core::ptr::NonNull;
 use crate::error::PlatformError;
 use crate::sync::AtomicU32;
 
+/// The longest segment name (with its terminating NUL), in bytes.
+pub const NAME_LEN: usize = 64;
+
 /// Who a rank's process is: enough to tell a live peer from a dead one whose
 /// pid was reused, and to keep segments private to one user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +93,7 @@ pub trait Platform {
     fn unlink(&self, name: &str) -> Result<(), PlatformError>;
     /// What the other ranks pass to [`Platform::open`] to reach `segment`,
     /// which this process just created as `name`; written to `out` (at most
-    /// [`NAME_LEN`](crate::protocol::NAME_LEN)` - 1` bytes).
+    /// [`NAME_LEN`]` - 1` bytes).
     ///
     /// By default the name itself, which then lives until every rank has
     /// attached: a crash of the creator meanwhile leaves it behind. A

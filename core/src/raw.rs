@@ -1,45 +1,16 @@
-//! The crate's unsafe views over mapped shared memory and over plain-old-data
-//! records. Everything here checks bounds and alignment before it casts
-//! (the sync blocks once, when a window is built; see [`SyncWords`]).
+//! The crate's unsafe views over mapped shared memory. Everything here
+//! checks bounds and alignment before it casts (the sync blocks once, when
+//! a window is built; see [`SyncWords`]).
 #![allow(unsafe_code)]
 
 use core::mem::{align_of, size_of};
 use core::ptr::NonNull;
 
+use bytemuck::Pod;
+
 use crate::layout::Layout;
 use crate::layout::shared::{Header, LINE};
 use crate::sync::{AtomicU32, AtomicU64};
-
-/// Plain old data: `#[repr(C)]`, only integer fields (and arrays of them), no
-/// implicit padding, so all its bytes are initialised and every byte pattern
-/// is a valid value. Public (as `protocol::lockstep::Pod`) for the records of
-/// other crates' protocols.
-///
-/// # Safety
-/// Implementors must satisfy exactly that.
-pub unsafe trait Pod: Copy + 'static {}
-
-// SAFETY: all four are `#[repr(C)]` of u32/u64 fields and arrays, sized without
-// implicit padding (asserted next to their definitions).
-unsafe impl Pod for crate::layout::shared::Header {}
-// SAFETY: as above.
-unsafe impl Pod for crate::layout::shared::RankEntry {}
-// SAFETY: as above.
-unsafe impl Pod for crate::layout::shared::WaitRecord {}
-// SAFETY: as above.
-unsafe impl Pod for crate::protocol::Record {}
-
-/// The bytes of `v`.
-pub(crate) fn bytes_of<T: Pod>(v: &[T]) -> &[u8] {
-    // SAFETY: `T: Pod` has no padding, so all `size_of_val(v)` bytes are initialised.
-    unsafe { core::slice::from_raw_parts(v.as_ptr().cast::<u8>(), core::mem::size_of_val(v)) }
-}
-
-/// The bytes of `v`, writable.
-pub(crate) fn bytes_of_mut<T: Pod>(v: &mut [T]) -> &mut [u8] {
-    // SAFETY: as in `bytes_of`; any bytes written make a valid `T` (`Pod`).
-    unsafe { core::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), core::mem::size_of_val(v)) }
-}
 
 /// A mapped segment seen as bytes. Other processes write it concurrently, so
 /// it hands out atomics, or copies of `Pod` structures read at moments the

@@ -10,7 +10,7 @@ use crate::fence::{self, Barrier, Poison, PoisonKind, SyncArea, WaitEnv, WaitPol
 use crate::layout::Layout;
 use crate::layout::shared::{Header, PeerLine, RankEntry, WaitRecord};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
-use crate::raw::{Mapped, SyncWords, bytes_of_mut};
+use crate::raw::{Mapped, SyncWords};
 use crate::sync::Ordering::{Acquire, Relaxed};
 use crate::sync::{AtomicU32, AtomicU64};
 
@@ -222,7 +222,7 @@ impl<P: Platform> Window<P> {
         let poison = core::mem::offset_of!(Header, poison);
         let arrivals = core::mem::offset_of!(Header, arrivals);
         let mut h = Header::default();
-        let bytes = bytes_of_mut(core::slice::from_mut(&mut h));
+        let bytes = bytemuck::bytes_of_mut(&mut h);
         for (from, to) in [(0, poison), (poison + 4, arrivals), (arrivals + 8, bytes.len())] {
             self.mem.read_bytes(from as u64, &mut bytes[from..to]);
         }

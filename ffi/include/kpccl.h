@@ -384,7 +384,8 @@ typedef struct kpccl_shm_win_t {
  * handle's value again (until 2^29 handles have been made in the process):
  * a stale call never touches a live window.
  *
- * One thread at a time may fence, signal, wait on or free a window.
+ * One thread at a time may fence, signal, wait on, put to, get from or free
+ * a window.
  * Another thread's such call meanwhile fails ("… is in use by another
  * thread") instead of corrupting the fence; `kpccl_shm_win_query` may run
  * beside a fence, and a free racing a query either waits for it or makes
@@ -484,6 +485,59 @@ int kpccl_shm_comm_node_ranks(kpccl_shm_comm_h comm, int *ranks, int capacity);
  * copy it to keep it. A successful call does not clear it.
  */
 const char *kpccl_last_error(void);
+
+/**
+ * Copies `len` bytes from `src` to byte `offset` of rank `rank`'s segment
+ * (this rank's or a peer's on this node); complete when the call returns.
+ * Peers see the bytes after a fence (`kpccl_shm_peer_fence`,
+ * `kpccl_shm_win_fence`, or a signal and wait). Works on host and device
+ * windows: on a device window `src` is host memory and the copy takes the
+ * route the hardware allows (`aclrtMemcpyAsync` on the window's stream, then
+ * `aclrtSynchronizeStream`; a peer's segment on another device through a
+ * device staging buffer). A range outside the segment is an error, and
+ * nothing is copied.
+ *
+ * # Safety
+ * `win` is any value (checked: see `kpccl_shm_win_h`); `src` is readable for
+ * `len` bytes (it may be `NULL` when `len` is 0).
+ */
+int kpccl_shm_win_put(kpccl_shm_win_h win, int rank, size_t offset, const void *src, size_t len);
+
+/**
+ * Copies `len` bytes from byte `offset` of rank `rank`'s segment into
+ * `dst`; complete when the call returns. What the owner wrote is seen after
+ * a fence with it. Host and device windows alike, as `kpccl_shm_win_put`.
+ *
+ * # Safety
+ * `win` is any value (checked: see `kpccl_shm_win_h`); `dst` is writable for
+ * `len` bytes (it may be `NULL` when `len` is 0) and overlaps no segment.
+ */
+int kpccl_shm_win_get(kpccl_shm_win_h win, int rank, size_t offset, void *dst, size_t len);
+
+/**
+ * `kpccl_shm_win_fence` ordered after device work: first waits until the
+ * work queued on the window's stream and on `stream` (an `aclrtStream` of
+ * this rank's device, or `NULL` for none) is done, so that what it wrote
+ * (kernels, `aclrtMemcpyAsync` into a peer's segment) is seen by every rank
+ * after the fence. On a host window `stream` must be `NULL` (then it is
+ * `kpccl_shm_win_fence`).
+ *
+ * # Safety
+ * `win` is any value (checked: see `kpccl_shm_win_h`); `stream` is `NULL` or
+ * a live stream of this rank's device.
+ */
+int kpccl_shm_win_fence_stream(kpccl_shm_win_h win, void *stream);
+
+/**
+ * `kpccl_shm_peer_fence` ordered after device work, as
+ * `kpccl_shm_win_fence_stream`: the work queued on the window's stream and on
+ * `stream` (or `NULL`) is done first, so `remote_rank` sees it after its
+ * matching fence.
+ *
+ * # Safety
+ * As `kpccl_shm_win_fence_stream`.
+ */
+int kpccl_shm_peer_fence_stream(kpccl_shm_win_h win, int remote_rank, void *stream);
 
 /**
  * For programs started by `kpccl-run -n N -- ./program` (no MPI): connects

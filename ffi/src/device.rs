@@ -5,7 +5,7 @@
 
 use core::ffi::c_void;
 
-use kpccl_ascend::DeviceWindow;
+use kpccl_ascend::{DeviceWindow, PutGet};
 use kpccl_posix::{Comm, Oob, Window};
 
 use crate::attr::Options;
@@ -70,6 +70,30 @@ impl AnyWindow {
         match self {
             Self::Host(w) => Ok(w.fence()?),
             Self::Device(w) => w.fence(),
+        }
+    }
+
+    /// Copies `src` to byte `offset` of `rank`'s segment (see [`PutGet`]).
+    pub(crate) fn put(&self, rank: u32, offset: usize, src: &[u8]) -> Result<(), WinError> {
+        match self {
+            Self::Host(w) => w.put(rank, offset, src),
+            Self::Device(w) => w.put(rank, offset, src),
+        }
+    }
+
+    /// Copies from byte `offset` of `rank`'s segment into `dst` (see [`PutGet`]).
+    pub(crate) fn get(&self, rank: u32, offset: usize, dst: &mut [u8]) -> Result<(), WinError> {
+        match self {
+            Self::Host(w) => w.get(rank, offset, dst),
+            Self::Device(w) => w.get(rank, offset, dst),
+        }
+    }
+
+    /// The device window, for the calls that take a device stream.
+    pub(crate) fn device(&self) -> Option<&DeviceWindow> {
+        match self {
+            Self::Host(_) => None,
+            Self::Device(w) => Some(w),
         }
     }
 

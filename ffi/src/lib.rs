@@ -35,6 +35,7 @@ mod error;
 mod handle;
 mod log;
 mod oob;
+mod putget;
 mod run;
 mod win;
 
@@ -50,6 +51,7 @@ pub use comm::{
 };
 pub use error::{kpccl_last_error, kpccl_log_error};
 pub use oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_h, kpccl_shm_oob_cb_t};
+pub use putget::{kpccl_shm_peer_fence_stream, kpccl_shm_win_fence_stream, kpccl_shm_win_get, kpccl_shm_win_put};
 pub use run::kpccl_run_oob;
 pub use win::{
     kpccl_shm_peer_fence, kpccl_shm_peer_signal, kpccl_shm_peer_wait, kpccl_shm_win_alloc, kpccl_shm_win_alloc_ex,

@@ -35,7 +35,8 @@ pub struct kpccl_shm_win_t {
 /// handle's value again (until 2^29 handles have been made in the process):
 /// a stale call never touches a live window.
 ///
-/// One thread at a time may fence, signal, wait on or free a window.
+/// One thread at a time may fence, signal, wait on, put to, get from or free
+/// a window.
 /// Another thread's such call meanwhile fails ("… is in use by another
 /// thread") instead of corrupting the fence; `kpccl_shm_win_query` may run
 /// beside a fence, and a free racing a query either waits for it or makes
@@ -72,7 +73,7 @@ fn with_peer(
 /// None beyond Rust's: every value of `h` is checked before use, and the
 /// window cannot be freed while the result lives.
 #[inline(always)]
-unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a, AnyWindow>, Error> {
+pub(crate) unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a, AnyWindow>, Error> {
     handle::exclusive(h, "win")
 }
 

@@ -52,4 +52,7 @@ pub use sweep::sweep;
 pub fn page_size() -> usize {
     usize::try_from(sys::page_size()).unwrap_or(4096)
 }
-pub use window::{PendingFence, Plain, Window};
+/// The element types `Window::read` and `Window::write` copy: every byte
+/// pattern a valid value (bytemuck's derive checks it for your own types).
+pub use bytemuck::Pod;
+pub use window::{PendingFence, Window};

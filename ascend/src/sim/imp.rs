@@ -6,7 +6,7 @@ use super::key::{self, Parsed};
 use super::mem::{self, PAGE};
 use super::registry::{self, Importer, Record, WlEntry};
 use super::state::{self, Alloc, Import};
-use super::{HostSim, device_count, procinfo, stream};
+use super::{Chip, HostSim, copylog, device_count, procinfo, stream};
 use crate::codes::*;
 use crate::runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey};
 
@@ -42,6 +42,15 @@ fn revoke_stale_imports() {
     }
 }
 
+/// Whether `policy` (its low byte: the bandwidth bits may be or-ed in) is one of
+/// the `ACL_MEM_MALLOC_*_P2P` policies (3, 4, 5 and HUGE1G_ONLY_P2P, 7).
+fn is_p2p_policy(policy: u32) -> bool {
+    matches!(
+        policy & 0xff,
+        ACL_MEM_MALLOC_HUGE_FIRST_P2P | ACL_MEM_MALLOC_HUGE_ONLY_P2P | ACL_MEM_MALLOC_NORMAL_ONLY_P2P | 7
+    )
+}
+
 fn valid_device(dev: i32) -> AclResult<()> {
     if (0..device_count()).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
 }
@@ -62,22 +71,40 @@ fn copy_args(dst: *mut c_void, dst_max: usize, src: *const c_void, count: usize,
 }
 
 impl HostSim {
-    /// The rules on copies that touch memory imported from another device:
-    /// no host side (nor an inferred kind), and peer access to the owner enabled.
-    fn check_copy(&self, p: &state::Proc, cur: i32, dst: usize, src: usize, kind: u32) -> AclResult<()> {
-        for addr in [dst, src] {
-            if let Some(imp) = p.import_at(addr).filter(|i| i.owner_dev != i.dev) {
-                let host_side =
-                    matches!(kind, ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_DEVICE_TO_HOST | ACL_MEMCPY_DEFAULT);
-                if host_side {
-                    return fail(ACL_ERROR_RT_PARAM_INVALID);
-                }
-                if !p.p2p.contains(&(cur, imp.owner_dev)) {
-                    return fail(if self.strict { ACL_ERROR_RT_IPC_ERROR } else { ACL_ERROR_RT_PARAM_INVALID });
-                }
+    /// The reference page's rules on copies that touch memory imported from
+    /// another device (docs/ascend-ipc.md, "Rules of the reference page"):
+    /// - the kind must name the direction, device to device (no inferred kind,
+    ///   no host side, synchronous or asynchronous): 107000;
+    /// - peer access to the owner's device must be enabled: 107000 (strict: 507022);
+    /// - a synchronous copy within one device (both sides' pages on the owner's
+    ///   device) is not supported: 207000; the asynchronous form is.
+    ///
+    /// Memory imported on its owner's device is under none of these limits. A
+    /// synchronous copy between imported memory and the importer's own device
+    /// memory (two devices) is allowed: the page names only copies within one device.
+    fn check_copy(&self, p: &state::Proc, cur: i32, dst: usize, src: usize, kind: u32, sync: bool) -> AclResult<()> {
+        for (addr, other) in [(dst, src), (src, dst)] {
+            let Some(imp) = p.import_at(addr).filter(|i| i.owner_dev != i.dev) else { continue };
+            if kind != ACL_MEMCPY_DEVICE_TO_DEVICE {
+                return fail(ACL_ERROR_RT_PARAM_INVALID);
+            }
+            if !p.p2p.contains(&(cur, imp.owner_dev)) {
+                return fail(if self.strict { ACL_ERROR_RT_IPC_ERROR } else { ACL_ERROR_RT_PARAM_INVALID });
+            }
+            if sync && p.physical_device(other) == Some(imp.owner_dev) {
+                return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
             }
         }
         Ok(())
+    }
+
+    /// Refuses IPC calls on a chip without IPC (207000), or an unknown chip model (100000).
+    fn ipc_supported(&self) -> AclResult<()> {
+        match self.chip {
+            Chip::Unknown => fail(ACL_ERROR_INVALID_PARAM),
+            c if !c.has_ipc() => fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT),
+            _ => Ok(()),
+        }
     }
 
     /// `aclrtIpcMemGetExportKey` with an explicit key buffer length, as the C ABI
@@ -89,6 +116,7 @@ impl HostSim {
         if size == 0 || len < ACL_IPC_KEY_LEN || flags > 1 {
             return fail(ACL_ERROR_RT_PARAM_INVALID);
         }
+        self.ipc_supported()?;
         current()?;
         let addr = ptr as usize;
         let guard = state::proc();
@@ -115,6 +143,7 @@ impl HostSim {
             offset: addr - a.map.addr,
             size,
             need_wlist: flags == ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT,
+            p2p: a.p2p,
             valid: true,
             revoked: false,
             wlist: Vec::new(),
@@ -134,6 +163,14 @@ impl HostSim {
 
 impl AclRuntime for HostSim {
     fn init(&self) -> AclResult<()> {
+        if self.chip == Chip::Unknown {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                let v = std::env::var(super::CHIP_ENV).unwrap_or_default();
+                eprintln!("ascend simulator: {}={v:?}: expected inference, A2, A3 or \"200I/500 A2\"", super::CHIP_ENV);
+            });
+            return fail(ACL_ERROR_INVALID_PARAM);
+        }
         let mut g = state::proc();
         let p = g.as_mut().expect("state is set by proc()");
         if p.inited {
@@ -167,7 +204,7 @@ impl AclRuntime for HostSim {
         Ok(())
     }
 
-    fn malloc(&self, size: usize, _policy: u32) -> AclResult<*mut c_void> {
+    fn malloc(&self, size: usize, policy: u32) -> AclResult<*mut c_void> {
         if size == 0 {
             return fail(ACL_ERROR_INVALID_PARAM);
         }
@@ -176,7 +213,13 @@ impl AclRuntime for HostSim {
         let file = mem::create(mem::page_round(len)).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let map = mem::map(&file, 0, len).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let addr = map.addr;
-        state::proc().as_mut().expect("state is set by proc()").allocs.push(Alloc { map, file, len, dev });
+        state::proc().as_mut().expect("state is set by proc()").allocs.push(Alloc {
+            map,
+            file,
+            len,
+            dev,
+            p2p: is_p2p_policy(policy),
+        });
         Ok(addr as *mut c_void)
     }
 
@@ -229,9 +272,14 @@ impl AclRuntime for HostSim {
         let cur = current()?;
         revoke_stale_imports();
         {
-            let g = state::proc();
-            let p = g.as_ref().expect("state is set by proc()");
-            self.check_copy(p, cur, dst as usize, src as usize, kind)?;
+            let mut g = state::proc();
+            let p = g.as_mut().expect("state is set by proc()");
+            let (d, s) = (dst as usize, src as usize);
+            let verdict = self.check_copy(p, cur, d, s, kind, true);
+            if p.import_at(d).is_some() || p.import_at(s).is_some() {
+                copylog::record(p, d, s, count, kind, verdict.err().map_or(ACL_SUCCESS, |e| e.code()));
+            }
+            verdict?;
         }
         if dst.cast_const() == src {
             return Ok(());
@@ -287,6 +335,15 @@ impl AclRuntime for HostSim {
 
     fn synchronize_stream(&self, s: AclStream) -> AclResult<()> {
         let cur = current()?;
+        {
+            let mut g = state::proc();
+            let p = g.as_mut().expect("state is set by proc()");
+            let i = stream::find(p, s.0, cur)?;
+            if p.streams[i].queue.is_empty() {
+                // Idle: nothing to run, so no registry access (fences sync every time).
+                return Ok(());
+            }
+        }
         revoke_stale_imports();
         let mut g = state::proc();
         let p = g.as_mut().expect("state is set by proc()");
@@ -315,7 +372,7 @@ impl AclRuntime for HostSim {
         let mut g = state::proc();
         let p = g.as_mut().expect("state is set by proc()");
         let i = stream::find(p, s.0, cur)?;
-        self.check_copy(p, cur, dst as usize, src as usize, kind)?;
+        self.check_copy(p, cur, dst as usize, src as usize, kind, false)?;
         let (dst, src) = (dst as usize, src as usize);
         let task = state::Task { dst, src, count, dst_device: p.is_device(dst), src_device: p.is_device(src) };
         stream::push(p, i, task);
@@ -374,6 +431,7 @@ impl AclRuntime for HostSim {
         if pids.is_empty() || pids.len() > ACL_IPC_MAX_PIDS_PER_CALL {
             return fail(ACL_ERROR_RT_PARAM_INVALID);
         }
+        self.ipc_supported()?;
         current()?;
         let Parsed::Hex(name) = key::parse(key) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
@@ -413,7 +471,9 @@ impl AclRuntime for HostSim {
             Parsed::NotHex if flags == 0 => return fail(ACL_ERROR_RT_PARAM_INVALID),
             Parsed::NotHex => return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR),
         };
+        self.ipc_supported()?;
         let cur = current()?;
+        let needs_p2p = self.chip.needs_p2p_policy();
         let mut g = state::proc();
         let p = g.as_mut().expect("state is set by proc()");
         if let Some(imp) = p.imports.iter_mut().find(|i| i.key == name) {
@@ -437,6 +497,10 @@ impl AclRuntime for HostSim {
                     _ => return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR),
                 }
             }
+            if needs_p2p && r.dev != cur && !r.p2p {
+                // Inference products: another device maps only P2P-policy memory.
+                return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+            }
             let file = mem::open_foreign(r.creator_pid, r.fd).map_err(|_| ACL_ERROR_RT_DRV_INTERNAL_ERROR)?;
             let map = mem::map(&file, r.offset, r.size).map_err(|_| ACL_ERROR_RT_MEMORY_ALLOCATION)?;
             r.importers.push(Importer { pid: me, start: my_start, dev: cur });
@@ -456,6 +520,7 @@ impl AclRuntime for HostSim {
     }
 
     fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()> {
+        self.ipc_supported()?;
         let Parsed::Hex(name) = key::parse(key) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         };

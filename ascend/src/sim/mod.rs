@@ -5,7 +5,16 @@
 //! Strict mode (`ASCEND_SIM_STRICT=1`, or [`HostSim::strict`]) refuses with 507022
 //! what the hardware accepts and punishes later: the exporter closing or freeing
 //! memory that importers still map.
+//!
+//! The chip model (`ASCEND_SIM_CHIP`, [`Chip`]) selects the per-product rules;
+//! the copy rules of memory imported from another device hold on every model
+//! (`docs/ascend-ipc.md`, "Rules of the reference page"). Streams run their copies
+//! when synchronised. `ASCEND_SIM_COPY_LOG=<file>` appends a line per synchronous
+//! copy that touches imported memory, and [`sync_import_copies`] counts them in
+//! this process: the proof that a code path makes none.
 
+mod chip;
+mod copylog;
 mod key;
 #[allow(unsafe_code)]
 mod mem;
@@ -16,6 +25,8 @@ mod state;
 #[allow(unsafe_code)]
 mod stream;
 
+pub use chip::{CHIP_ENV, Chip};
+pub use copylog::{COPY_LOG_ENV, sync_import_copies};
 pub use registry::sweep;
 
 /// The simulated runtime. All instances of a process share its state, as the real
@@ -23,22 +34,34 @@ pub use registry::sweep;
 #[derive(Debug, Clone, Copy)]
 pub struct HostSim {
     strict: bool,
+    chip: Chip,
 }
 
 impl HostSim {
-    /// The simulator, strict if `ASCEND_SIM_STRICT` is set to `1`.
+    /// The simulator, strict if `ASCEND_SIM_STRICT` is set to `1`, playing the chip
+    /// `ASCEND_SIM_CHIP` names.
     pub fn new() -> Self {
-        Self { strict: std::env::var("ASCEND_SIM_STRICT").is_ok_and(|v| v == "1") }
+        Self { strict: std::env::var("ASCEND_SIM_STRICT").is_ok_and(|v| v == "1"), chip: Chip::from_env() }
     }
 
-    /// The simulator in strict mode.
+    /// The simulator in strict mode, on an A2 chip.
     pub fn strict() -> Self {
-        Self { strict: true }
+        Self { strict: true, chip: Chip::A2 }
     }
 
-    /// The simulator in faithful mode (what the hardware does).
+    /// The simulator in faithful mode (what the hardware does), on an A2 chip.
     pub fn faithful() -> Self {
-        Self { strict: false }
+        Self { strict: false, chip: Chip::A2 }
+    }
+
+    /// The same simulator playing `chip`.
+    pub fn with_chip(self, chip: Chip) -> Self {
+        Self { chip, ..self }
+    }
+
+    /// The chip model.
+    pub fn chip(&self) -> Chip {
+        self.chip
     }
 
     /// Whether misuse is reported at once.

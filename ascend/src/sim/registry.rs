@@ -1,6 +1,7 @@
 //! The machine-wide state of the simulator, per user: a text file of key records in
-//! `$ASCEND_SIM_DIR` (default `/dev/shm/ascend-sim-<uid>/`), read and rewritten under
-//! `flock` on `registry.lock`. Records of dead processes are swept on every access
+//! `$ASCEND_SIM_DIR` (default `/dev/shm/ascend-sim2-<uid>/`; the `2` is the record
+//! format, so simulators of another format never rewrite these records), read and
+//! rewritten under `flock` on `registry.lock`. Records of dead processes are swept on every access
 //! (the driver's recycle on exit) and the directory is removed when it empties.
 
 use std::fs::{self, File, OpenOptions};
@@ -38,6 +39,8 @@ pub(crate) struct Record {
     pub(crate) offset: usize,
     pub(crate) size: usize,
     pub(crate) need_wlist: bool,
+    /// The memory was allocated with a P2P policy.
+    pub(crate) p2p: bool,
     pub(crate) valid: bool,
     pub(crate) revoked: bool,
     pub(crate) wlist: Vec<WlEntry>,
@@ -76,7 +79,7 @@ impl Registry {
             let f: Vec<&str> = line.split(' ').collect();
             match f.as_slice() {
                 ["C", n] => reg.counter = n.parse().unwrap_or(0),
-                ["K", rest @ ..] if rest.len() == 13 => {
+                ["K", rest @ ..] if rest.len() == 14 => {
                     if let Some(r) = parse_record(rest) {
                         reg.records.push(r);
                     }
@@ -93,7 +96,7 @@ impl Registry {
             let wl = join(r.wlist.iter().map(|w| format!("{}:{}", w.pid, w.set_time)));
             let im = join(r.importers.iter().map(|i| format!("{}:{}:{}", i.pid, i.start, i.dev)));
             out += &format!(
-                "K {} {} {} {} {} {} {} {} {} {} {} {wl} {im}\n",
+                "K {} {} {} {} {} {} {} {} {} {} {} {} {wl} {im}\n",
                 r.key,
                 r.creator_tgid,
                 r.creator_pid,
@@ -103,6 +106,7 @@ impl Registry {
                 r.offset,
                 r.size,
                 u8::from(r.need_wlist),
+                u8::from(r.p2p),
                 u8::from(r.valid),
                 u8::from(r.revoked),
             );
@@ -134,12 +138,13 @@ fn parse_record(f: &[&str]) -> Option<Record> {
         offset: f[6].parse().ok()?,
         size: f[7].parse().ok()?,
         need_wlist: f[8] == "1",
-        valid: f[9] == "1",
-        revoked: f[10] == "1",
-        wlist: parse_list(f[11], |p| {
+        p2p: f[9] == "1",
+        valid: f[10] == "1",
+        revoked: f[11] == "1",
+        wlist: parse_list(f[12], |p| {
             Some(WlEntry { pid: p.first()?.parse().ok()?, set_time: p.get(1)?.parse().ok()? })
         })?,
-        importers: parse_list(f[12], |p| {
+        importers: parse_list(f[13], |p| {
             Some(Importer {
                 pid: p.first()?.parse().ok()?,
                 start: p.get(1)?.parse().ok()?,
@@ -149,13 +154,13 @@ fn parse_record(f: &[&str]) -> Option<Record> {
     })
 }
 
-/// The registry directory: `$ASCEND_SIM_DIR`, else `/dev/shm/ascend-sim-<uid>`.
+/// The registry directory: `$ASCEND_SIM_DIR`, else `/dev/shm/ascend-sim2-<uid>`.
 pub(crate) fn dir() -> PathBuf {
     if let Some(d) = std::env::var_os("ASCEND_SIM_DIR") {
         return PathBuf::from(d);
     }
     let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-    PathBuf::from(format!("/dev/shm/ascend-sim-{uid}"))
+    PathBuf::from(format!("/dev/shm/ascend-sim2-{uid}"))
 }
 
 fn flock(file: &File, op: i32) -> io::Result<()> {
@@ -243,6 +248,7 @@ mod tests {
             offset: 6,
             size: 7,
             need_wlist: true,
+            p2p: true,
             valid: true,
             revoked: false,
             wlist: vec![WlEntry { pid: 9, set_time: 10 }, WlEntry { pid: 11, set_time: 12 }],

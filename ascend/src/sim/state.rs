@@ -16,6 +16,8 @@ pub(crate) struct Alloc {
     /// Usable length: the size rounded up to 32 bytes plus 32 bytes of padding.
     pub(crate) len: usize,
     pub(crate) dev: i32,
+    /// Allocated with a P2P policy (`ACL_MEM_MALLOC_*_P2P`).
+    pub(crate) p2p: bool,
 }
 
 /// One imported key in this process.
@@ -64,6 +66,8 @@ pub(crate) struct Proc {
     pub(crate) streams: Vec<Stream>,
     /// Streams created so far, to give each a distinct handle.
     pub(crate) streams_made: usize,
+    /// Synchronous copies that touched imported memory (see `copylog`).
+    pub(crate) sync_import_copies: u64,
 }
 
 impl Proc {
@@ -80,6 +84,15 @@ impl Proc {
     pub(crate) fn is_device(&self, addr: usize) -> bool {
         self.allocs.iter().any(|a| addr >= a.map.addr && addr < a.map.addr + a.map.len)
             || self.import_at(addr).is_some()
+    }
+
+    /// The device whose memory holds `addr`: an allocation's device, or an
+    /// import's owner device; `None` for host memory.
+    pub(crate) fn physical_device(&self, addr: usize) -> Option<i32> {
+        if let Some(a) = self.allocs.iter().find(|a| addr >= a.map.addr && addr < a.map.addr + a.map.len) {
+            return Some(a.dev);
+        }
+        self.import_at(addr).map(|i| i.owner_dev)
     }
 
     /// The import whose mapping contains `addr`.

@@ -34,9 +34,17 @@ pub enum Call {
     Close = 11,
     /// `aclrtFree`.
     Free = 12,
+    /// `aclrtCreateStream`.
+    CreateStream = 13,
+    /// `aclrtMemcpyAsync`.
+    MemcpyAsync = 14,
+    /// `aclrtSynchronizeStream`.
+    SynchronizeStream = 15,
+    /// `aclrtDestroyStream`.
+    DestroyStream = 16,
 }
 
-const CALLS: [Call; 12] = [
+const CALLS: [Call; 16] = [
     Call::Init,
     Call::SetDevice,
     Call::GetBareTgid,
@@ -49,6 +57,10 @@ const CALLS: [Call; 12] = [
     Call::Synchronize,
     Call::Close,
     Call::Free,
+    Call::CreateStream,
+    Call::MemcpyAsync,
+    Call::SynchronizeStream,
+    Call::DestroyStream,
 ];
 
 impl Call {
@@ -67,6 +79,10 @@ impl Call {
             Self::Synchronize => "aclrtSynchronizeDevice",
             Self::Close => "aclrtIpcMemClose",
             Self::Free => "aclrtFree",
+            Self::CreateStream => "aclrtCreateStream",
+            Self::MemcpyAsync => "aclrtMemcpyAsync",
+            Self::SynchronizeStream => "aclrtSynchronizeStream",
+            Self::DestroyStream => "aclrtDestroyStream",
         }
     }
 

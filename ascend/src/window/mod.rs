@@ -21,6 +21,7 @@
 
 mod copy;
 mod error;
+mod putget;
 mod record;
 mod setup;
 mod state;
@@ -33,10 +34,12 @@ use kpccl_core::fence::Poison;
 use kpccl_posix::{Comm, Window};
 
 pub use error::{Call, Error, Failure};
+pub use putget::PutGet;
 use state::DeviceState;
 
-use crate::AclRuntime;
 use crate::backend::{self, Runtime};
+use crate::codes::{ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_HUGE_FIRST_P2P};
+use crate::{AclRuntime, AclStream};
 
 /// A rank's device segment as this process sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +66,8 @@ pub(crate) struct Options {
     size: usize,
     device: i32,
     validation: bool,
+    /// The `aclrtMalloc` policy of the segment.
+    policy: u32,
     fault: Option<Fault>,
 }
 
@@ -101,7 +106,7 @@ impl DeviceWindow {
     pub fn builder<O: Oob>(comm: &Comm<O>, size: usize) -> DeviceWindowBuilder<'_, O> {
         DeviceWindowBuilder {
             comm,
-            opts: Options { size, device: 0, validation: true, fault: None },
+            opts: Options { size, device: 0, validation: true, policy: ACL_MEM_MALLOC_HUGE_FIRST_P2P, fault: None },
             runtime: None,
             timeout: None,
         }
@@ -139,18 +144,26 @@ impl DeviceWindow {
     }
 
     /// The pairwise fence with `peer` (host fence slots; see
-    /// [`kpccl_posix::Window::peer_fence`]). Device copies made through this
-    /// window are synchronous, so they are complete before it.
+    /// [`kpccl_posix::Window::peer_fence`]), stream-ordered: the work queued on
+    /// the window's stream is done first, so the peer sees it after the fence.
     #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), Error> {
+        self.peer_fence_on(peer, None)
+    }
+
+    /// [`DeviceWindow::peer_fence`] that also waits for the work queued on the
+    /// caller's `stream` (a stream of this rank's device): device work queued
+    /// there before the fence is visible to the peer after it.
+    pub fn peer_fence_on(&self, peer: u32, stream: Option<AclStream>) -> Result<(), Error> {
+        self.dev.synchronize(stream)?;
         Ok(self.host.peer_fence(peer)?)
     }
 
     /// Signals `peer` once without waiting (host counters; see
-    /// [`kpccl_posix::Window::signal`]). Device copies made through this
-    /// window are synchronous, so they are complete before it.
+    /// [`kpccl_posix::Window::signal`]), after the window's stream is done.
     #[inline]
     pub fn signal(&self, peer: u32) -> Result<(), Error> {
+        self.dev.synchronize(None)?;
         Ok(self.host.signal(peer)?)
     }
 
@@ -161,10 +174,23 @@ impl DeviceWindow {
         Ok(self.host.wait(peer)?)
     }
 
-    /// The fence with every rank of the window.
+    /// The fence with every rank of the window, stream-ordered as
+    /// [`DeviceWindow::peer_fence`].
     #[inline]
     pub fn fence(&self) -> Result<(), Error> {
+        self.fence_on(None)
+    }
+
+    /// [`DeviceWindow::fence`] that also waits for the caller's `stream`, as
+    /// [`DeviceWindow::peer_fence_on`].
+    pub fn fence_on(&self, stream: Option<AclStream>) -> Result<(), Error> {
+        self.dev.synchronize(stream)?;
         Ok(self.host.fence()?)
+    }
+
+    /// The window's stream (on this rank's device), on which its copies run.
+    pub fn stream(&self) -> AclStream {
+        self.dev.stream.unwrap_or(AclStream::DEFAULT)
     }
 
     /// Why the window was abandoned (a dead peer, a timeout), if it was.
@@ -209,6 +235,14 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
     /// one still takes part, so that every rank fails together.
     pub fn backend(mut self, rt: Result<Runtime, backend::BackendError>) -> Self {
         self.runtime = Some(rt.map_err(Error::Backend));
+        self
+    }
+
+    /// Allocates the segment with a P2P policy (`ACL_MEM_MALLOC_HUGE_FIRST_P2P`,
+    /// the default), or without (`ACL_MEM_MALLOC_HUGE_FIRST`). On Atlas inference
+    /// products another device can import only P2P memory; A2 and A3 accept both.
+    pub fn p2p_policy(mut self, p2p: bool) -> Self {
+        self.opts.policy = if p2p { ACL_MEM_MALLOC_HUGE_FIRST_P2P } else { ACL_MEM_MALLOC_HUGE_FIRST };
         self
     }
 

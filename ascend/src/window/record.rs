@@ -6,8 +6,9 @@
 //! completes the allgather the others are still in, or is their next one;
 //! every stage uses this one record size so the two line up.
 
+use bytemuck::{Pod, Zeroable};
 use kpccl_core::OobError;
-use kpccl_core::protocol::lockstep::{self, LockstepRecord, Pod};
+use kpccl_core::protocol::lockstep::{self, LockstepRecord};
 
 use super::error::{Call, Error, Failure};
 use crate::codes::ACL_IPC_KEY_LEN;
@@ -43,7 +44,7 @@ pub(crate) const NO_VALIDATION: u32 = 1;
 
 /// One rank's contribution. Plain old data without implicit padding, 128 bytes.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub(crate) struct Record {
     magic: u32,
     stage: u32,
@@ -63,12 +64,6 @@ pub(crate) struct Record {
 }
 
 const _: () = assert!(size_of::<Record>() == 128);
-
-#[allow(unsafe_code)]
-// SAFETY: `Record` is `repr(C)` of integers and byte arrays, with explicit
-// padding fields and no implicit padding (128 bytes, asserted above), so all
-// its bytes are initialized and every byte pattern is a valid `Record`.
-unsafe impl Pod for Record {}
 
 impl Default for Record {
     fn default() -> Self {

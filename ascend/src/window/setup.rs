@@ -140,7 +140,9 @@ fn local_failure(e: &Error) -> Failure {
     }
 }
 
-/// Stage 2, local part: the device, this process's tgid, the allocation.
+/// Stage 2, local part: the device, this process's tgid, the window's stream,
+/// the allocation (with the policy of the options: P2P by default, which the
+/// inference chips need before another device may import it).
 fn ident(state: &mut DeviceState, opts: &Options, mine: &mut Record) -> Result<(), Error> {
     if isize::try_from(opts.size).is_err() || opts.device < 0 {
         return Err(Error::Local(Failure::Argument));
@@ -153,9 +155,9 @@ fn ident(state: &mut DeviceState, opts: &Options, mine: &mut Record) -> Result<(
     }
     rt.set_device(opts.device).map_err(|e| Error::acl(Call::SetDevice, e))?;
     mine.tgid = rt.device_get_bare_tgid().map_err(|e| Error::acl(Call::GetBareTgid, e))?;
+    state.stream = Some(rt.create_stream().map_err(|e| Error::acl(Call::CreateStream, e))?);
     if opts.size > 0 {
-        let ptr =
-            rt.malloc(alloc_len(opts.size), ACL_MEM_MALLOC_HUGE_FIRST).map_err(|e| Error::acl(Call::Malloc, e))?;
+        let ptr = rt.malloc(alloc_len(opts.size), opts.policy).map_err(|e| Error::acl(Call::Malloc, e))?;
         state.alloc = Some(ptr);
         let me = state.rank as usize;
         state.segs[me] = Segment { ptr, len: opts.size, device: opts.device, imported: None };

@@ -38,7 +38,7 @@ impl Drop for ClearOnPanic<'_> {
 fn sim_default_dir() -> String {
     use std::os::unix::fs::MetadataExt;
     let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-    format!("/dev/shm/ascend-sim-{uid}")
+    format!("/dev/shm/ascend-sim2-{uid}")
 }
 
 /// One `#[test]` per checklist row, for the backend made by `$make`

@@ -134,6 +134,12 @@ pub const fn ring_order(rank: u32, nranks: u32) -> [u32; 2] {
     if rank.is_multiple_of(2) && !(nranks % 2 == 1 && rank == nranks - 1) { [next, prev] } else { [prev, next] }
 }
 
+/// ⌈log2 n⌉: the rounds of a dissemination barrier over `n` ranks.
+#[must_use]
+pub const fn rounds(nranks: u32) -> u32 {
+    if nranks <= 1 { 0 } else { u32::BITS - (nranks - 1).leading_zeros() }
+}
+
 /// `current` has reached `target` on a wrapping 64-bit epoch counter.
 #[inline]
 #[must_use]

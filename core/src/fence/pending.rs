@@ -18,9 +18,8 @@ use super::peer::{answered, arrive};
 use super::signal::{next_signal, signalled, take};
 use super::wait::Watch;
 use super::window::{check_member, round_arrived, round_source, send_round};
-use super::{Barrier, SyncArea, WaitEnv, WaitPolicy, partner};
+use super::{Barrier, SyncArea, WaitEnv, WaitPolicy, partner, rounds};
 use crate::error::FenceError;
-use crate::layout::rounds;
 
 /// What a started fence waits for next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,8 +11,14 @@ use crate::sync::Ordering::{AcqRel, Acquire, Release};
 pub enum PoisonKind {
     /// A rank's process died.
     Dead,
-    /// A rank stopped waiting (its deadline passed, or its wait failed).
+    /// A rank stopped waiting (its wait failed or was cancelled).
     Aborted,
+    /// A rank's deadline passed while it waited for `waited_for`, which
+    /// is the rank to look at (stopped, or stuck behind another).
+    TimedOut {
+        /// The rank it waited for.
+        waited_for: u32,
+    },
     /// A rank's last out-of-band call during creation failed; every rank must
     /// make one more out-of-band call to match its flush.
     Flush,
@@ -33,27 +39,35 @@ impl Poison {
     pub fn error(&self) -> FenceError {
         match self.kind {
             PoisonKind::Dead => FenceError::PeerDead { rank: self.rank },
+            PoisonKind::TimedOut { waited_for } => FenceError::GaveUp { rank: self.rank, waited_for },
             PoisonKind::Aborted | PoisonKind::Flush => FenceError::Aborted { rank: self.rank },
         }
     }
 }
 
-const RANK_MASK: u32 = 0x00ff_ffff;
+/// The word: the kind in the top 8 bits, then two 12-bit ranks (the one it
+/// is about, and for a timeout the one it waited for).
+const RANK_BITS: u32 = 12;
+const RANK_MASK: u32 = (1 << RANK_BITS) - 1;
+const _: () = assert!(crate::layout::MAX_RANKS <= RANK_MASK + 1, "two ranks fit the poison word");
 
 fn encode(p: Poison) -> u32 {
-    let kind = match p.kind {
-        PoisonKind::Dead => 1,
-        PoisonKind::Aborted => 2,
-        PoisonKind::Flush => 3,
+    let (kind, other) = match p.kind {
+        PoisonKind::Dead => (1, 0),
+        PoisonKind::Aborted => (2, 0),
+        PoisonKind::Flush => (3, 0),
+        PoisonKind::TimedOut { waited_for } => (4, waited_for & RANK_MASK),
     };
-    kind << 24 | (p.rank & RANK_MASK)
+    kind << 24 | other << RANK_BITS | (p.rank & RANK_MASK)
 }
 
 fn decode(word: u32) -> Option<Poison> {
+    let other = (word >> RANK_BITS) & RANK_MASK;
     let kind = match word >> 24 {
         0 => return None,
         1 => PoisonKind::Dead,
         2 => PoisonKind::Aborted,
+        4 => PoisonKind::TimedOut { waited_for: other },
         _ => PoisonKind::Flush,
     };
     Some(Poison { kind, rank: word & RANK_MASK })
@@ -80,4 +94,28 @@ pub fn poison<A: SyncArea + ?Sized, E: super::WaitEnv + ?Sized>(area: &A, env: &
         env.wake(area.doorbell(r));
     }
     now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::MAX_RANKS;
+
+    #[test]
+    fn every_poison_survives_the_word() {
+        let last = MAX_RANKS - 1;
+        for kind in [
+            PoisonKind::Dead,
+            PoisonKind::Aborted,
+            PoisonKind::Flush,
+            PoisonKind::TimedOut { waited_for: 0 },
+            PoisonKind::TimedOut { waited_for: last },
+        ] {
+            for rank in [0, 1, last] {
+                let p = Poison { kind, rank };
+                assert_eq!(decode(encode(p)), Some(p), "{p:?}");
+            }
+        }
+        assert_eq!(decode(0), None, "0 is no poison");
+    }
 }

@@ -227,7 +227,8 @@ impl Watch {
         }
         let now = env.now_ns();
         if now >= self.deadline {
-            poison(area, env, Poison { kind: PoisonKind::Aborted, rank: me });
+            // The others learn whom this rank waited for: the rank to look at.
+            poison(area, env, Poison { kind: PoisonKind::TimedOut { waited_for: peer }, rank: me });
             return Err(FenceError::Timeout { peer });
         }
         if now >= self.next_check {

@@ -2,9 +2,8 @@
 //! the same single-writer epoch slots as the peer fence.
 
 use super::wait::{notify, wait_for};
-use super::{SyncArea, WaitEnv, WaitPolicy, poison_state, reached};
+use super::{SyncArea, WaitEnv, WaitPolicy, poison_state, reached, rounds};
 use crate::error::FenceError;
-use crate::layout::rounds;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 
 /// Fences rank `me` with every rank of the window: every access any rank made

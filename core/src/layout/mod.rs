@@ -88,7 +88,7 @@ impl LayoutParams {
     /// Checks the parameters on their own.
     pub fn validate(&self) -> Result<(), LayoutError> {
         if self.nranks == 0 || self.nranks > MAX_RANKS {
-            return Err(LayoutError::RankCount { nranks: self.nranks });
+            return Err(LayoutError::RankCount { nranks: self.nranks, max: MAX_RANKS });
         }
         if !self.align.is_power_of_two() {
             return Err(LayoutError::Alignment { align: self.align });
@@ -165,11 +165,7 @@ fn add(a: u64, b: u64) -> Result<u64, LayoutError> {
     a.checked_add(b).ok_or(LayoutError::Overflow)
 }
 
-/// ⌈log2 n⌉: the rounds of a dissemination barrier over `n` ranks.
-#[must_use]
-pub const fn rounds(nranks: u32) -> u32 {
-    if nranks <= 1 { 0 } else { u32::BITS - (nranks - 1).leading_zeros() }
-}
+pub use crate::fence::rounds;
 
 impl Layout {
     /// Lays out a window for `params` where rank `r`'s segment is `size(r)` bytes.

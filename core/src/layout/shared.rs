@@ -4,6 +4,8 @@
 
 use core::mem::{offset_of, size_of};
 
+use bytemuck::{Pod, Zeroable};
+
 /// The cache-line size of the shared layout: 128 bytes on every architecture
 /// (adjacent-line prefetch on x86_64, 128-byte lines on some aarch64 cores),
 /// a constant of the format rather than of the CPU.
@@ -14,7 +16,7 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"KPCCLWIN");
 
 /// The window header, at offset 0 of the segment.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Header {
     /// [`MAGIC`].
     pub magic: u64,
@@ -60,7 +62,7 @@ pub struct Header {
 
 /// One rank's entry in the rank table.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct RankEntry {
     /// Offset of the rank's data segment.
     pub offset: u64,
@@ -80,7 +82,7 @@ pub struct RankEntry {
 
 /// The first line of every rank's sync block: how peers wake it.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct WaitRecord {
     /// The futex word the rank sleeps on; signallers bump it before waking.
     pub doorbell: u32,
@@ -93,7 +95,7 @@ pub struct WaitRecord {
 /// The line rank `i` writes for rank `j` (in `j`'s sync block, so `j` spins
 /// on memory it touched first): every word has the single writer `i`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct PeerLine {
     /// `i`'s peer-fence epoch towards `j`.
     pub fence: u64,

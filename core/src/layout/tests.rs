@@ -309,9 +309,12 @@ fn invalid_params_are_rejected() {
     let ok = LayoutParams { nranks: 2, mode: LayoutMode::Contiguous, align: 64, page: 4096 };
     assert_eq!(ok.validate(), Ok(()));
     let cases = [
-        (LayoutParams { nranks: 0, ..ok }, LayoutError::RankCount { nranks: 0 }),
-        (LayoutParams { nranks: MAX_RANKS + 1, ..ok }, LayoutError::RankCount { nranks: MAX_RANKS + 1 }),
-        (LayoutParams { nranks: u32::MAX, ..ok }, LayoutError::RankCount { nranks: u32::MAX }),
+        (LayoutParams { nranks: 0, ..ok }, LayoutError::RankCount { nranks: 0, max: MAX_RANKS }),
+        (
+            LayoutParams { nranks: MAX_RANKS + 1, ..ok },
+            LayoutError::RankCount { nranks: MAX_RANKS + 1, max: MAX_RANKS },
+        ),
+        (LayoutParams { nranks: u32::MAX, ..ok }, LayoutError::RankCount { nranks: u32::MAX, max: MAX_RANKS }),
         (LayoutParams { align: 3, ..ok }, LayoutError::Alignment { align: 3 }),
         (LayoutParams { align: 0, ..ok }, LayoutError::Alignment { align: 0 }),
         (LayoutParams { align: 96, ..ok }, LayoutError::Alignment { align: 96 }),

@@ -12,10 +12,11 @@
 //! protocol uses one record type, so one size. Every rank then judges the
 //! gathered table alike, starting with [`first_failure`].
 
+pub use bytemuck::Pod;
+use bytemuck::{bytes_of, cast_slice_mut};
+
 use crate::error::OobError;
 use crate::oob::Oob;
-pub use crate::raw::Pod;
-use crate::raw::{bytes_of, bytes_of_mut};
 
 /// A protocol's record: plain old data that can carry its rank's failure.
 pub trait LockstepRecord: Pod {
@@ -31,7 +32,7 @@ pub trait LockstepRecord: Pod {
 
 /// Allgathers `mine` into `table` (one record per rank), without a flush.
 pub(crate) fn allgather<O: Oob + ?Sized, R: Pod>(oob: &O, mine: &R, table: &mut [R]) -> Result<(), OobError> {
-    oob.allgather(bytes_of(core::slice::from_ref(mine)), bytes_of_mut(table))
+    oob.allgather(bytes_of(mine), cast_slice_mut(table))
 }
 
 /// Allgathers `mine` into `table`. If that fails, calls `before_flush` (e.g. to

@@ -86,7 +86,10 @@ impl Default for WindowRequest {
 /// Checks that `nranks` can be a communicator size, before any collective.
 pub fn check_nranks(nranks: u32) -> Result<(), CollectiveError> {
     if nranks == 0 || nranks > MAX_RANKS {
-        return Err(CollectiveError::Local(Failure::Argument(ArgError::Layout(LayoutError::RankCount { nranks }))));
+        return Err(CollectiveError::Local(Failure::Argument(ArgError::Layout(LayoutError::RankCount {
+            nranks,
+            max: MAX_RANKS,
+        }))));
     }
     Ok(())
 }
@@ -444,7 +447,7 @@ fn verify<P: Platform>(w: &Window<P>, layout: &Layout, expected: &Header) -> Res
         return Err(Failure::Attach(AttachError::Magic));
     }
     if found.version != crate::layout::VERSION {
-        return Err(Failure::Attach(AttachError::Version { found: found.version }));
+        return Err(Failure::Attach(AttachError::Version { found: found.version, expected: crate::layout::VERSION }));
     }
     if found.digest != digest {
         return Err(Failure::Attach(AttachError::Digest));

@@ -5,15 +5,17 @@
 //! callback fails, the one extra "flush" allgather it makes lines up with
 //! whatever allgather the others are in (see [`super::lockstep`]).
 
+use bytemuck::{Pod, Zeroable};
+
 use super::lockstep::LockstepRecord;
 use crate::error::{ArgError, AttachError, Failure, FenceError, LayoutError, OobError, PlatformError, PlatformOp};
+use crate::layout::{MAX_RANKS, VERSION};
 use crate::platform::ProcessIdentity;
 
 /// `"KPCR"`: marks a record of this protocol.
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"KPCR");
 
-/// The longest segment name, in bytes.
-pub const NAME_LEN: usize = 64;
+pub use crate::platform::NAME_LEN;
 
 /// Which collective step a record belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +36,7 @@ pub(crate) enum Stage {
 
 /// One rank's contribution to an allgather. Plain old data, 176 bytes.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct Record {
     magic: u32,
     version: u32,
@@ -69,30 +71,7 @@ const _: () = assert!(core::mem::offset_of!(Record, node) == 160);
 
 impl Default for Record {
     fn default() -> Self {
-        Self {
-            magic: 0,
-            version: 0,
-            stage: 0,
-            rank: 0,
-            nranks: 0,
-            failure_kind: 0,
-            failure_sub: 0,
-            mode: 0,
-            failure_value: 0,
-            align: 0,
-            size: 0,
-            page: 0,
-            pid: 0,
-            start_time: 0,
-            uid: 0,
-            memory_kind: 0,
-            barrier: 0,
-            padding: 0,
-            name: [0; NAME_LEN],
-            node: 0,
-            local_rank: 0,
-            reserved: 0,
-        }
+        Self::zeroed()
     }
 }
 
@@ -101,7 +80,7 @@ impl Record {
     pub(crate) fn new(stage: Stage, rank: u32, nranks: u32, who: &ProcessIdentity) -> Self {
         Self {
             magic: RECORD_MAGIC,
-            version: crate::layout::VERSION,
+            version: VERSION,
             stage: stage as u32,
             rank,
             nranks,
@@ -120,7 +99,7 @@ impl Record {
 
     /// Whether the record belongs to this protocol version and `stage`.
     pub(crate) fn is(&self, stage: Stage) -> bool {
-        self.magic == RECORD_MAGIC && self.version == crate::layout::VERSION && self.stage == stage as u32
+        self.magic == RECORD_MAGIC && self.version == VERSION && self.stage == stage as u32
     }
 
     /// The segment name carried (Create stage), if it is valid UTF-8.
@@ -165,7 +144,7 @@ fn unpair(v: u64) -> (u32, u32) {
 
 fn encode_layout(e: LayoutError) -> (u32, u64) {
     match e {
-        LayoutError::RankCount { nranks } => (1, u64::from(nranks)),
+        LayoutError::RankCount { nranks, .. } => (1, u64::from(nranks)),
         LayoutError::Alignment { align } => (2, align),
         LayoutError::PageSize { page } => (3, page),
         LayoutError::Overflow => (4, 0),
@@ -176,7 +155,7 @@ fn encode_layout(e: LayoutError) -> (u32, u64) {
 #[allow(clippy::cast_possible_truncation)] // values were encoded from u32s
 fn decode_layout(sub: u32, v: u64) -> Option<LayoutError> {
     Some(match sub {
-        1 => LayoutError::RankCount { nranks: v as u32 },
+        1 => LayoutError::RankCount { nranks: v as u32, max: MAX_RANKS },
         2 => LayoutError::Alignment { align: v },
         3 => LayoutError::PageSize { page: v },
         4 => LayoutError::Overflow,
@@ -215,7 +194,7 @@ fn encode(f: Failure) -> (u32, u32, u64) {
         }
         Failure::Attach(e) => match e {
             AttachError::Magic => (4, 0, 0),
-            AttachError::Version { found } => (4, 1, u64::from(found)),
+            AttachError::Version { found, .. } => (4, 1, u64::from(found)),
             AttachError::Digest => (4, 2, 0),
             AttachError::Header => (4, 3, 0),
             AttachError::RankTable { rank } => (4, 4, u64::from(rank)),
@@ -224,6 +203,7 @@ fn encode(f: Failure) -> (u32, u32, u64) {
             FenceError::Timeout { peer } => (5, 0, u64::from(peer)),
             FenceError::PeerDead { rank } => (5, 1, u64::from(rank)),
             FenceError::Aborted { rank } => (5, 2, u64::from(rank)),
+            FenceError::GaveUp { rank, waited_for } => (5, 4, pair(rank, waited_for)),
             FenceError::InvalidRank { rank, nranks } => (5, 3, pair(rank, nranks)),
         },
         Failure::Unknown { kind } => (6, 0, u64::from(kind)),
@@ -241,13 +221,14 @@ fn decode(kind: u32, sub: u32, v: u64) -> Option<Failure> {
         (2, _) => Some(Failure::Oob(OobError { code: v as u32 as i32 })),
         (3, s) => PLATFORM_OPS.get(s as usize).map(|&op| Failure::Platform(PlatformError { op, code: v as i64 })),
         (4, 0) => Some(Failure::Attach(AttachError::Magic)),
-        (4, 1) => Some(Failure::Attach(AttachError::Version { found: v as u32 })),
+        (4, 1) => Some(Failure::Attach(AttachError::Version { found: v as u32, expected: VERSION })),
         (4, 2) => Some(Failure::Attach(AttachError::Digest)),
         (4, 3) => Some(Failure::Attach(AttachError::Header)),
         (4, 4) => Some(Failure::Attach(AttachError::RankTable { rank: v as u32 })),
         (5, 0) => Some(Failure::Fence(FenceError::Timeout { peer: v as u32 })),
         (5, 1) => Some(Failure::Fence(FenceError::PeerDead { rank: v as u32 })),
         (5, 2) => Some(Failure::Fence(FenceError::Aborted { rank: v as u32 })),
+        (5, 4) => Some(Failure::Fence(FenceError::GaveUp { rank: unpair(v).0, waited_for: unpair(v).1 })),
         (5, 3) => Some(Failure::Fence(FenceError::InvalidRank { rank: unpair(v).0, nranks: unpair(v).1 })),
         _ => None,
     };
@@ -271,8 +252,9 @@ mod tests {
             Failure::Platform(PlatformError { op: PlatformOp::Reserve, code: 28 }),
             Failure::Platform(PlatformError { op: PlatformOp::Size, code: 4096 }),
             Failure::Attach(AttachError::RankTable { rank: 2 }),
-            Failure::Attach(AttachError::Version { found: 9 }),
+            Failure::Attach(AttachError::Version { found: 9, expected: VERSION }),
             Failure::Fence(FenceError::PeerDead { rank: 4 }),
+            Failure::Fence(FenceError::GaveUp { rank: 2, waited_for: 7 }),
             Failure::Fence(FenceError::InvalidRank { rank: 1, nranks: 1 }),
         ];
         for f in failures {

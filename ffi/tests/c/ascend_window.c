@@ -13,6 +13,10 @@
  * - ranks asking for host and device memory fail together;
  * - attr.pid_validation (or KPCCL_ASCEND_PID_VALIDATION=0) exports without
  *   a whitelist, and ranks that disagree on it fail together;
+ * - kpccl_shm_win_put / kpccl_shm_win_get reach any rank's segment of a
+ *   device window (under the inference chip model too) and of a host window
+ *   alike, refuse ranges outside it, and kpccl_shm_win_fence_stream orders
+ *   them (a host window refuses a device stream);
  * - nothing is left in the simulator's registry afterwards.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -83,6 +87,49 @@ static void handoff(kpccl_shm_comm_h comm, kpccl_shm_pid_validation_t validation
     int right = (me + 1) % n, left = (me + n - 1) % n;
     CHECK_OK(kpccl_shm_peer_fence(win, me % 2 == 0 ? right : left));
     CHECK_OK(kpccl_shm_peer_fence(win, me % 2 == 0 ? left : right));
+    CHECK_OK(kpccl_shm_win_free(win));
+}
+
+/* Each rank puts its pattern into its right neighbour's segment, fences, and
+ * gets its own segment (the left neighbour's pattern) and the right one's
+ * back: on a device window (`device` >= 0) or a host window (`device` < 0). */
+static void put_get(kpccl_shm_comm_h comm, int device)
+{
+    kpccl_shm_win_attr_t attr;
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    if (device >= 0) {
+        device_attr(&attr, device);
+    } else {
+        CHECK_OK(kpccl_shm_win_attr_init(&attr));
+    }
+    CHECK_OK(kpccl_shm_win_alloc_ex(SEG, comm, &attr, &base, &win));
+    if (win == NULL) {
+        return;
+    }
+    int right = (me + 1) % n, left = (me + n - 1) % n;
+    static unsigned char out[SEG], in[SEG];
+    for (size_t i = 0; i < SEG; i++) {
+        out[i] = pattern(me + 3, i);
+    }
+    CHECK_OK(kpccl_shm_win_put(win, right, 0, out, SEG));
+    CHECK_OK(kpccl_shm_win_fence_stream(win, NULL));
+    CHECK_OK(kpccl_shm_win_get(win, me, 0, in, SEG));
+    size_t wrong = 0;
+    for (size_t i = 0; i < SEG; i++) {
+        wrong += in[i] != pattern(left + 3, i);
+    }
+    CHECK(wrong == 0, "%zu bytes put by rank %d differ (device %d)", wrong, left, device);
+    CHECK_OK(kpccl_shm_win_get(win, right, 1, in, SEG - 1));
+    CHECK(memcmp(in, out + 1, SEG - 1) == 0, "the bytes got back from rank %d differ", right);
+    CHECK_FAILS(kpccl_shm_win_put(win, right, 1, out, SEG), "kpccl_shm_win_put");
+    CHECK_FAILS(kpccl_shm_win_get(win, me, 0, NULL, 1), "kpccl_shm_win_get");
+    CHECK_OK(kpccl_shm_win_put(win, me, SEG, NULL, 0));
+    if (device < 0) {
+        CHECK_FAILS(kpccl_shm_win_fence_stream(win, (void *)&attr), "kpccl_shm_win_fence_stream");
+    }
+    CHECK_OK(kpccl_shm_peer_fence_stream(win, me % 2 == 0 ? right : left, NULL));
+    CHECK_OK(kpccl_shm_peer_fence_stream(win, me % 2 == 0 ? left : right, NULL));
     CHECK_OK(kpccl_shm_win_free(win));
 }
 
@@ -175,6 +222,11 @@ int main(int argc, char **argv)
         mixed_validation(comm);
         unsetenv("KPCCL_ASCEND_PID_VALIDATION");
         host_memory_refuses_pid_validation(comm);
+        put_get(comm, me % SIM_DEVICES);
+        put_get(comm, -1);
+        setenv("ASCEND_SIM_CHIP", "inference", 1);
+        put_get(comm, me % SIM_DEVICES);
+        unsetenv("ASCEND_SIM_CHIP");
         CHECK_OK(kpccl_shm_comm_destroy(comm));
     }
     MPI_Barrier(world);

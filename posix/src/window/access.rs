@@ -1,23 +1,10 @@
 //! Bounds-checked copies in and out of segments.
 #![allow(unsafe_code)]
 
+use bytemuck::Pod;
+
 use super::Window;
 use crate::Error;
-
-/// Types every byte pattern of which is a valid value, so they can be copied
-/// out of shared memory that another process writes.
-///
-/// # Safety
-/// Implementors have no padding, no invalid bit patterns and no pointers.
-pub unsafe trait Plain: Copy + 'static {}
-
-macro_rules! plain {
-    ($($t:ty),*) => {$(
-        // SAFETY: a primitive number: every bit pattern is valid, no padding.
-        unsafe impl Plain for $t {}
-    )*};
-}
-plain!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
 
 impl Window {
     /// The address of `len` bytes at `offset` in `rank`'s segment, checked.
@@ -33,7 +20,7 @@ impl Window {
     }
 
     /// Copies `src` into `rank`'s segment at element `index` (of `T`s).
-    pub fn write<T: Plain>(&self, rank: u32, index: usize, src: &[T]) -> Result<(), Error> {
+    pub fn write<T: Pod>(&self, rank: u32, index: usize, src: &[T]) -> Result<(), Error> {
         let size = size_of::<T>();
         let dst = self.span(rank, index.saturating_mul(size), size_of_val(src))?;
         // SAFETY: `dst` has room for `src` (checked by `span`); shared memory never
@@ -43,11 +30,11 @@ impl Window {
     }
 
     /// Copies from `rank`'s segment at element `index` (of `T`s) into `dst`.
-    pub fn read<T: Plain>(&self, rank: u32, index: usize, dst: &mut [T]) -> Result<(), Error> {
+    pub fn read<T: Pod>(&self, rank: u32, index: usize, dst: &mut [T]) -> Result<(), Error> {
         let size = size_of::<T>();
         let src = self.span(rank, index.saturating_mul(size), size_of_val(dst))?;
         // SAFETY: `src` holds `size_of_val(dst)` bytes (checked); any bytes are a
-        // valid `T` (`Plain`); shared memory never overlaps a Rust slice.
+        // valid `T` (`Pod`); shared memory never overlaps a Rust slice.
         unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr().cast::<u8>(), size_of_val(dst)) };
         Ok(())
     }

@@ -4,12 +4,11 @@
 mod access;
 mod pending;
 
-pub use access::Plain;
 pub use pending::PendingFence;
 
 use std::sync::Arc;
 
-use kpccl_core::fence::Poison;
+use kpccl_core::fence::{Poison, PoisonKind};
 use kpccl_core::{DataSegment, FenceError};
 
 use crate::Error;
@@ -142,7 +141,14 @@ impl Window {
     /// Why the window was abandoned (a dead peer, a timeout), if it was; the
     /// rank named is the communicator's.
     pub fn poisoned(&self) -> Option<Poison> {
-        self.inner.poisoned().map(|p| Poison { rank: self.nodes.global(p.rank), ..p })
+        let g = |r| self.nodes.global(r);
+        self.inner.poisoned().map(|p| {
+            let kind = match p.kind {
+                PoisonKind::TimedOut { waited_for } => PoisonKind::TimedOut { waited_for: g(waited_for) },
+                kind => kind,
+            };
+            Poison { kind, rank: g(p.rank) }
+        })
     }
 
     /// The core window, for layouts and raw access: it numbers this node's
@@ -165,6 +171,7 @@ impl Window {
             FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
             FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
             FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
+            FenceError::GaveUp { rank, waited_for } => FenceError::GaveUp { rank: g(rank), waited_for: g(waited_for) },
             other => other,
         })
     }

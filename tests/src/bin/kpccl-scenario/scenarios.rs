@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use kpccl_core::CollectiveError;
+use kpccl_core::{CollectiveError, FenceError};
 use kpccl_posix::launch::RunOob;
 use kpccl_posix::{Comm, Error, LayoutMode, Oob, Window};
 
@@ -365,7 +365,7 @@ fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
 fn expect_dead(result: Result<(), Error>, victim: u32, bound: Duration, start: Instant, me: u32) -> Res {
     match result {
         Ok(()) => Err(format!("rank {me}: the wait succeeded although rank {victim} is dead")),
-        Err(Error::Fence(kpccl_core::FenceError::PeerDead { rank })) if rank == victim => {
+        Err(Error::Fence(FenceError::PeerDead { rank })) if rank == victim => {
             within(bound, start, me, &format!("rank {rank} died"))
         }
         Err(e) => Err(format!("rank {me}: expected 'rank {victim} died', got: {e}")),
@@ -458,20 +458,19 @@ fn stall<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let start = Instant::now();
     let result = match args.str("op").unwrap_or("fence") {
         "wait" => win.wait(victim),
-        "polled" => {
-            let mut win = win;
-            let result = crate::polled::drive(win.start_fence()).map(drop);
-            let freed = expect_dead(result, victim, bound, start, me);
-            let _ = win.free();
-            return freed;
-        }
         _ => win.fence(),
     };
     let own_timeout = match result {
         Ok(()) => return Err("the wait succeeded although a rank never came".into()),
         Err(e) => {
             within(bound, start, me, &e.to_string())?;
-            matches!(e, Error::Fence(kpccl_core::FenceError::Timeout { .. }))
+            // Every survivor's error names the stalled rank: its own timeout
+            // waiting for it, or the report of a rank that timed out on it.
+            match e {
+                Error::Fence(FenceError::Timeout { peer }) if peer == victim => true,
+                Error::Fence(FenceError::GaveUp { waited_for, .. }) if waited_for == victim => false,
+                e => return Err(format!("rank {me}: expected an error naming rank {victim}, got: {e}")),
+            }
         }
     };
     // A rank that timed out itself waited the whole timeout; one that was

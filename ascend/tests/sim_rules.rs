@@ -1,0 +1,185 @@
+//! The reference page's rules on memory imported from another process, as the
+//! simulator enforces them, under every chip model: across two devices in both
+//! directions (exporter on 0 and importer on 1, then the reverse), and on one
+//! device, where none of them applies.
+#![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+mod common;
+
+use core::ffi::c_void;
+
+use kpccl_ascend::codes::*;
+use kpccl_ascend::sim::{Chip, HostSim, sync_import_copies};
+use kpccl_ascend::{AclRuntime, AclStream};
+
+use common::ipc::{Exported, SIZE, code, fill, read};
+
+/// The chips that have IPC memory sharing.
+const IPC_CHIPS: [Chip; 3] = [Chip::Inference, Chip::A2, Chip::A3];
+
+/// A [`SIZE`] block on `dev` allocated with `policy`, filled with `byte`, exported
+/// without a whitelist.
+fn export_with<'r>(rt: &'r HostSim, dev: i32, policy: u32, byte: u8) -> Exported<'r, HostSim> {
+    rt.set_device(dev).unwrap();
+    let p = rt.malloc(SIZE, policy).unwrap();
+    fill(rt, p, byte);
+    Exported::of(rt, p, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION)
+}
+
+fn at(p: *mut c_void, off: usize) -> *mut c_void {
+    p.cast::<u8>().wrapping_add(off).cast()
+}
+
+/// A synchronous copy of `n` bytes; its ACL code.
+fn sync_copy(rt: &HostSim, dst: *mut c_void, src: *mut c_void, n: usize, kind: u32) -> i32 {
+    // SAFETY: every caller passes blocks of at least `n` bytes (device or host).
+    code(unsafe { rt.memcpy(dst, n, src, n, kind) })
+}
+
+/// An asynchronous copy of `n` bytes on `s`; its ACL code (the copy runs at the
+/// stream's synchronisation).
+fn async_copy(rt: &HostSim, dst: *mut c_void, src: *mut c_void, n: usize, kind: u32, s: AclStream) -> i32 {
+    // SAFETY: as in `sync_copy`; the blocks outlive the stream's synchronisation.
+    code(unsafe { rt.memcpy_async(dst, n, src, n, kind, s) })
+}
+
+/// The importer's side across devices: every rule, then a write into the
+/// exporter's memory through an allowed asynchronous copy.
+fn cross_device_rules(rt: &HostSim, q: *mut c_void, owner: i32) {
+    let n = 4096;
+    let mut host = vec![0u8; n];
+    let h = host.as_mut_ptr().cast::<c_void>();
+    let local = rt.malloc(n, ACL_MEM_MALLOC_HUGE_FIRST_P2P).unwrap();
+    let s = rt.create_stream().unwrap();
+    let d2d = ACL_MEMCPY_DEVICE_TO_DEVICE;
+    // P2P must be enabled between the devices (the import used flag 0).
+    assert_eq!(async_copy(rt, local, q, n, d2d, s), ACL_ERROR_RT_PARAM_INVALID, "no peer access yet");
+    assert_eq!(sync_copy(rt, local, q, n, d2d), ACL_ERROR_RT_PARAM_INVALID, "no peer access yet");
+    rt.device_enable_peer_access(owner, 0).unwrap();
+    // No inferred direction; no host side, synchronous or asynchronous, either way.
+    for kind in [ACL_MEMCPY_DEFAULT, ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST] {
+        assert_eq!(sync_copy(rt, q, h, n, kind), ACL_ERROR_RT_PARAM_INVALID, "sync into the import, kind {kind}");
+        assert_eq!(sync_copy(rt, h, q, n, kind), ACL_ERROR_RT_PARAM_INVALID, "sync from the import, kind {kind}");
+        assert_eq!(async_copy(rt, q, h, n, kind, s), ACL_ERROR_RT_PARAM_INVALID, "async into, kind {kind}");
+        assert_eq!(async_copy(rt, h, q, n, kind, s), ACL_ERROR_RT_PARAM_INVALID, "async from, kind {kind}");
+    }
+    // Within one device (both addresses in the import, pages on the owner's
+    // device): the synchronous copy is refused, the asynchronous one runs.
+    let before = sync_import_copies();
+    assert_eq!(sync_copy(rt, at(q, 8192), q, n, d2d), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    assert_eq!(sync_import_copies(), before + 1, "the refused attempt is counted");
+    assert_eq!(async_copy(rt, at(q, 8192), q, n, d2d, s), 0);
+    // Between the import and this device's memory, asynchronously, both ways.
+    assert_eq!(async_copy(rt, local, at(q, 8192), n, d2d, s), 0);
+    rt.synchronize_stream(s).unwrap();
+    assert!(read(rt, local).iter().all(|&b| b == 0x11), "the in-import async copy moved the exporter's bytes");
+    fill(rt, local, 0x22);
+    assert_eq!(async_copy(rt, q, local, n, d2d, s), 0);
+    rt.synchronize_stream(s).unwrap();
+    // The page leaves a synchronous copy across the two devices open: the
+    // simulator allows it, and counts it.
+    assert_eq!(sync_copy(rt, local, q, n, d2d), 0);
+    assert_eq!(sync_import_copies(), before + 2);
+    rt.destroy_stream(s).unwrap();
+    rt.free(local).unwrap();
+}
+
+#[test]
+fn cross_device_rules_in_both_directions_under_each_chip() {
+    for chip in IPC_CHIPS {
+        for (owner, importer) in [(0, 1), (1, 0)] {
+            common::run(
+                || Some(HostSim::faithful().with_chip(chip)),
+                |rt: &HostSim| {
+                    let exp = export_with(rt, owner, ACL_MEM_MALLOC_HUGE_FIRST_P2P, 0x11);
+                    exp.run_importer(importer, |_, k| {
+                        let q = rt.ipc_mem_import_by_key(k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
+                        cross_device_rules(rt, q, owner);
+                        rt.ipc_mem_close(k).unwrap();
+                    });
+                    assert!(read(rt, exp.ptr).iter().all(|&b| b == 0x22), "{chip}: the importer's write landed");
+                    exp.release();
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn an_importer_on_the_owners_device_has_no_limits() {
+    for chip in IPC_CHIPS {
+        for dev in [0, 1] {
+            common::run(
+                || Some(HostSim::faithful().with_chip(chip)),
+                |rt: &HostSim| {
+                    // Not even a P2P policy is needed on one device.
+                    let exp = export_with(rt, dev, ACL_MEM_MALLOC_NORMAL_ONLY, 0x11);
+                    exp.run_importer(dev, |_, k| {
+                        let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
+                        let n = 4096;
+                        let mut host = vec![0x33u8; n];
+                        let h = host.as_mut_ptr().cast::<c_void>();
+                        assert_eq!(sync_copy(rt, q, h, n, ACL_MEMCPY_HOST_TO_DEVICE), 0);
+                        assert_eq!(sync_copy(rt, at(q, 8192), q, n, ACL_MEMCPY_DEVICE_TO_DEVICE), 0);
+                        assert_eq!(sync_copy(rt, h, at(q, 8192), n, ACL_MEMCPY_DEFAULT), 0);
+                        assert!(host.iter().all(|&b| b == 0x33));
+                        rt.ipc_mem_close(k).unwrap();
+                    });
+                    let got = read(rt, exp.ptr);
+                    assert!(got.iter().all(|&b| b == 0x33), "{chip}: the same-device write landed");
+                    exp.release();
+                },
+            );
+        }
+    }
+}
+
+/// Only the inference model refuses another device's import of memory that was
+/// not allocated with a P2P policy (507899); the same device always may.
+#[test]
+fn the_inference_chip_needs_a_p2p_policy_across_devices() {
+    for chip in IPC_CHIPS {
+        for (policy, p2p) in [(ACL_MEM_MALLOC_HUGE_FIRST, false), (ACL_MEM_MALLOC_NORMAL_ONLY_P2P, true)] {
+            common::run(
+                || Some(HostSim::faithful().with_chip(chip)),
+                |rt: &HostSim| {
+                    let exp = export_with(rt, 0, policy, 0x11);
+                    exp.run_importer(1, |_, k| {
+                        let r = rt.ipc_mem_import_by_key(k, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS);
+                        if chip.needs_p2p_policy() && !p2p {
+                            assert_eq!(code(r), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "{chip}, policy {policy}");
+                        } else {
+                            r.unwrap();
+                            rt.ipc_mem_close(k).unwrap();
+                        }
+                    });
+                    exp.run_importer(0, |_, k| {
+                        rt.ipc_mem_import_by_key(k, 0).unwrap();
+                        rt.ipc_mem_close(k).unwrap();
+                    });
+                    exp.release();
+                },
+            );
+        }
+    }
+}
+
+/// Atlas 200I/500 A2 has no IPC memory sharing: 207000; an unknown model fails
+/// `aclInit` and every IPC call with 100000.
+#[test]
+fn chips_without_ipc_refuse_it() {
+    common::run(
+        || Some(HostSim::faithful().with_chip(Chip::Atlas200I500A2)),
+        |rt: &HostSim| {
+            rt.set_device(0).unwrap();
+            let p = rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST).unwrap();
+            assert_eq!(code(rt.ipc_mem_get_export_key(p, SIZE, 0)), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+            let unknown = HostSim::faithful().with_chip(Chip::Unknown);
+            assert_eq!(code(unknown.init()), ACL_ERROR_INVALID_PARAM);
+            assert_eq!(code(unknown.ipc_mem_get_export_key(p, SIZE, 0)), ACL_ERROR_INVALID_PARAM);
+            rt.free(p).unwrap();
+        },
+    );
+    assert_eq!(Chip::parse("200I/500 A2"), Some(Chip::Atlas200I500A2));
+    assert_eq!(Chip::parse("a2"), None, "names are exact");
+}
