@@ -72,12 +72,12 @@ class Job:
         return self
 
 
-def launch(words, script, env=None, timeout=JOB_TIMEOUT):
+def launch(words, script, env=None, timeout=JOB_TIMEOUT, wrapper=()):
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("PYTHONUNBUFFERED", "1")
     proc = subprocess.run(
-        words + [sys.executable, str(WORKERS / script)],
+        words + list(wrapper) + [sys.executable, str(WORKERS / script)],
         env=full_env,
         capture_output=True,
         text=True,
@@ -103,11 +103,15 @@ def run():
 
 @pytest.fixture
 def mpi():
-    """``mpi(n, script, env=None)``: the script's ``n`` ranks under mpirun."""
-    pytest.importorskip("mpi4py")
+    """``mpi(n, script, env=None, wrapper=())``: the script's ``n`` ranks
+    under mpirun, each started through ``wrapper`` (a command prefix)."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        pytest.fail("mpi4py is not installed in this venv (pip install mpi4py: it builds with mpicc)")
 
-    def start(n, script, env=None, timeout=JOB_TIMEOUT):
-        return launch(mpirun() + ["-np", str(n)], script, env, timeout)
+    def start(n, script, env=None, timeout=JOB_TIMEOUT, wrapper=()):
+        return launch(mpirun() + ["-np", str(n)], script, env, timeout, wrapper)
 
     return start
 

@@ -92,3 +92,10 @@ def test_context_manager_abandons_on_error():
             with comm.alloc(8) as win:
                 raise RuntimeError("boom")
         assert win.freed
+
+
+def test_two_simulated_nodes_under_mpirun(mpi):
+    # Ranks 0-1 on one node, 2-3 on another (mpirun cannot give ranks different variables).
+    words = ["sh", "-c", 'KPCCL_NODE_ID=node$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"', "-"]
+    job = mpi(4, "nodes.py", {"KPCCL_TEST_OOB": "mpi"}, wrapper=words).expect_ok()
+    assert sorted(job.values["node"]) == ["0:0:0", "1:0:1", "2:1:0", "3:1:1"]
