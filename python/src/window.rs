@@ -33,7 +33,7 @@ pub(crate) struct PyWindow {
 }
 
 /// Keeps a window's mapping alive for the views of it (the owner of their memory).
-#[pyclass(module = "kpccl", frozen)]
+#[pyclass(name = "_Mapping", module = "kpccl", frozen)]
 #[derive(Debug)]
 pub(crate) struct Mapping {
     _win: Shared<Window>,
