@@ -29,6 +29,7 @@ mod config;
 mod error;
 mod error_kind;
 mod explain;
+pub mod interrupt;
 pub mod inventory;
 pub mod launch;
 mod liveness;

@@ -100,6 +100,19 @@ impl PosixPlatform {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+
+    /// One futex sleep, counted in the window's stats when it keeps them;
+    /// whether it was woken (not timed out).
+    fn sleep(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+        let Some(stats) = &self.stats else {
+            return sys::futex_wait(word, expected, timeout);
+        };
+        let start = Instant::now();
+        let woken = sys::futex_wait(word, expected, timeout);
+        stats::add(&stats.sleeps, 1);
+        stats::add(&stats.slept_ns, u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        woken
+    }
 }
 
 /// A mapped segment (the file stays open for `reserve`).
@@ -251,14 +264,14 @@ impl kpccl_core::Platform for PosixPlatform {
                 _ => return WaitOutcome::TimedOut,
             },
         };
-        let Some(stats) = &self.stats else {
-            return if sys::futex_wait(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut };
+        let Some((every, check, context)) = crate::interrupt::current() else {
+            return if self.sleep(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut };
         };
-        let start = Instant::now();
-        let woken = sys::futex_wait(word, expected, timeout);
-        stats::add(&stats.sleeps, 1);
-        stats::add(&stats.slept_ns, u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
-        if woken { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
+        // A slice at most `every` long; the caller's loop sleeps again if nothing changed.
+        let slice = timeout.map_or(every, |t| t.min(every));
+        let woken = self.sleep(word, expected, Some(slice));
+        check(context);
+        if woken || timeout.is_none_or(|t| t > slice) { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
     }
 
     fn wake(&self, word: &AtomicU32) {

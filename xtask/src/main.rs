@@ -17,6 +17,7 @@ mod flags;
 mod header;
 mod install;
 mod package_files;
+mod python;
 mod report;
 mod rust_mpi;
 mod soak;

@@ -26,6 +26,7 @@ pub(crate) fn run(quick: bool) -> Result<()> {
         ("C tests (host)", Box::new(|| c_test_step(&CTests::host()))),
         ("Rust over MPI (kpccl-posix --features mpi)", Box::new(crate::rust_mpi::step)),
         ("benchmarks (smoke: once, no timing checked)", Box::new(bench_smoke)),
+        ("Python package (pip install ./python, pytest)", Box::new(crate::python::step)),
     ];
     let names: Vec<&str> = plan.iter().map(|(name, _)| *name).collect();
     let mut steps = Steps::new(plan.len());

@@ -1,0 +1,327 @@
+//! `kpccl.Comm`: a communicator over the launcher, mpi4py or Python callables.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use kpccl_ascend::DeviceWindow;
+use kpccl_posix::Comm;
+use kpccl_posix::launch::RunOob;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::device::{Movable, PyDeviceWindow};
+use crate::errors;
+use crate::oob::{PyOob, Route};
+use crate::options::{self, Alloc, Memory, Raw};
+use crate::window::PyWindow;
+
+/// A communicator: ``size`` processes (on one node or on many) that create
+/// shared windows together. Build it with :meth:`Comm.from_env` (under
+/// ``kpccl-run``), :meth:`Comm.from_mpi` (an mpi4py communicator), or
+/// ``Comm(nranks, rank, local_rank, allgather, barrier)`` with your own
+/// out-of-band collectives: ``allgather(data: bytes) -> bytes`` returns every
+/// rank's ``data`` concatenated in rank order, ``barrier()`` returns once
+/// every rank called it. Creation is collective: every rank calls it.
+///
+/// Windows span the ranks of one node (``node_ranks``); ranks keep their
+/// communicator numbers in every call. Over several nodes (a multi-node
+/// ``mpirun``), ranks are grouped by node as in the C library:
+/// ``local_rank`` numbers a rank among its node's ranks (``None`` or ``-1``:
+/// in rank order). A context manager: leaving the ``with`` block destroys it.
+#[pyclass(name = "Comm", module = "kpccl", frozen)]
+#[derive(Debug)]
+pub(crate) struct PyComm {
+    inner: RwLock<Option<Arc<Comm<PyOob>>>>,
+    rank: u32,
+    size: u32,
+}
+
+/// `local_rank` as the Rust API takes it: `None` or `-1` numbers the node's ranks in rank order.
+fn local_rank(v: Option<&Bound<'_, PyAny>>, nranks: u32) -> Result<Option<u32>, String> {
+    match v {
+        None => Ok(None),
+        Some(v) if v.is_none() || v.extract::<i64>().is_ok_and(|l| l == -1) => Ok(None),
+        Some(v) => match options::count::<u32>(v, "local_rank")? {
+            l if l < nranks => Ok(Some(l)),
+            l => Err(format!("local_rank = {l} is not in 0..{nranks} (or -1/None: numbered in rank order)")),
+        },
+    }
+}
+
+fn rank_of(v: &Bound<'_, PyAny>, nranks: u32) -> Result<u32, String> {
+    match options::count::<u32>(v, "rank")? {
+        r if r < nranks => Ok(r),
+        r => Err(format!("rank = {r} is not in 0..{nranks}")),
+    }
+}
+
+/// A failed collective's exception, with what a Python callback raised.
+pub(crate) fn oob_error(e: kpccl_posix::Error, oob: &PyOob) -> PyErr {
+    match oob.take_raised() {
+        Some(msg) => errors::raise(errors::host_kind(&e), format!("{e}; the out-of-band collective raised: {msg}")),
+        None => errors::host(e),
+    }
+}
+
+impl PyComm {
+    /// Creates the communicator (collective); a rank whose arguments are bad
+    /// (`Err`) takes part, refused, so that every rank fails rather than waits.
+    fn create(
+        py: Python<'_>,
+        route: Route,
+        rank: u32,
+        nranks: u32,
+        local: Result<Option<u32>, String>,
+    ) -> PyResult<Self> {
+        let oob = PyOob::new(route);
+        let local = match local {
+            Ok(l) => l,
+            Err(msg) => {
+                py.detach(|| Comm::fail(&oob, rank, nranks));
+                return Err(errors::value(msg));
+            }
+        };
+        let given = oob.clone();
+        match py.detach(|| Comm::with_local_rank(given, rank, nranks, local)) {
+            Ok(c) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
+            Err(e) => Err(oob_error(e, &oob)),
+        }
+    }
+
+    fn comm(&self) -> PyResult<Arc<Comm<PyOob>>> {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| errors::value("the communicator was destroyed"))
+    }
+}
+
+#[pymethods]
+impl PyComm {
+    /// ``Comm(nranks, rank, local_rank, allgather, barrier)``: a communicator
+    /// over two Python callables (collective), mirroring the C API's
+    /// ``kpccl_shm_comm_create``. ``allgather(data: bytes) -> bytes`` must
+    /// return ``nranks * len(data)`` bytes, rank r's at ``r * len(data)``.
+    #[new]
+    #[pyo3(signature = (nranks, rank, local_rank, allgather, barrier))]
+    fn new(
+        py: Python<'_>,
+        nranks: &Bound<'_, PyAny>,
+        rank: &Bound<'_, PyAny>,
+        local_rank: Option<&Bound<'_, PyAny>>,
+        allgather: Bound<'_, PyAny>,
+        barrier: Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let n: u32 = options::count(nranks, "nranks").map_err(errors::value)?;
+        if !(1..=kpccl_core::MAX_RANKS).contains(&n) {
+            return Err(errors::value(format!("nranks = {n} is not in 1..={}", kpccl_core::MAX_RANKS)));
+        }
+        if !allgather.is_callable() || !barrier.is_callable() {
+            return Err(errors::value("allgather and barrier must be callables"));
+        }
+        let route = Route::Callables { allgather: allgather.unbind(), barrier: barrier.unbind() };
+        let (r, local) = match rank_of(rank, n) {
+            Ok(r) => (r, self::local_rank(local_rank, n)),
+            // Still take part, as a rank out of range, so that the others fail too.
+            Err(msg) => (u32::MAX, Err(msg)),
+        };
+        Self::create(py, route, r, n, local)
+    }
+
+    /// The communicator of this process under ``kpccl-run -n N python prog.py``
+    /// (collective). Raises ``kpccl.Error`` when not started by ``kpccl-run``.
+    #[staticmethod]
+    fn from_env(py: Python<'_>) -> PyResult<Self> {
+        let run = match RunOob::from_env() {
+            Ok(Some(run)) => run,
+            Ok(None) => {
+                return Err(errors::library(
+                    "not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N python prog.py`",
+                ));
+            }
+            Err(e) => return Err(errors::library(format!("cannot join kpccl-run: {e}"))),
+        };
+        let (rank, n) = (run.rank(), run.nranks());
+        Self::create(py, Route::Launcher(run), rank, n, Ok(None))
+    }
+
+    /// A communicator over an mpi4py communicator ``comm`` (collective over
+    /// it): the library's out-of-band collectives are ``comm.Allgather`` and
+    /// ``comm.Barrier``. ``local_rank`` as for ``Comm(...)``; ranks on other
+    /// nodes are grouped by node (windows span one node).
+    #[staticmethod]
+    #[pyo3(signature = (comm, local_rank = None))]
+    fn from_mpi(py: Python<'_>, comm: Bound<'_, PyAny>, local_rank: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let rank: u32 = comm.call_method0("Get_rank")?.extract()?;
+        let n: u32 = comm.call_method0("Get_size")?.extract()?;
+        let local = self::local_rank(local_rank, n);
+        Self::create(py, Route::Mpi(comm.unbind()), rank, n, local)
+    }
+
+    /// This process's rank.
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the communicator.
+    #[getter]
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Nodes the communicator spans.
+    #[getter]
+    fn nnodes(&self) -> PyResult<u32> {
+        Ok(self.comm()?.nnodes())
+    }
+
+    /// This rank's node, ``0..nnodes`` (nodes are numbered by their lowest rank).
+    #[getter]
+    fn node(&self) -> PyResult<u32> {
+        Ok(self.comm()?.node())
+    }
+
+    /// This rank's number among its node's ranks.
+    #[getter]
+    fn local_rank(&self) -> PyResult<u32> {
+        Ok(self.comm()?.local_rank())
+    }
+
+    /// Ranks on this node: the ranks a window's memory is shared by.
+    #[getter]
+    fn local_size(&self) -> PyResult<u32> {
+        Ok(self.comm()?.local_size())
+    }
+
+    /// This node's ranks, by local rank.
+    #[getter]
+    fn node_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.comm()?.node_ranks())
+    }
+
+    /// ``alloc(nbytes, *, layout=None, align=None, reserve=None,
+    /// barrier=None, timeout=None, memory="host", device=None,
+    /// pid_validation=None)``: creates a window in which this rank owns
+    /// ``nbytes`` bytes (collective; sizes may differ per rank). If any
+    /// rank's request is bad or any rank fails, every rank raises.
+    ///
+    /// Host windows (:class:`Window`): ``layout`` ``"contiguous"`` (default,
+    /// like ``MPI_Win_allocate_shared``) or ``"aligned"`` (a page per rank);
+    /// ``align`` a power of two; ``reserve`` ``"eager"`` (memory allocated
+    /// now: a full /dev/shm is an error here, never a crash later) or
+    /// ``"lazy"``; ``barrier`` ``"dissemination"`` or ``"flat"``.
+    ///
+    /// ``memory="ascend"``: a :class:`DeviceWindow` in Ascend device memory
+    /// (the runtime ``KPCCL_ASCEND`` picks: ``sim``, ``acl`` or ``auto``),
+    /// on ``device`` (default: the local rank), its keys exported with a PID
+    /// whitelist of the ranks unless ``pid_validation=False``.
+    ///
+    /// ``timeout``: seconds after which a fence gives up (``0``: never;
+    /// default ``KPCCL_TIMEOUT_MS``).
+    #[pyo3(signature = (nbytes, *, layout = None, align = None, reserve = None, barrier = None, timeout = None,
+        memory = None, device = None, pid_validation = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn alloc<'py>(
+        &self,
+        py: Python<'py>,
+        nbytes: Bound<'py, PyAny>,
+        layout: Option<Bound<'py, PyAny>>,
+        align: Option<Bound<'py, PyAny>>,
+        reserve: Option<Bound<'py, PyAny>>,
+        barrier: Option<Bound<'py, PyAny>>,
+        timeout: Option<Bound<'py, PyAny>>,
+        memory: Option<Bound<'py, PyAny>>,
+        device: Option<Bound<'py, PyAny>>,
+        pid_validation: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let c = self.comm()?;
+        let raw = Raw { nbytes, layout, align, reserve, barrier, timeout, memory, device, pid_validation };
+        let opts = match raw.check() {
+            Ok(o) => o,
+            Err(msg) => {
+                refuse(py, &c, raw.memory_is_ascend());
+                return Err(errors::value(msg));
+            }
+        };
+        match opts.memory {
+            Some(Memory::Ascend) => alloc_device(py, &c, &opts),
+            _ => alloc_host(py, &c, &opts),
+        }
+    }
+
+    /// Destroys the communicator (local). Windows made from it stay valid;
+    /// calling it again does nothing.
+    fn destroy(&self) {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.destroy();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let state =
+            if self.inner.read().unwrap_or_else(PoisonError::into_inner).is_some() { "" } else { ", destroyed" };
+        format!("<kpccl.Comm rank {} of {}{state}>", self.rank, self.size)
+    }
+}
+
+/// Takes part in window creation as a rank whose options were refused, so
+/// that every rank fails together. Device windows over several nodes are
+/// refused by every rank without a collective: nothing to take part in.
+fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) {
+    if ascend && c.nnodes() > 1 {
+        return;
+    }
+    let kind = if ascend { kpccl_core::protocol::MEMORY_KIND_ASCEND } else { kpccl_core::protocol::MEMORY_KIND_HOST };
+    let _ = py.detach(|| c.window(0).memory_kind(kind).fail());
+    let _ = c.oob().take_raised();
+}
+
+fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
+    let mut b = c.window(o.size);
+    if let Some(l) = o.layout {
+        b = b.layout(l);
+    }
+    if let Some(a) = o.align {
+        b = b.align(a);
+    }
+    if let Some(r) = o.reserve {
+        b = b.reserve(r);
+    }
+    if let Some(x) = o.barrier {
+        b = b.barrier(x);
+    }
+    if let Some(t) = o.timeout {
+        b = b.timeout(t);
+    }
+    match py.detach(|| b.alloc()) {
+        Ok(w) => PyWindow::create(py, w),
+        Err(e) => Err(oob_error(e, c.oob())),
+    }
+}
+
+fn alloc_device<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
+    let device = o.device.unwrap_or_else(|| i32::try_from(c.local_rank()).unwrap_or(i32::MAX));
+    let mut b = DeviceWindow::builder(c, o.size).device(device).backend(crate::acl::runtime());
+    if let Some(v) = o.pid_validation {
+        b = b.disable_pid_validation(!v);
+    }
+    if let Some(t) = o.timeout {
+        b = b.timeout(t);
+    }
+    match py.detach(|| b.alloc().map(Movable)) {
+        Ok(w) => PyDeviceWindow::create(py, w),
+        Err(e) => {
+            let _ = c.oob().take_raised();
+            Err(errors::device(e))
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! `kpccl.DeviceWindow`: a window in Ascend device memory (or the host
+//! simulator's), with the same fences as host windows.
+
+use std::sync::{Arc, PoisonError};
+
+use kpccl_ascend::DeviceWindow;
+use kpccl_posix::Window;
+use pyo3::PyClassInitializer;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors;
+use crate::fences::PyFenced;
+use crate::handle::{Fenced, Handle, Shared};
+use crate::options;
+
+/// A [`DeviceWindow`] that may move between threads.
+#[derive(Debug)]
+pub(crate) struct Movable(pub(crate) DeviceWindow);
+
+// SAFETY: a DeviceWindow is !Send only for the raw device addresses it keeps.
+// They are never dereferenced on the host: they are passed to the runtime,
+// which is `Send + Sync`, and every call of the window that uses them first
+// makes its device current on the calling thread (`on_this_thread`). The
+// rest is a host window (`Send`) and plain data. It is used by one thread at
+// a time (behind the handle's lock).
+#[allow(unsafe_code)]
+unsafe impl Send for Movable {}
+
+impl Movable {
+    /// [`DeviceWindow::free`] (a method, so that a closure moves the whole `Movable`).
+    fn free_now(self) -> Result<(), kpccl_ascend::window::Error> {
+        self.0.free()
+    }
+}
+
+impl Fenced for Movable {
+    fn host(&self) -> &Window {
+        self.0.host()
+    }
+
+    /// In the documented order: a fence, every importer closes, a fence,
+    /// every exporter closes its key and frees its memory. Everything is
+    /// released even when a step fails (the first error is raised).
+    fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
+        match Arc::try_unwrap(w) {
+            Ok(m) => {
+                let m = m.into_inner().unwrap_or_else(PoisonError::into_inner);
+                // Each step's waits end on a dead peer or the timeout; Ctrl-C
+                // is handled once it is done (nothing would be left to abandon).
+                py.detach(move || m.free_now()).map_err(errors::device)
+            }
+            Err(w) => {
+                h.put_back(w);
+                Err(errors::library("the window is in use by another thread: cannot free it now"))
+            }
+        }
+    }
+}
+
+/// A shared window in Ascend device memory, made by
+/// ``Comm.alloc(nbytes, memory="ascend")``: every rank's segment is its own
+/// device allocation, exported by ACL IPC (a PID whitelist of the ranks) and
+/// imported by its peers; the fences are the host windows' (same calls,
+/// same rules). :meth:`segment` gives device addresses for ``kpccl.acl``
+/// copies or kernels; :meth:`write` and :meth:`read` copy from and to host
+/// bytes. ``free()`` (collective) closes and frees in the documented order.
+/// A context manager, like :class:`Window`.
+#[pyclass(name = "DeviceWindow", module = "kpccl", extends = PyFenced, frozen)]
+#[derive(Debug)]
+pub(crate) struct PyDeviceWindow {
+    h: Arc<Handle<Movable>>,
+}
+
+impl PyDeviceWindow {
+    /// The Python object of `w`.
+    pub(crate) fn create(py: Python<'_>, w: Movable) -> PyResult<Bound<'_, PyAny>> {
+        let h = Arc::new(Handle::new(w));
+        let init = PyClassInitializer::from(PyFenced::new(h.clone())).add_subclass(Self { h });
+        Ok(Bound::new(py, init)?.into_any())
+    }
+}
+
+#[pymethods]
+impl PyDeviceWindow {
+    /// This rank's device.
+    #[getter]
+    fn device(&self, py: Python<'_>) -> PyResult<i32> {
+        self.h.run(py, |w| w.0.device())
+    }
+
+    /// ``(dev_ptr, nbytes)`` of ``rank``'s segment (default: this rank's):
+    /// its device address in this process (imported for peers), as an int.
+    #[pyo3(signature = (rank = None))]
+    fn segment(&self, py: Python<'_>, rank: Option<&Bound<'_, PyAny>>) -> PyResult<(usize, usize)> {
+        let r = self.h.rank_or_mine(rank)?;
+        self.h.run(py, |w| w.0.segment(r).map(|s| (s.ptr as usize, s.len)))?.map_err(errors::device)
+    }
+
+    /// Copies the bytes of ``data`` (any bytes-like object) to ``offset`` in
+    /// ``rank``'s device segment.
+    fn write(
+        &self,
+        py: Python<'_>,
+        rank: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let r = self.h.peer(rank)?;
+        let off: usize = options::count(offset, "offset").map_err(errors::value)?;
+        let bytes: Vec<u8> = py.import("builtins")?.getattr("bytes")?.call1((data,))?.extract()?;
+        self.h.run(py, |w| w.0.write(r, off, &bytes))?.map_err(errors::device)
+    }
+
+    /// ``nbytes`` bytes from ``offset`` in ``rank``'s device segment.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        rank: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        nbytes: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let r = self.h.peer(rank)?;
+        let off: usize = options::count(offset, "offset").map_err(errors::value)?;
+        let n: usize = options::count(nbytes, "nbytes").map_err(errors::value)?;
+        let mut buf = vec![0u8; n];
+        self.h.run(py, |w| w.0.read(r, off, &mut buf))?.map_err(errors::device)?;
+        Ok(PyBytes::new(py, &buf))
+    }
+}

@@ -1,0 +1,106 @@
+//! The out-of-band collectives a Python communicator is built on: the
+//! `kpccl-run` launcher's, an mpi4py communicator's, or two Python callables.
+
+use std::sync::{Arc, Mutex};
+
+use kpccl_core::{Oob, OobError};
+use kpccl_posix::launch::RunOob;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes};
+
+/// The `OobError` code of a collective whose Python side raised; the
+/// exception is kept in [`PyOob::raised`].
+pub(crate) const PYTHON_RAISED: i32 = -1000;
+
+/// Where a communicator's collectives go.
+#[derive(Debug)]
+pub(crate) enum Route {
+    /// The `kpccl-run` launcher.
+    Launcher(RunOob),
+    /// An mpi4py communicator (`Allgather`, `Barrier`).
+    Mpi(Py<PyAny>),
+    /// `allgather(data: bytes) -> bytes` and `barrier() -> None`.
+    Callables {
+        /// Gathers every rank's bytes, concatenated in rank order.
+        allgather: Py<PyAny>,
+        /// Returns once every rank has called it.
+        barrier: Py<PyAny>,
+    },
+}
+
+/// A [`Route`] as an [`Oob`], remembering the first Python exception raised
+/// inside it (its message becomes part of the error the caller sees).
+/// Clones share the route: the caller keeps one to read what was raised
+/// after the communicator's creation consumed the other.
+#[derive(Debug, Clone)]
+pub(crate) struct PyOob(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    route: Route,
+    raised: Mutex<Option<String>>,
+}
+
+impl PyOob {
+    pub(crate) fn new(route: Route) -> Self {
+        Self(Arc::new(Shared { route, raised: Mutex::new(None) }))
+    }
+
+    /// The message of the Python exception a collective raised, if one did (taken).
+    pub(crate) fn take_raised(&self) -> Option<String> {
+        self.0.raised.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    fn python(&self, call: impl FnOnce(Python<'_>) -> PyResult<()>) -> Result<(), OobError> {
+        Python::attach(|py| {
+            call(py).map_err(|e| {
+                let mut slot = self.0.raised.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                slot.get_or_insert_with(|| e.to_string());
+                OobError { code: PYTHON_RAISED }
+            })
+        })
+    }
+}
+
+fn gathered(got: &Bound<'_, PyAny>, recv: &mut [u8]) -> PyResult<()> {
+    let data: Vec<u8> = if let Ok(b) = got.cast::<PyBytes>() {
+        b.as_bytes().to_vec()
+    } else {
+        // bytearray, memoryview, numpy arrays: anything `bytes()` takes.
+        got.py().import("builtins")?.getattr("bytes")?.call1((got,))?.extract()?
+    };
+    if data.len() != recv.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "allgather returned {} bytes, expected {} (every rank's bytes, concatenated in rank order)",
+            data.len(),
+            recv.len()
+        )));
+    }
+    recv.copy_from_slice(&data);
+    Ok(())
+}
+
+impl Oob for PyOob {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        match &self.0.route {
+            Route::Launcher(run) => run.allgather(send, recv),
+            Route::Mpi(comm) => self.python(|py| {
+                let out = PyByteArray::new(py, &vec![0u8; recv.len()]);
+                comm.bind(py).call_method1("Allgather", (PyBytes::new(py, send), &out))?;
+                gathered(out.as_any(), recv)
+            }),
+            Route::Callables { allgather, .. } => self.python(|py| {
+                let got = allgather.bind(py).call1((PyBytes::new(py, send),))?;
+                gathered(&got, recv)
+            }),
+        }
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        match &self.0.route {
+            Route::Launcher(run) => run.barrier(),
+            Route::Mpi(comm) => self.python(|py| comm.bind(py).call_method0("Barrier").map(drop)),
+            Route::Callables { barrier, .. } => self.python(|py| barrier.bind(py).call0().map(drop)),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The options of `Comm.alloc`, checked before the collective: a rank whose
+//! options are bad still takes part (refused), so that every rank fails
+//! together instead of waiting for it.
+
+use std::time::Duration;
+
+use kpccl_core::LayoutMode;
+use kpccl_core::fence::Barrier;
+use kpccl_posix::Reserve;
+use pyo3::prelude::*;
+
+/// Where a window's segments live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Memory {
+    /// POSIX shared memory.
+    Host,
+    /// Ascend device memory (or the host simulator's).
+    Ascend,
+}
+
+/// `Comm.alloc`'s arguments, checked.
+#[derive(Debug, Default)]
+pub(crate) struct Alloc {
+    pub(crate) size: usize,
+    pub(crate) layout: Option<LayoutMode>,
+    pub(crate) align: Option<usize>,
+    pub(crate) reserve: Option<Reserve>,
+    pub(crate) barrier: Option<Barrier>,
+    /// `Some(None)`: never time out.
+    pub(crate) timeout: Option<Option<Duration>>,
+    pub(crate) memory: Option<Memory>,
+    pub(crate) device: Option<i32>,
+    pub(crate) pid_validation: Option<bool>,
+}
+
+/// The raw arguments, as Python passed them.
+#[derive(Debug)]
+pub(crate) struct Raw<'py> {
+    pub(crate) nbytes: Bound<'py, PyAny>,
+    pub(crate) layout: Option<Bound<'py, PyAny>>,
+    pub(crate) align: Option<Bound<'py, PyAny>>,
+    pub(crate) reserve: Option<Bound<'py, PyAny>>,
+    pub(crate) barrier: Option<Bound<'py, PyAny>>,
+    pub(crate) timeout: Option<Bound<'py, PyAny>>,
+    pub(crate) memory: Option<Bound<'py, PyAny>>,
+    pub(crate) device: Option<Bound<'py, PyAny>>,
+    pub(crate) pid_validation: Option<Bound<'py, PyAny>>,
+}
+
+fn word<T: Copy>(v: &Bound<'_, PyAny>, what: &str, choices: &[(&str, T)]) -> Result<T, String> {
+    let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+    let bad = || format!("{what} must be one of {names:?}, not {v}");
+    let s: String = v.extract().map_err(|_| bad())?;
+    choices.iter().find(|(n, _)| *n == s).map(|(_, t)| *t).ok_or_else(bad)
+}
+
+/// A non-negative integer that fits `T`.
+pub(crate) fn count<T: TryFrom<u64>>(v: &Bound<'_, PyAny>, what: &str) -> Result<T, String> {
+    let n: i128 = v.extract().map_err(|_| format!("{what} must be an int, not {}", type_name(v)))?;
+    u64::try_from(n).ok().and_then(|n| T::try_from(n).ok()).ok_or_else(|| format!("{what} = {n} is out of range"))
+}
+
+pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+fn seconds(v: &Bound<'_, PyAny>) -> Result<Option<Duration>, String> {
+    let s: f64 = v.extract().map_err(|_| format!("timeout must be a number of seconds, not {}", type_name(v)))?;
+    match s {
+        0.0 => Ok(None),
+        s if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
+        s => Err(format!("timeout must be > 0 seconds (0: never), not {s}")),
+    }
+}
+
+impl Raw<'_> {
+    /// The checked options, or what is wrong with them.
+    pub(crate) fn check(&self) -> Result<Alloc, String> {
+        fn opt<'py>(v: &Option<Bound<'py, PyAny>>) -> Option<Bound<'py, PyAny>> {
+            v.as_ref().filter(|v| !v.is_none()).cloned()
+        }
+        let mut a = Alloc { size: count(&self.nbytes, "nbytes")?, ..Alloc::default() };
+        if let Some(v) = opt(&self.layout) {
+            a.layout =
+                Some(word(&v, "layout", &[("contiguous", LayoutMode::Contiguous), ("aligned", LayoutMode::Aligned)])?);
+        }
+        if let Some(v) = opt(&self.align) {
+            let n: usize = count(&v, "align")?;
+            if !n.is_power_of_two() {
+                return Err(format!("align must be a power of two, not {n}"));
+            }
+            a.align = Some(n);
+        }
+        if let Some(v) = opt(&self.reserve) {
+            a.reserve = Some(word(&v, "reserve", &[("eager", Reserve::Eager), ("lazy", Reserve::Lazy)])?);
+        }
+        if let Some(v) = opt(&self.barrier) {
+            a.barrier =
+                Some(word(&v, "barrier", &[("dissemination", Barrier::Dissemination), ("flat", Barrier::Flat)])?);
+        }
+        if let Some(v) = opt(&self.timeout) {
+            a.timeout = Some(seconds(&v)?);
+        }
+        if let Some(v) = opt(&self.memory) {
+            a.memory = Some(word(&v, "memory", &[("host", Memory::Host), ("ascend", Memory::Ascend)])?);
+        }
+        if let Some(v) = opt(&self.device) {
+            let d: u32 = count(&v, "device")?;
+            a.device = Some(i32::try_from(d).map_err(|_| format!("device = {d} is out of range"))?);
+        }
+        if let Some(v) = opt(&self.pid_validation) {
+            a.pid_validation = Some(v.extract().map_err(|_| "pid_validation must be a bool".to_owned())?);
+        }
+        let ascend = a.memory == Some(Memory::Ascend);
+        if !ascend && (a.device.is_some() || a.pid_validation.is_some()) {
+            return Err("device and pid_validation are options of memory=\"ascend\" windows".to_owned());
+        }
+        if ascend && (a.layout.is_some() || a.align.is_some() || a.reserve.is_some() || a.barrier.is_some()) {
+            return Err("layout, align, reserve and barrier are options of host windows".to_owned());
+        }
+        Ok(a)
+    }
+}
+
+impl Raw<'_> {
+    /// Whether the caller asked for device memory (whatever else is wrong).
+    pub(crate) fn memory_is_ascend(&self) -> bool {
+        self.memory.as_ref().and_then(|m| m.extract::<String>().ok()).is_some_and(|m| m == "ascend")
+    }
+}

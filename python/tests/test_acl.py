@@ -1,0 +1,84 @@
+"""kpccl.acl with pyACL's conventions, on the host simulator."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def test_ab_flow_with_a_process_off_the_whitelist(run, sim_env):
+    job = run(3, "ab_flow.py", sim_env).expect_ok()
+    assert sorted(job.values["done"]) == ["0", "1", "2"]
+    assert job.values["B_import"] == ["0"]
+    assert job.values["C_import"] == ["507899"]  # not whitelisted
+    assert job.values["A_close_again"] == ["507899"]
+    (key,) = job.values["key"]
+    assert len(key) == 64
+
+
+def test_device_window_from_comm(run, sim_env):
+    job = run(2, "device_window.py", sim_env).expect_ok()
+    assert sorted(job.values["done"]) == ["0", "1"]
+
+
+def in_process(code, env):
+    full = dict(os.environ, **env)
+    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_return_codes_and_bad_arguments(sim_env):
+    out = in_process(
+        """
+import kpccl.acl as acl
+assert acl.init() == 0
+assert acl.rt.set_device(0) == 0
+ptr, ret = acl.rt.malloc(0, 0); print("malloc0", ptr, ret)
+ptr, ret = acl.rt.malloc(4096, 0); assert ret == 0
+print("short_len", acl.rt.ipc_mem_get_export_key(ptr, 4096, 64, 0)[1])
+print("bad_flags", acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, 7)[1])
+print("unknown_key", acl.rt.ipc_mem_import_by_key("0" * 64, 0)[1])
+print("long_key", acl.rt.ipc_mem_close("0" * 80))
+try:
+    acl.rt.malloc(-1, 0)
+except ValueError:
+    print("negative ValueError")
+b = acl.util.ptr_to_bytes(acl.util.bytes_to_ptr(b"hello"), 5); print("roundtrip", b.decode())
+stream, ret = acl.rt.create_stream(); assert ret == 0 and stream
+out = bytearray(5)
+assert acl.rt.memcpy(ptr, 4096, acl.util.bytes_to_ptr(b"async"), 5, 1) == 0
+assert acl.rt.memcpy_async(acl.util.bytes_to_ptr(out), 5, ptr, 5, 2, stream) == 0
+assert acl.rt.synchronize_stream(stream) == 0
+print("async", bytes(out).decode())
+assert acl.rt.destroy_stream(stream) == 0
+print("destroyed_twice", acl.rt.destroy_stream(stream) != 0)
+assert acl.rt.free(ptr) == 0
+assert acl.finalize() == 0
+""",
+        sim_env,
+    )
+    assert "malloc0 0 100000" in out
+    assert "short_len 107000" in out
+    assert "bad_flags 107000" in out
+    assert "unknown_key 507899" in out
+    assert "long_key 107000" in out
+    assert "negative ValueError" in out
+    assert "roundtrip hello" in out
+    assert "async async" in out
+    assert "destroyed_twice True" in out
+
+
+def test_no_runtime_is_an_error_that_says_what_to_do(tmp_path):
+    out = in_process(
+        """
+import kpccl, kpccl.acl as acl
+try:
+    acl.init()
+except kpccl.Error as e:
+    print("error:", e)
+""",
+        {"KPCCL_ASCEND": "bogus"},
+    )
+    assert "error: KPCCL_ASCEND" in out

@@ -1,0 +1,35 @@
+"""What ends a wait: a dead peer, a timeout, Ctrl-C; the GIL released meanwhile."""
+
+
+def value(job, key):
+    (v,) = job.values[key]
+    return v
+
+
+def test_dead_peer_raises_within_the_liveness_period(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "dead"})
+    assert value(job, "raised") == "PeerDeadError", job.stdout + job.stderr
+    assert value(job, "rank") == "1"
+    assert float(value(job, "seconds")) < 2.0
+
+
+def test_timeout_is_a_builtin_timeout_error(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "timeout"}).expect_ok()
+    assert value(job, "raised") == "TimeoutError"
+    assert value(job, "is_kpccl") == "True"
+    assert 0.25 < float(value(job, "seconds")) < 1.0
+    assert value(job, "late") == "Error"  # the window was abandoned
+
+
+def test_ctrl_c_interrupts_a_wait(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "interrupt"}).expect_ok()
+    assert value(job, "raised") == "KeyboardInterrupt"
+    assert float(value(job, "seconds")) < 0.8
+    assert value(job, "poisoned") == "True"
+    assert value(job, "late") == "Error"
+
+
+def test_the_gil_is_released_during_a_wait(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "gil"}).expect_ok()
+    # A Python thread counted while the main thread waited 0.45 s in a fence.
+    assert int(value(job, "during")) > 10_000

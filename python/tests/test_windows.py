@@ -1,0 +1,101 @@
+"""Multi-process windows under kpccl-run and mpirun, and single-process checks."""
+
+import pytest
+
+import kpccl
+
+
+def test_package():
+    assert isinstance(kpccl.__version__, str) and kpccl.__version__
+    assert issubclass(kpccl.PeerDeadError, kpccl.Error)
+    assert issubclass(kpccl.TimeoutError, kpccl.Error)
+    assert issubclass(kpccl.TimeoutError, TimeoutError)
+    for cls in (kpccl.Comm, kpccl.Window, kpccl.DeviceWindow, kpccl.Comm.alloc, kpccl.Window.peer_fence):
+        assert cls.__doc__, cls
+
+
+def test_windows_under_kpccl_run(run):
+    job = run(3, "windows.py").expect_ok()
+    assert sorted(job.values["done"]) == ["0", "1", "2"]
+    bad = sorted(job.values["bad"])
+    assert bad[-1] == "ValueError" and all(b.startswith("Error:") for b in bad[:-1]), bad
+
+
+@pytest.mark.parametrize("oob", ["mpi", "callables"])
+def test_windows_under_mpirun(mpi, oob):
+    job = mpi(3, "windows.py", {"KPCCL_TEST_OOB": oob}).expect_ok()
+    assert sorted(job.values["done"]) == ["0", "1", "2"]
+
+
+def one_rank():
+    """A communicator of this process alone, over Python callables."""
+    return kpccl.Comm(1, 0, None, lambda data: data, lambda: None)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        kpccl.Comm(0, 0, None, lambda d: d, lambda: None)
+    with pytest.raises(ValueError):
+        kpccl.Comm(1, 0, None, "not callable", lambda: None)
+    with pytest.raises(ValueError):
+        kpccl.Comm(1, 0, 5, lambda d: d, lambda: None)
+    with pytest.raises(kpccl.Error, match="not started by kpccl-run"):
+        kpccl.Comm.from_env()
+    comm = one_rank()
+    for kwargs in ({"nbytes": -1}, {"nbytes": "x"}, {"nbytes": 2**70}, {"nbytes": 8, "layout": "bogus"},
+                   {"nbytes": 8, "align": 3}, {"nbytes": 8, "timeout": -1}, {"nbytes": 8, "memory": "gpu"},
+                   {"nbytes": 8, "device": 1}, {"nbytes": 8, "memory": "ascend", "layout": "aligned"}):
+        with pytest.raises(ValueError):
+            comm.alloc(**kwargs)
+    with comm.alloc(16) as win:
+        for call in (lambda: win.peer_fence(1), lambda: win.peer_fence(-1), lambda: win.signal("0"),
+                     lambda: win.buffer(7), lambda: win.numpy(rank=2**40)):
+            with pytest.raises(ValueError):
+                call()
+        win.peer_fence(0)  # oneself: returns at once
+        win.signal(0)
+        win.wait(0)
+    with pytest.raises(kpccl.Error, match="allgather returned"):
+        kpccl.Comm(1, 0, None, lambda data: data + b"x", lambda: None)
+    comm.destroy()
+    with pytest.raises(ValueError, match="destroyed"):
+        comm.alloc(8)
+
+
+def test_views_and_use_after_free():
+    np = pytest.importorskip("numpy")
+    with one_rank() as comm:
+        win = comm.alloc(64)
+        view = win.buffer()
+        arr = win.numpy(dtype=np.float64)
+        assert view.nbytes == 64 and not view.readonly and arr.shape == (8,)
+        arr[:] = 1.5
+        assert bytes(view[:8]) == np.float64(1.5).tobytes()  # the same memory
+        assert win.numpy(dtype=np.int32).shape == (16,)
+        assert comm.alloc(0).buffer().nbytes == 0
+        win.free()
+        assert win.freed
+        with pytest.raises(ValueError, match="freed"):
+            win.fence()
+        with pytest.raises(ValueError, match="freed"):
+            win.buffer()
+        # Views outlive the window: the mapping stays while they do.
+        arr[:] = 2.5
+        assert bytes(view[:8]) == np.float64(2.5).tobytes()
+        win.free()  # again: nothing
+        del view, arr
+
+
+def test_context_manager_abandons_on_error():
+    with one_rank() as comm:
+        with pytest.raises(RuntimeError):
+            with comm.alloc(8) as win:
+                raise RuntimeError("boom")
+        assert win.freed
+
+
+def test_two_simulated_nodes_under_mpirun(mpi):
+    # Ranks 0-1 on one node, 2-3 on another (mpirun cannot give ranks different variables).
+    words = ["sh", "-c", 'KPCCL_NODE_ID=node$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"', "-"]
+    job = mpi(4, "nodes.py", {"KPCCL_TEST_OOB": "mpi"}, wrapper=words).expect_ok()
+    assert sorted(job.values["node"]) == ["0:0:0", "1:0:1", "2:1:0", "3:1:1"]

@@ -1,0 +1,102 @@
+"""What ends a wait: a dead peer, a timeout, Ctrl-C; and the GIL is released
+while a rank waits. ``KPCCL_TEST_CASE`` picks one; rank 0 reports."""
+
+import os
+import signal
+import threading
+import time
+
+import kpccl
+from common import communicator, say
+
+case = os.environ["KPCCL_TEST_CASE"]
+
+
+def come_late(win, peer):
+    """Rank 1's part: arrive after rank 0 gave up; the window is abandoned."""
+    time.sleep(1.0)
+    try:
+        win.peer_fence(peer)
+    except kpccl.Error as e:
+        say("late", type(e).__name__)
+
+
+def free_anyway(win):
+    try:
+        win.free()
+    except kpccl.Error:
+        pass  # abandoned: released anyway
+
+comm = communicator()
+r = comm.rank
+
+if case == "dead":
+    win = comm.alloc(64)
+    win.fence()
+    if r == 1:
+        os._exit(0)  # gone without freeing
+    t = time.monotonic()
+    try:
+        win.peer_fence(1)
+    except kpccl.PeerDeadError as e:
+        say("raised", type(e).__name__)
+        say("rank", e.rank)
+        say("seconds", time.monotonic() - t)
+    win.free() if win.poisoned is None else None
+
+elif case == "timeout":
+    win = comm.alloc(64, timeout=0.3)
+    if r == 0:
+        t = time.monotonic()
+        try:
+            win.peer_fence(1)
+        except TimeoutError as e:  # the built-in: kpccl.TimeoutError is one
+            say("raised", type(e).__name__)
+            say("is_kpccl", isinstance(e, kpccl.Error))
+            say("seconds", time.monotonic() - t)
+    else:
+        come_late(win, 0)
+    free_anyway(win)
+
+elif case == "interrupt":
+    win = comm.alloc(64)
+    if r == 0:
+        main = threading.main_thread().ident
+        threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+        t = time.monotonic()
+        try:
+            win.peer_fence(1)
+        except KeyboardInterrupt:
+            say("raised", "KeyboardInterrupt")
+            say("seconds", time.monotonic() - t)
+            say("poisoned", win.poisoned is not None)
+    else:
+        come_late(win, 0)
+    free_anyway(win)
+
+elif case == "gil":
+    win = comm.alloc(64)
+    if r == 0:
+        count = [0]
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                count[0] += 1
+
+        th = threading.Thread(target=spin)
+        th.start()
+        time.sleep(0.05)
+        before = count[0]
+        win.peer_fence(1)  # rank 1 comes after 0.5 s
+        during = count[0] - before
+        stop.set()
+        th.join()
+        say("during", during)
+    else:
+        time.sleep(0.5)
+        win.peer_fence(0)
+    win.free()
+
+comm.destroy()
+say("done", r)
