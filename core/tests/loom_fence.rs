@@ -157,12 +157,14 @@ impl WaitEnv for Futex {
 
 /// Little spinning and yielding (each is a loom yield), no timeout, no
 /// liveness checks (the clock stands still at 0).
-const POLICY: WaitPolicy = WaitPolicy { spins: 2, yields: 1, yield_ns: 0, timeout_ns: 0, liveness_ns: u64::MAX };
+const POLICY: WaitPolicy =
+    WaitPolicy { spins: 2, signal_spins: 2, yields: 1, yield_ns: 0, timeout_ns: 0, liveness_ns: u64::MAX };
 /// One poll, then the doorbell: exercises `notify` against `sleep_until`.
 /// The poll matters: loom orders `fence(SeqCst)`s more strongly than C11 does
 /// (they synchronise with each other), so a rank that reads its slot only
 /// after the sleep path's fence would mask a missing Release/Acquire pair.
-const SLEEPY: WaitPolicy = WaitPolicy { spins: 1, yields: 0, yield_ns: 0, timeout_ns: 0, liveness_ns: u64::MAX };
+const SLEEPY: WaitPolicy =
+    WaitPolicy { spins: 1, signal_spins: 1, yields: 0, yield_ns: 0, timeout_ns: 0, liveness_ns: u64::MAX };
 
 /// One `UnsafeCell` per rank: its owner writes it, the others read it.
 #[derive(Debug)]

@@ -21,7 +21,8 @@ use support::{check, fill};
 const LIMIT: Duration = Duration::from_secs(if cfg!(miri) { 1 << 40 } else { 120 });
 
 fn request(size: u64) -> WindowRequest {
-    let policy = WaitPolicy { spins: 16, yields: 16, yield_ns: 0, timeout_ns: 0, liveness_ns: 10_000_000 };
+    let policy =
+        WaitPolicy { spins: 16, signal_spins: 16, yields: 16, yield_ns: 0, timeout_ns: 0, liveness_ns: 10_000_000 };
     WindowRequest { size, mode: LayoutMode::Contiguous, align: 64, policy, ..WindowRequest::default() }
 }
 

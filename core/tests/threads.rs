@@ -32,6 +32,7 @@ const LIMIT: Duration = Duration::from_secs(if cfg!(miri) { 1 << 40 } else { 120
 fn policy() -> WaitPolicy {
     WaitPolicy {
         spins: if cfg!(miri) { 4 } else { 256 },
+        signal_spins: if cfg!(miri) { 4 } else { 256 },
         yields: 16,
         yield_ns: 0,
         // A fence that waits this long is a failure (an error), not a hang.

@@ -314,7 +314,7 @@ impl<O: Oob> WindowBuilder<'_, O> {
         let c = self.comm;
         let mut p = WaitPolicy::for_load(c.local_size(), c.platform.cpu_count());
         if let Some(s) = self.spins {
-            p.spins = s;
+            (p.spins, p.signal_spins) = (s, s);
         }
         if let Some(t) = c.config.yield_time {
             p.yield_ns = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);

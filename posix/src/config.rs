@@ -7,7 +7,7 @@
 //! | `KPCCL_LAYOUT` | `contiguous` or `aligned` (page per rank) | `contiguous` |
 //! | `KPCCL_TIMEOUT_MS` | give up a fence wait after this long (and under `kpccl-run` an out-of-band collective, if shorter than `KPCCL_OOB_TIMEOUT_MS`); `0` = never (a dead peer still ends it) | `0` |
 //! | `KPCCL_OOB_TIMEOUT_MS` | under `kpccl-run`: how long a collective waits for the other ranks (read by [`RunOob`](crate::launch::RunOob)) | `60000` |
-//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 64, or 0 when ranks outnumber CPUs |
+//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 64; when ranks outnumber CPUs, 0 in fences (one-way waits keep 64) |
 //! | `KPCCL_YIELD_US` | after spinning, keep yielding the CPU this long before sleeping (beside CPU-bound processes a yielder waits out their time slice) | `0` (a few yields, then sleep) |
 //! | `KPCCL_BARRIER` | window fence: `dissemination`, `flat` (one counter; for more ranks than CPUs) or `auto` | `auto`: flat when ranks outnumber CPUs |
 //! | `KPCCL_RESERVE` | `eager`: allocate a window's memory at creation (no SIGBUS ever); `lazy`: at first touch, after a free-space check | `eager` |

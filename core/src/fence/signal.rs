@@ -53,7 +53,8 @@ where
         return Ok(());
     }
     let want = next_signal(area, me, peer);
-    wait_for(area, env, me, Awaited::Rank(peer), policy, || signalled(area, me, peer, want))?;
+    let policy = WaitPolicy { spins: policy.signal_spins, ..*policy };
+    wait_for(area, env, me, Awaited::Rank(peer), &policy, || signalled(area, me, peer, want))?;
     take(area, me, peer, want);
     Ok(())
 }
