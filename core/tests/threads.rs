@@ -20,8 +20,8 @@ use kpccl_core::fence::{Barrier, ring_order};
 use kpccl_core::layout::{LayoutParams, MIN_SEGMENT_ALIGN};
 use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
 use kpccl_core::{
-    CollectiveError, Failure, FenceError, LayoutError, LayoutMode, Oob, Pending, Platform, Record, WaitPolicy, Window,
-    WindowRequest, create_comm, create_window,
+    CollectiveError, Failure, FenceError, LayoutError, LayoutMode, MemoryKind, Oob, Pending, Platform, Record,
+    WaitPolicy, Window, WindowRequest, create_comm, create_window,
 };
 use support::{check, fill};
 
@@ -353,7 +353,7 @@ fn disagreeing_ranks_fail_every_rank() {
         // Rank 2 asks for device memory, the others for host memory.
         (
             3,
-            |r| WindowRequest { memory_kind: u32::from(r == 2), ..request(8, LayoutMode::Contiguous, 64) },
+            |r| WindowRequest { memory_kind: MemoryKind(u32::from(r == 2)), ..request(8, LayoutMode::Contiguous, 64) },
             Field::MemoryKind,
         ),
     ];

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kpccl_core::error::ArgError;
 use kpccl_core::fence::Barrier;
 use kpccl_core::protocol::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, Record};
-use kpccl_core::{LayoutMode, Oob, ProcessIdentity, WaitPolicy, WindowRequest};
+use kpccl_core::{LayoutMode, MemoryKind, Oob, ProcessIdentity, WaitPolicy, WindowRequest};
 
 use crate::log::{self, Level};
 use crate::platform::{PosixPlatform, Reserve};
@@ -224,7 +224,7 @@ impl<O: Oob> Comm<O> {
             spins: self.config.spins,
             barrier: self.config.barrier,
             reserve: self.config.reserve,
-            memory_kind: kpccl_core::protocol::MEMORY_KIND_HOST,
+            memory_kind: MemoryKind::HOST,
         }
     }
 }
@@ -260,7 +260,7 @@ pub struct WindowBuilder<'c, O: Oob> {
     spins: Option<u32>,
     barrier: Option<Barrier>,
     reserve: Reserve,
-    memory_kind: u32,
+    memory_kind: MemoryKind,
 }
 
 impl<O: Oob> WindowBuilder<'_, O> {
@@ -304,7 +304,7 @@ impl<O: Oob> WindowBuilder<'_, O> {
     /// What the window's data is, the same on every rank (default: host
     /// memory). Device kinds are built by their crate (`kpccl-ascend`) over a
     /// host window of this kind, so ranks asking for different kinds fail together.
-    pub fn memory_kind(mut self, kind: u32) -> Self {
+    pub fn memory_kind(mut self, kind: MemoryKind) -> Self {
         self.memory_kind = kind;
         self
     }

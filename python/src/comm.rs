@@ -280,7 +280,7 @@ fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) {
     if ascend && c.nnodes() > 1 {
         return;
     }
-    let kind = if ascend { kpccl_core::protocol::MEMORY_KIND_ASCEND } else { kpccl_core::protocol::MEMORY_KIND_HOST };
+    let kind = if ascend { kpccl_ascend::MEMORY_KIND } else { kpccl_posix::MemoryKind::HOST };
     let _ = py.detach(|| c.window(0).memory_kind(kind).fail());
     let _ = c.oob().take_raised();
 }

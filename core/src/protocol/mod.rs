@@ -60,15 +60,23 @@ pub struct WindowRequest {
     /// The window fence this rank would choose (e.g. [`Barrier::for_load`]);
     /// the window runs [`Barrier::Flat`] if any rank asks for it.
     pub barrier: Barrier,
-    /// Where the data lives ([`MEMORY_KIND_HOST`], [`MEMORY_KIND_ASCEND`]; the
-    /// same on every rank): a device window still has its fence slots here.
-    pub memory_kind: u32,
+    /// Where the data lives (the same on every rank): a device window still
+    /// has its fence slots here.
+    pub memory_kind: MemoryKind,
 }
 
-/// A window of host shared memory.
-pub const MEMORY_KIND_HOST: u32 = 0;
-/// A window whose data segments are Ascend device memory (`kpccl-ascend`).
-pub const MEMORY_KIND_ASCEND: u32 = 1;
+/// What a window's data is, as a tag the ranks compare: ranks asking for
+/// different kinds fail together. The core knows only host memory; a
+/// backend that keeps the data elsewhere (device memory, reached through
+/// its own runtime) builds its windows over a host window tagged with a
+/// kind of its own (`kpccl_ascend::MEMORY_KIND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemoryKind(pub u32);
+
+impl MemoryKind {
+    /// Host shared memory: the data segments are the window's own pages.
+    pub const HOST: Self = Self(0);
+}
 
 impl Default for WindowRequest {
     fn default() -> Self {
@@ -78,7 +86,7 @@ impl Default for WindowRequest {
             align: 64,
             policy: WaitPolicy::DEFAULT,
             barrier: Barrier::Dissemination,
-            memory_kind: MEMORY_KIND_HOST,
+            memory_kind: MemoryKind::HOST,
         }
     }
 }
@@ -248,7 +256,7 @@ where
     mine.align = request.align;
     mine.page = page;
     mine.barrier = request.barrier.code();
-    mine.memory_kind = request.memory_kind;
+    mine.memory_kind = request.memory_kind.0;
     let node_ok = if valid_node { Ok(()) } else { Err(ArgError::Caller) };
     if let Err(e) = local.and(node_ok).and_then(|()| check_request(rank, nranks, request, page)) {
         mine.fail(Failure::Argument(e));
