@@ -239,12 +239,13 @@ fn create<O: Oob>(
 ) -> Result<Nodes, Error> {
     kpccl_core::protocol::check_nranks(nranks)?;
     let mut table = vec![Record::default(); nranks as usize];
-    let info = kpccl_core::create_comm_on(platform, oob, rank, nranks, me, local, &mut table)
-        .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[], None))
-        .inspect_err(|e| {
-            let level = crate::explain::failure_level(e, rank);
-            log::log(level, format_args!("rank {rank}: communicator creation failed: {e}"));
-        })?;
+    let info =
+        kpccl_core::create_comm(kpccl_core::Collective::new(platform, oob, rank, nranks, &mut table).local(local), me)
+            .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[], None))
+            .inspect_err(|e| {
+                let level = crate::explain::failure_level(e, rank);
+                log::log(level, format_args!("rank {rank}: communicator creation failed: {e}"));
+            })?;
     Ok(Nodes::new(&table, info))
 }
 
@@ -357,16 +358,19 @@ impl<O: Oob> WindowBuilder<'_, O> {
         let stats = crate::stats::Counters::if_enabled();
         let platform = c.platform.clone().with_reserve(self.reserve).with_stats(stats.clone());
         let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
-        let inner =
-            kpccl_core::create_window_on(&platform, &c.oob, c.rank, c.nranks, node, &request, local, &mut table)
-                .map_err(|e| {
-                    let dir = Some((platform.dir(), platform.is_node_dir()));
-                    crate::explain::creation_error(e, "window creation", &c.nodes.peers, dir)
-                })
-                .inspect_err(|e| {
-                    let level = crate::explain::failure_level(e, c.rank);
-                    log::log(level, format_args!("rank {}: window creation failed: {e}", c.rank));
-                })?;
+        let inner = kpccl_core::create_window(
+            kpccl_core::Collective::new(&platform, &c.oob, c.rank, c.nranks, &mut table).local(local),
+            node,
+            &request,
+        )
+        .map_err(|e| {
+            let dir = Some((platform.dir(), platform.is_node_dir()));
+            crate::explain::creation_error(e, "window creation", &c.nodes.peers, dir)
+        })
+        .inspect_err(|e| {
+            let level = crate::explain::failure_level(e, c.rank);
+            log::log(level, format_args!("rank {}: window creation failed: {e}", c.rank));
+        })?;
         log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
         Ok(Window::new(inner, Arc::clone(&c.nodes), stats))
     }
