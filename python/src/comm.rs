@@ -81,7 +81,7 @@ impl PyComm {
             }
         };
         let given = oob.clone();
-        match py.detach(|| Comm::with_local_rank(given, rank, nranks, local)) {
+        match py.detach(|| Comm::builder(given, rank, nranks).local_rank(local).build()) {
             Ok(c) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
             Err(e) => Err(oob_error(e, &oob)),
         }
