@@ -5,7 +5,7 @@
 //!             [--ranks 2,4,8] [--parts micro,ref,rust,c,mpi,create,copy,pipeline,allreduce]
 //!             [--variant TAG[@N,N…]:KEY=VALUE[,KEY=VALUE…]]… [--patience SECONDS]
 //!             [--out BENCHMARKS.md] [--svg docs/fence-latency.svg]
-//!             [--criterion FILE] [--work DIR]
+//!             [--criterion DIR] [--work DIR]
 //! ```
 //!
 //! Internal modes: `kpccl-bench rank …` (one rank, under the launcher) and
@@ -20,13 +20,13 @@ use kpccl_bench::driver::{self, Options};
 use kpccl_bench::measure::Budget;
 use kpccl_bench::ranks::{self, Job, What};
 use kpccl_bench::reference::{self, Spin};
-use kpccl_bench::{report, results, svg};
+use kpccl_bench::{criterion_results, report, results, svg};
 use kpccl_posix::launch::RunOob;
 
 const USAGE: &str = "usage: kpccl-bench [--smoke] [--rounds N] [--experiments] [--no-mpi] \
 [--ranks 2,4,8] [--parts micro,ref,rust,c,mpi,create,copy,pipeline,allreduce] [--variant TAG[@N,..]:KEY=VALUE,..] \
 [--patience SECONDS] \
-[--out BENCHMARKS.md] [--svg docs/fence-latency.svg] [--criterion FILE] [--work DIR]";
+[--out BENCHMARKS.md] [--svg docs/fence-latency.svg] [--criterion DIR] [--work DIR]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -129,9 +129,10 @@ fn drive(args: &[String]) -> Result<(), String> {
         std::env::set_var(kpccl_posix::launch::RUNNER_ENV, "");
     };
     let ctx = driver::run(&opts)?;
+    // criterion's output directory (its CRITERION_HOME) of this run, if it measured.
     let crit = match &criterion {
-        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
-        None => String::new(),
+        Some(dir) => criterion_results::read(dir).map_err(|e| format!("{}: {e}", dir.display()))?,
+        None => Vec::new(),
     };
     let machine = report::Machine::probe();
     // The workloads' plots sit next to the fence plot, written when measured.
@@ -151,7 +152,7 @@ fn drive(args: &[String]) -> Result<(), String> {
         plots.iter().map(|(p, _)| p.as_ref().map(|p| relative_link(out.as_deref(), p))).collect();
     let links =
         report::Links { fences: links[0].as_deref(), pipeline: links[1].as_deref(), allreduce: links[2].as_deref() };
-    let text = report::render(&ctx, &machine, &report::parse_criterion(&crit), &links, opts.smoke);
+    let text = report::render(&ctx, &machine, &crit, &links, opts.smoke);
     for (p, plot) in &plots {
         if let Some(p) = p {
             write(p, plot)?;

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::criterion_results::Criterion;
 use crate::driver::{Context, RANKS};
 use crate::results::Results;
 use crate::stats::Summary;
@@ -87,55 +88,6 @@ fn civil(days: i64) -> (i64, u32, u32) {
     let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
     let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
     (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// A criterion result: benchmark id and its time estimate `[low mid high]` in ns.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Criterion {
-    /// `layout/new/8`…
-    pub id: String,
-    /// Lower bound, estimate, upper bound (ns).
-    pub ns: [f64; 3],
-}
-
-/// Parses criterion's `id  time: [1.2 ns 1.3 ns 1.4 ns]` lines (the id may be
-/// on the line before when it is long).
-#[must_use]
-pub fn parse_criterion(text: &str) -> Vec<Criterion> {
-    let mut out = Vec::new();
-    let mut last_id: Option<String> = None;
-    for line in text.lines() {
-        let (head, tail) = match line.split_once("time:") {
-            Some((h, t)) => (h.trim(), t),
-            None => {
-                let t = line.trim();
-                if !t.is_empty() && !t.contains(' ') && !t.starts_with(['-', '+']) {
-                    last_id = Some(t.to_owned());
-                }
-                continue;
-            }
-        };
-        let id = if head.is_empty() { last_id.take() } else { Some(head.to_owned()) };
-        let inner = tail.trim().trim_start_matches('[').trim_end_matches(']');
-        let words: Vec<&str> = inner.split_whitespace().collect();
-        if let (Some(id), [a, ua, b, ub, c, uc]) = (id, &words[..]) {
-            let v = |x: &str, u: &str| x.parse::<f64>().ok().map(|x| x * unit_ns(u));
-            if let (Some(a), Some(b), Some(c)) = (v(a, ua), v(b, ub), v(c, uc)) {
-                out.push(Criterion { id, ns: [a, b, c] });
-            }
-        }
-    }
-    out
-}
-
-fn unit_ns(u: &str) -> f64 {
-    match u {
-        "ps" => 1e-3,
-        "µs" | "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => 1.0,
-    }
 }
 
 /// A duration in ns, in a readable unit.
@@ -641,18 +593,6 @@ mod tests {
         assert_eq!(civil(0), (1970, 1, 1));
         assert_eq!(civil(19_723), (2024, 1, 1));
         assert_eq!(civil(20_000), (2024, 10, 4));
-    }
-
-    #[test]
-    fn criterion_lines() {
-        let text = "layout/new/8            time:   [12.345 ns 12.5 ns 12.7 ns]\n\
-                    peer_fence/threads/a_long_name\n                        time:   [101.2 ns 1.2 µs 1.3 µs]\n\
-                    Found 3 outliers";
-        let c = parse_criterion(text);
-        assert_eq!(c.len(), 2);
-        assert_eq!(c[0].id, "layout/new/8");
-        assert_eq!(c[1].id, "peer_fence/threads/a_long_name");
-        assert!((c[1].ns[1] - 1200.0).abs() < 1e-6);
     }
 
     #[test]

@@ -67,27 +67,32 @@ fn run(args: &[String]) -> Result<()> {
     let work = target_dir().join(if smoke { "kpccl-bench-smoke" } else { "kpccl-bench" });
     std::fs::create_dir_all(&work).map_err(|e| err!("{}: {e}", work.display()))?;
 
-    // The criterion micro-benchmarks (part `micro`); their output is parsed into the report.
+    // The criterion micro-benchmarks (part `micro`). A full run writes them
+    // to a directory of this run's own (CRITERION_HOME), which the report
+    // reads; `cargo bench`'s baselines under target/criterion stay untouched.
+    // The smoke run checks that they run once (criterion's test mode), with
+    // nothing measured to report.
     let parts = rest.iter().position(|a| *a == "--parts").and_then(|i| rest.get(i + 1));
     let micro = parts.is_none_or(|p| p.split(',').any(|p| p == "micro"));
-    let criterion = if !micro {
-        let skipped = "skipped (--parts without micro)".to_owned();
-        crate::cmd::Output { success: true, status: skipped, stdout: String::new(), stderr: String::new() }
-    } else if smoke {
-        Cmd::cargo().args(["test", "-p", "kpccl-bench", "--bench", "micro"]).run_tee()?
-    } else {
+    // Absolute: cargo runs the benchmark in the package's directory.
+    let criterion_home = std::path::absolute(work.join("criterion")).map_err(|e| err!("{}: {e}", work.display()))?;
+    let measured = micro && !smoke;
+    if smoke && micro {
+        Cmd::cargo().args(["test", "-p", "kpccl-bench", "--bench", "micro"]).run()?;
+    } else if measured {
+        match std::fs::remove_dir_all(&criterion_home) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => bail!("{}: {e}", criterion_home.display()),
+            _ => {}
+        }
         Cmd::cargo()
+            .env("CRITERION_HOME", &criterion_home)
             .args(["bench", "-p", "kpccl-bench", "--bench", "micro", "--"])
             .args(["--warm-up-time", "1", "--measurement-time", "2"])
-            .run_tee()?
-    };
-    if !criterion.success {
-        bail!("the criterion benchmarks failed ({})", criterion.status);
+            .run()
+            .map_err(|e| err!("the criterion benchmarks failed: {e}"))?;
     }
     // libkpccl.so is linked by the C benchmark; it must sit next to kpccl-bench.
     Cmd::cargo().arg("build").args(profile).args(["-p", "kpccl-ffi", "-p", "kpccl-bench"]).run()?;
-    let criterion_out = work.join("criterion.txt");
-    std::fs::write(&criterion_out, &criterion.stdout).map_err(|e| err!("{}: {e}", criterion_out.display()))?;
 
     let (out, svg) = if smoke {
         (work.join("BENCHMARKS.md"), work.join("docs/fence-latency.svg"))
@@ -102,10 +107,11 @@ fn run(args: &[String]) -> Result<()> {
         .arg(&out)
         .arg("--svg")
         .arg(&svg)
-        .arg("--criterion")
-        .arg(&criterion_out)
         .arg("--work")
         .arg(work.join("run"));
+    if measured {
+        driver = driver.arg("--criterion").arg(&criterion_home);
+    }
     if smoke {
         driver = driver.arg("--smoke");
     } else if !rest.iter().any(|a| *a == "--no-experiments") {

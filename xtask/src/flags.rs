@@ -1,6 +1,10 @@
-//! The command line: `cargo xtask <task> [flags]`.
+//! The command line: `cargo xtask <task> [flags]`,
+//! parsed with lexopt (the shell conventions: `--prefix=DIR` or `--prefix DIR`,
+//! `-n3` or `-n 3`); the help text below is written by hand, as it reads.
 
-use crate::cmd::{Result, bail};
+use lexopt::prelude::*;
+
+use crate::cmd::{Result, bail, err};
 
 pub(crate) const HELP: &str = "\
 cargo xtask <task> [flags]
@@ -52,111 +56,105 @@ pub(crate) enum Task {
 }
 
 pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
-    let mut args = args.into_iter();
-    let Some(task) = args.next() else { return Ok(Task::Help) };
-    match task.as_str() {
-        "help" | "-h" | "--help" => no_more(args, Task::Help),
+    let mut args: Vec<String> = args.into_iter().collect();
+    // Everything after the first `--` goes to the demo untouched.
+    let rest = args.iter().position(|a| a == "--").map(|i| args.split_off(i)[1..].to_vec());
+    let mut p = lexopt::Parser::from_args(args);
+    let task = match p.next().map_err(|e| err!("{e}"))? {
+        None => return Ok(Task::Help),
+        Some(Short('h') | Long("help")) => String::from("help"),
+        Some(Value(task)) => task.into_string().map_err(|t| err!("unknown task {t:?}"))?,
+        Some(other) => bail!("{}", other.unexpected()),
+    };
+    let Some(parsed) = task_flags(&task, &mut p, rest.is_some()).transpose() else { bail!("unknown task {task:?}") };
+    let task = parsed.map_err(|e| err!("`{task}`: {e}"))?;
+    Ok(match (task, rest) {
+        (Task::Demo { ranks, .. }, Some(rest)) => Task::Demo { ranks, rest },
+        (task, _) => task,
+    })
+}
+
+/// The flags of `task`, up to the end or the first `--` (`dashdash`: there
+/// was one, which only `demo` takes); `None` for an unknown task.
+fn task_flags(task: &str, p: &mut lexopt::Parser, dashdash: bool) -> Result<Option<Task>, lexopt::Error> {
+    if dashdash && task != "demo" {
+        return Err("`--` is for `demo`'s own arguments".into());
+    }
+    Ok(Some(match task {
+        "help" => {
+            let [] = switches(p, [])?;
+            Task::Help
+        }
         "test" => {
-            let mut quick = false;
-            for arg in args {
-                match arg.as_str() {
-                    "--quick" => quick = true,
-                    _ => bail!("`test` does not take {arg:?}"),
-                }
-            }
-            Ok(Task::Test { quick })
+            let [quick] = switches(p, ["quick"])?;
+            Task::Test { quick }
         }
         "test-aarch64" => {
-            let (mut install, mut cross) = (false, false);
-            for arg in args {
-                match arg.as_str() {
-                    "--install" => install = true,
-                    "--cross" => cross = true,
-                    _ => bail!("`test-aarch64` does not take {arg:?}"),
-                }
-            }
-            Ok(Task::TestAarch64 { install, cross })
+            let [install, cross] = switches(p, ["install", "cross"])?;
+            Task::TestAarch64 { install, cross }
         }
         "soak" => {
             let (mut minutes, mut ranks) = (10, 8);
-            while let Some(arg) = args.next() {
-                let value = args.next().ok_or_else(|| crate::cmd::err!("{arg} needs a value"))?;
-                match arg.as_str() {
-                    "--minutes" => {
-                        minutes = value.parse().map_err(|_| crate::cmd::err!("--minutes takes a whole number"))?
-                    }
-                    "-n" => ranks = value.parse().map_err(|_| crate::cmd::err!("-n takes a rank count"))?,
-                    _ => bail!("`soak` does not take {arg:?}"),
+            while let Some(arg) = p.next()? {
+                match arg {
+                    Long("minutes") => minutes = p.value()?.parse()?,
+                    Short('n') => ranks = p.value()?.parse()?,
+                    _ => return Err(arg.unexpected()),
                 }
             }
-            Ok(Task::Soak { minutes, ranks })
+            Task::Soak { minutes, ranks }
         }
         "demo" => {
             let mut ranks = 4;
-            let mut rest = Vec::new();
-            while let Some(arg) = args.next() {
-                let value = match arg.as_str() {
-                    "-n" => args.next(),
-                    "--" => {
-                        rest.extend(args.by_ref());
-                        break;
-                    }
-                    _ => match arg.strip_prefix("-n") {
-                        Some(v) => Some(v.trim_start_matches('=').to_owned()),
-                        None => bail!("`demo` does not take {arg:?} (pass extra demo arguments after `--`)"),
-                    },
-                };
-                let Some(value) = value else { bail!("`-n` needs a rank count") };
-                ranks = match value.parse() {
-                    Ok(n) if n > 0 => n,
-                    _ => bail!("`-n` needs a positive rank count, not {value:?}"),
-                };
-            }
-            Ok(Task::Demo { ranks, rest })
-        }
-        "c-test" => {
-            let mut aarch64 = false;
-            for arg in args {
-                match arg.as_str() {
-                    "--aarch64" => aarch64 = true,
-                    _ => bail!("`c-test` does not take {arg:?}"),
+            while let Some(arg) = p.next()? {
+                match arg {
+                    Short('n') => ranks = p.value()?.parse()?,
+                    Value(v) => return Err(format!("unexpected {v:?} (pass extra demo arguments after `--`)").into()),
+                    _ => return Err(arg.unexpected()),
+                }
+                if ranks == 0 {
+                    return Err("`-n` needs a positive rank count".into());
                 }
             }
-            Ok(Task::CTest { aarch64 })
+            Task::Demo { ranks, rest: Vec::new() }
+        }
+        "c-test" => {
+            let [aarch64] = switches(p, ["aarch64"])?;
+            Task::CTest { aarch64 }
         }
         "install" => {
             let mut prefix = std::path::PathBuf::from(crate::install::DEFAULT_PREFIX);
-            while let Some(arg) = args.next() {
-                match (arg.as_str(), arg.strip_prefix("--prefix=")) {
-                    ("--prefix", _) => match args.next() {
-                        Some(dir) => prefix = dir.into(),
-                        None => bail!("`--prefix` needs a directory"),
-                    },
-                    (_, Some(dir)) if !dir.is_empty() => prefix = dir.into(),
-                    _ => bail!("`install` does not take {arg:?}"),
+            while let Some(arg) = p.next()? {
+                match arg {
+                    Long("prefix") => prefix = p.value()?.into(),
+                    _ => return Err(arg.unexpected()),
+                }
+                if prefix.as_os_str().is_empty() {
+                    return Err("`--prefix` needs a directory".into());
                 }
             }
-            Ok(Task::Install { prefix })
+            Task::Install { prefix }
         }
         "header" => {
-            let mut check = false;
-            for arg in args {
-                match arg.as_str() {
-                    "--check" => check = true,
-                    _ => bail!("`header` does not take {arg:?}"),
-                }
-            }
-            Ok(Task::Header { check })
+            let [check] = switches(p, ["check"])?;
+            Task::Header { check }
         }
-        _ => bail!("unknown task {task:?}"),
-    }
+        _ => return Ok(None),
+    }))
 }
 
-fn no_more(mut args: impl Iterator<Item = String>, task: Task) -> Result<Task> {
-    match args.next() {
-        Some(arg) => bail!("unexpected argument {arg:?}"),
-        None => Ok(task),
+/// The rest of the arguments, for a task whose flags are all `--name`
+/// switches: which of `names` were given.
+fn switches<const N: usize>(p: &mut lexopt::Parser, names: [&str; N]) -> Result<[bool; N], lexopt::Error> {
+    let mut given = [false; N];
+    while let Some(arg) = p.next()? {
+        let i = match &arg {
+            Long(name) => names.iter().position(|n| n == name),
+            _ => None,
+        };
+        *i.and_then(|i| given.get_mut(i)).ok_or_else(|| arg.unexpected())? = true;
     }
+    Ok(given)
 }
 
 #[cfg(test)]
@@ -181,6 +179,13 @@ mod tests {
         assert_eq!(p(&["demo"]).unwrap(), Task::Demo { ranks: 4, rest: vec![] });
         assert_eq!(p(&["demo", "-n", "8"]).unwrap(), Task::Demo { ranks: 8, rest: vec![] });
         assert_eq!(p(&["demo", "-n3", "--", "-v"]).unwrap(), Task::Demo { ranks: 3, rest: vec!["-v".into()] });
+        assert_eq!(
+            p(&["demo", "-n=5", "--", "--", "x"]).unwrap(),
+            Task::Demo { ranks: 5, rest: vec!["--".into(), "x".into()] }
+        );
+        assert_eq!(p(&["install", "--prefix=/opt/k"]).unwrap(), Task::Install { prefix: "/opt/k".into() });
+        assert_eq!(p(&["soak", "--minutes", "2", "-n", "3"]).unwrap(), Task::Soak { minutes: 2, ranks: 3 });
+        assert_eq!(p(&["--help"]).unwrap(), Task::Help);
     }
 
     #[test]
@@ -192,5 +197,9 @@ mod tests {
         assert!(p(&["demo", "-n"]).is_err());
         assert!(p(&["demo", "-n", "0"]).is_err());
         assert!(p(&["demo", "-n", "x"]).is_err());
+        assert!(p(&["demo", "8"]).is_err());
+        assert!(p(&["test", "--", "x"]).is_err());
+        assert!(p(&["install", "--prefix="]).is_err());
+        assert!(p(&["help", "me"]).is_err());
     }
 }

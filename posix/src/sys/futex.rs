@@ -1,29 +1,39 @@
 //! Futex wait and wake on words in memory shared between processes: never
-//! `FUTEX_PRIVATE_FLAG`, which would key the wait on this process's address
-//! space and miss wakes from peers.
+//! `futex::Flags::PRIVATE`, which would key the wait on this process's
+//! address space and miss wakes from peers.
 
 use std::time::Duration;
 
 use kpccl_core::sync::AtomicU32;
+use rustix::io::Errno;
+use rustix::thread::futex;
 
 /// Sleeps while `*word == expected`, for at most `timeout` (None: no limit).
 /// Returns `false` only when the timeout expired; interruptions, value
 /// changes and wakes return `true` (the caller re-checks its condition).
 pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: libc::c_long::from(d.subsec_nanos() as i32),
+    let ts = timeout.map(|d| futex::Timespec {
+        tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: d.subsec_nanos().into(),
     });
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
-    // SAFETY: `word` is a valid, aligned u32 for the call's duration; `ts_ptr` is
-    // null or points to a live timespec. FUTEX_WAIT only reads both.
-    let rc = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, ts_ptr) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ETIMEDOUT)
+    futex::wait(as_std(word), futex::Flags::empty(), expected, ts.as_ref()) != Err(Errno::TIMEDOUT)
 }
+
+/// "Wake everyone": the kernel reads the count as a C `int`.
+const ALL: u32 = i32::MAX as u32;
 
 /// Wakes every process sleeping on `word`.
 pub(crate) fn futex_wake(word: &AtomicU32) {
-    // SAFETY: `word` is a valid, aligned u32; FUTEX_WAKE does not access memory
-    // beyond hashing the address.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+    // An error here (EFAULT, EINVAL) would mean `word` is not a u32 we can
+    // reach, which the reference rules out: there is nothing to report.
+    let _ = futex::wake(as_std(word), futex::Flags::empty(), ALL);
+}
+
+/// rustix's futex calls take the standard library's atomic; ours wraps it
+/// (loom's under `cfg(loom)`, which never reaches a system call).
+#[allow(unsafe_code, clippy::disallowed_types)]
+fn as_std(word: &AtomicU32) -> &std::sync::atomic::AtomicU32 {
+    // SAFETY: `as_ptr` points to the aligned u32 inside `word`, valid for the
+    // borrow that the result keeps, and every access to it is atomic.
+    unsafe { std::sync::atomic::AtomicU32::from_ptr(word.as_ptr()) }
 }

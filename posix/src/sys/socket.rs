@@ -1,8 +1,10 @@
 //! Writing to the launcher's socket without `SIGPIPE`.
 
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+
+use rustix::io::Errno;
+use rustix::net::SendFlags;
 
 /// A writer on a connected socket that never raises `SIGPIPE`: a peer that is
 /// gone is an `EPIPE` error. Rust programs ignore `SIGPIPE`, but C programs
@@ -13,17 +15,9 @@ pub(crate) struct NoSigpipe<'a>(pub(crate) &'a UnixStream);
 impl Write for NoSigpipe<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes and the socket stays
-            // open while it is borrowed.
-            let n = unsafe { libc::send(self.0.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
-            match usize::try_from(n) {
-                Ok(n) => return Ok(n),
-                Err(_) => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
+            match rustix::net::send(self.0, buf, SendFlags::NOSIGNAL) {
+                Err(Errno::INTR) => {}
+                done => return Ok(done?),
             }
         }
     }
@@ -49,8 +43,12 @@ mod tests {
     #[test]
     fn a_gone_peer_is_an_error_not_a_signal() {
         if std::env::var_os(CHILD).is_some() {
+            // rustix has no safe way to restore a signal's default action.
+            #[allow(unsafe_code)]
             // SAFETY: resetting a signal's disposition has no memory-safety preconditions.
-            unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL)
+            };
             let e = write_to_a_closed_peer().expect_err("the peer is gone");
             assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
             return;
