@@ -76,6 +76,16 @@ macro_rules! atomic {
                 self.0.compare_exchange(current, new, success, failure)
             }
 
+            /// The `core` atomic inside (for system-call wrappers that take
+            /// one, e.g. rustix's futex calls).
+            #[cfg(not(loom))]
+            #[inline]
+            #[must_use]
+            #[allow(clippy::disallowed_types)] // the one place that hands out the `core` type
+            pub fn as_core(&self) -> &core::sync::atomic::$name {
+                &self.0
+            }
+
             /// The address of the value (for a futex system call).
             #[cfg(not(loom))]
             #[inline]

@@ -16,7 +16,7 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Durati
         tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: d.subsec_nanos().into(),
     });
-    futex::wait(as_std(word), futex::Flags::empty(), expected, ts.as_ref()) != Err(Errno::TIMEDOUT)
+    futex::wait(word.as_core(), futex::Flags::empty(), expected, ts.as_ref()) != Err(Errno::TIMEDOUT)
 }
 
 /// "Wake everyone": the kernel reads the count as a C `int`.
@@ -26,14 +26,5 @@ const ALL: u32 = i32::MAX as u32;
 pub(crate) fn futex_wake(word: &AtomicU32) {
     // An error here (EFAULT, EINVAL) would mean `word` is not a u32 we can
     // reach, which the reference rules out: there is nothing to report.
-    let _ = futex::wake(as_std(word), futex::Flags::empty(), ALL);
-}
-
-/// rustix's futex calls take the standard library's atomic; ours wraps it
-/// (loom's under `cfg(loom)`, which never reaches a system call).
-#[allow(unsafe_code, clippy::disallowed_types)]
-fn as_std(word: &AtomicU32) -> &std::sync::atomic::AtomicU32 {
-    // SAFETY: `as_ptr` points to the aligned u32 inside `word`, valid for the
-    // borrow that the result keeps, and every access to it is atomic.
-    unsafe { std::sync::atomic::AtomicU32::from_ptr(word.as_ptr()) }
+    let _ = futex::wake(word.as_core(), futex::Flags::empty(), ALL);
 }
