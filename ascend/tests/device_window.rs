@@ -16,8 +16,8 @@ use kpccl_ascend::codes::{
 use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Error, Failure, Fault};
 use kpccl_ascend::{DeviceWindow, sim::HostSim};
-use kpccl_posix::launch::{Launch, RunOob};
 use kpccl_posix::{Comm, Oob, OobError};
+use kpccl_run::{Launch, RunOob};
 
 /// The variable naming the case a rank process runs.
 const CASE_ENV: &str = "KPCCL_ASCEND_TEST_CASE";

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kpccl_posix::launch::{Launch, Report};
+use kpccl_run::{Launch, Report};
 
 /// `KPCCL_TIMEOUT_MS` of the jobs whose victim is frozen.
 const FROZEN_TIMEOUT_MS: u64 = 1000;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kpccl_posix::launch::Launch;
+use kpccl_run::Launch;
 
 /// A private segment directory on tmpfs, removed (and checked empty) on drop.
 struct ShmDir(PathBuf);

@@ -1,16 +1,17 @@
 //! The main demo: N ranks — plain processes, no MPI — share a window, hand
 //! data around with fences, verify every word, and time the fences.
 //!
-//! `kpccl-demo [-n RANKS] [--rounds R]` starts the ranks itself (through the
-//! `kpccl-run` launcher library); under `kpccl-run` it is one rank.
+//! `cargo run --release -p kpccl-run --example demo -- [-n RANKS] [--rounds R]`
+//! starts the ranks itself (through this crate's [`Launch`]); under
+//! `kpccl-run` it is one rank.
 // Test code: std throughout, and counts that fit any pointer width.
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core, clippy::cast_possible_truncation)]
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use kpccl_posix::launch::{Launch, RunOob};
 use kpccl_posix::{Comm, Oob, Window};
+use kpccl_run::{Launch, RunOob};
 
 const WORDS: usize = 128 * 1024; // 1 MiB per rank
 

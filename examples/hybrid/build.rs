@@ -1,4 +1,4 @@
-//! Builds the MPI shim of `kpccl-hybrid` (tests/mpi/hybrid_mpi.c) with the
+//! Builds the MPI shim of `kpccl-hybrid` (mpi/hybrid_mpi.c) with the
 //! host's `mpicc`, when there is one and the target is the host; otherwise
 //! `kpccl-hybrid` is built without MPI and says so when run.
 
