@@ -13,13 +13,13 @@
 //! - [`workloads`]: the real workloads against Open MPI, the pipeline kernel
 //!   of the Parallel Research Kernels (`bench/c/pipeline.c`) and the window
 //!   allreduce example (`examples/kpccl_allreduce.c`);
-//! - [`report`], [`workload_report`] and [`svg`]: the tables, targets and plots;
-//! - [`heap`]: a heap sync area, for the criterion benchmarks of fences
-//!   between threads (`benches/micro.rs`).
+//! - [`report`], [`workload_report`] and [`svg`]: the tables, targets and plots.
+//!
+//! The criterion benchmarks of fences between threads (`benches/micro.rs`)
+//! run on the heap sync area of `kpccl-testkit`.
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 pub mod driver;
-pub mod heap;
 pub mod measure;
 pub mod ranks;
 pub mod reference;

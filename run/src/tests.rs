@@ -213,26 +213,20 @@ fn another_users_process_is_refused() {
 }
 
 /// A copy of this test binary in a fresh world-readable directory, removed on drop.
-struct ExeCopy(std::path::PathBuf);
+struct ExeCopy(kpccl_testkit::ScratchDir);
 
 impl ExeCopy {
     fn new() -> Self {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let dir = std::env::temp_dir().join(format!("kpccl-foreign-test-{}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o755).create(&dir).unwrap();
-        let copy = ExeCopy(dir);
+        use std::os::unix::fs::PermissionsExt;
+        let copy = ExeCopy(kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "foreign", "test"));
+        let readable = || std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(copy.0.path(), readable()).unwrap();
         std::fs::copy(std::env::current_exe().unwrap(), copy.exe()).unwrap();
-        std::fs::set_permissions(copy.exe(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(copy.exe(), readable()).unwrap();
         copy
     }
 
     fn exe(&self) -> std::path::PathBuf {
-        self.0.join("test")
-    }
-}
-
-impl Drop for ExeCopy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join("test")
     }
 }
