@@ -4,21 +4,8 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use kpccl_posix::{Comm, Config, Error, Oob, OobError};
-use kpccl_testkit::ScratchDir;
-
-/// The out-of-band collectives of a communicator of one rank.
-struct Solo;
-
-impl Oob for Solo {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        recv.copy_from_slice(send);
-        Ok(())
-    }
-    fn barrier(&self) -> Result<(), OobError> {
-        Ok(())
-    }
-}
+use kpccl_posix::{Comm, Config, Error};
+use kpccl_testkit::{ScratchDir, Solo};
 
 #[test]
 fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {

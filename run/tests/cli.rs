@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use kpccl_posix::Oob;
 use kpccl_run::{RunOob, code};
+use kpccl_testkit::Solo;
 
 const RUN: &str = env!("CARGO_BIN_EXE_kpccl-run");
 /// No run here may take longer (the launcher kills what is left).
@@ -142,19 +143,6 @@ fn a_killed_rank_is_named_with_its_signal_and_kpccl_run_sweeps_after_it() {
     assert!(stdout.contains("rank 1 died during the probe (pid "), "{stdout}");
     assert!(stdout.contains(&format!("signal {})", libc::SIGABRT)), "{stdout}");
     assert!(swept && kept, "swept the dead creator's name: {swept}, kept the stranger: {kept}");
-}
-
-/// The out-of-band collectives of a communicator of one rank (this process).
-struct Solo;
-
-impl kpccl_posix::Oob for Solo {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_posix::OobError> {
-        recv.copy_from_slice(send);
-        Ok(())
-    }
-    fn barrier(&self) -> Result<(), kpccl_posix::OobError> {
-        Ok(())
-    }
 }
 
 /// `kpccl-run --list` shows this process's live window (unlinked, found in

@@ -1,5 +1,5 @@
 //! What the tests of kpccl share, in one place instead of a copy per test
-//! (or a `#[path]` include): a failing out-of-band layer ([`FailingOob`]),
+//! (or a `#[path]` include): out-of-band doubles ([`FailingOob`], [`Solo`]),
 //! scratch directories removed on drop ([`ScratchDir`]), a window's sync
 //! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]), and, with feature
 //! `acl`, the conformance suite of the ACL IPC calls ([`acl`]).
@@ -20,6 +20,6 @@ mod oob;
 mod thread_env;
 
 pub use dir::{ScratchDir, entries};
-pub use oob::{FailingOob, INJECTED, When};
+pub use oob::{FailingOob, INJECTED, Solo, When};
 #[cfg(not(loom))]
 pub use thread_env::ThreadEnv;

@@ -5,6 +5,24 @@ use core::cell::Cell;
 
 use kpccl_core::{Oob, OobError};
 
+/// The out-of-band collectives of a communicator of one rank (this
+/// process): the allgather copies, the barrier returns.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Solo;
+
+impl Oob for Solo {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        if send.len() != recv.len() {
+            return Err(OobError { code: -1 });
+        }
+        recv.copy_from_slice(send);
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), OobError> {
+        Ok(())
+    }
+}
+
 /// The code of the error a [`FailingOob`] injects.
 pub const INJECTED: i32 = -99;
 
@@ -66,19 +84,6 @@ impl<O: Oob> Oob for FailingOob<O> {
 mod tests {
     use super::*;
 
-    /// One rank: the allgather copies, the barrier does nothing.
-    struct Solo;
-
-    impl Oob for Solo {
-        fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-            recv.copy_from_slice(send);
-            Ok(())
-        }
-        fn barrier(&self) -> Result<(), OobError> {
-            Ok(())
-        }
-    }
-
     fn outcomes(oob: &FailingOob<Solo>) -> Vec<(Result<(), OobError>, u8)> {
         (1..=3u8)
             .map(|i| {
@@ -95,5 +100,10 @@ mod tests {
         assert_eq!(outcomes(&FailingOob::new(Solo, 2, When::After)), [(Ok(()), 1), (e, 2), (Ok(()), 3)]);
         assert_eq!(outcomes(&FailingOob::passing(Solo)), [(Ok(()), 1), (Ok(()), 2), (Ok(()), 3)]);
         assert_eq!(FailingOob::new(Solo, 1, When::Before).barrier(), Ok(()));
+    }
+
+    #[test]
+    fn solo_refuses_a_buffer_of_the_wrong_length() {
+        assert_eq!(Solo.allgather(&[1, 2], &mut [0u8; 3]), Err(OobError { code: -1 }));
     }
 }
