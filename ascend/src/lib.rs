@@ -26,3 +26,7 @@ pub mod window;
 pub use backend::{BackendError, Runtime};
 pub use runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey};
 pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder, PutGet};
+
+/// The memory kind of Ascend device windows: their host windows (fence
+/// slots) carry it, so ranks mixing host and device windows fail together.
+pub const MEMORY_KIND: kpccl_posix::MemoryKind = kpccl_posix::MemoryKind(1);

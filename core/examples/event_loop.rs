@@ -12,7 +12,7 @@ use core::task::Poll;
 use core::time::Duration;
 
 use kpccl_core::threads::{ThreadPlatform, run};
-use kpccl_core::{Record, WindowRequest, create_comm, create_window};
+use kpccl_core::{Collective, NodeRanks, Placement, Record, WindowRequest, create_comm, create_window};
 
 fn main() {
     let nranks = std::env::args().nth(1).map_or(3, |a| a.parse().expect("usage: event_loop [nranks]")).max(1);
@@ -20,9 +20,10 @@ fn main() {
     let p = platform.clone();
     let work = run(nranks, Duration::from_secs(60), move |rank, oob| {
         let mut table = vec![Record::default(); nranks as usize];
-        create_comm(&p, &oob, rank, nranks, Ok(()), &mut table).expect("communicator");
+        create_comm(Collective::new(&p, &oob, rank, nranks, &mut table), Placement::alone(rank)).expect("communicator");
         let request = WindowRequest { size: 64, ..WindowRequest::default() };
-        let mut window = create_window(&p, &oob, rank, nranks, &request, Ok(()), &mut table).expect("window");
+        let mut window = create_window(Collective::new(&p, &oob, rank, nranks, &mut table), NodeRanks::All, &request)
+            .expect("window");
         if rank == nranks - 1 {
             std::thread::sleep(Duration::from_millis(20)); // the late rank
         }

@@ -16,7 +16,9 @@ use core::time::Duration;
 
 use kpccl_core::fence::ring_order;
 use kpccl_core::threads::{ThreadPlatform, run};
-use kpccl_core::{Platform, Record, WaitPolicy, WindowRequest, create_comm, create_window};
+use kpccl_core::{
+    Collective, NodeRanks, Placement, Platform, Record, WaitPolicy, WindowRequest, create_comm, create_window,
+};
 
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<u32>().expect("usage: threads [nranks] [rounds]"));
@@ -28,14 +30,15 @@ fn main() {
     let p = platform.clone();
     let fences = run(nranks, Duration::from_secs(600), move |rank, oob| {
         let mut table = vec![Record::default(); nranks as usize];
-        create_comm(&p, &oob, rank, nranks, Ok(()), &mut table).expect("communicator");
+        create_comm(Collective::new(&p, &oob, rank, nranks, &mut table), Placement::alone(rank)).expect("communicator");
         let request = WindowRequest {
             size: 64,
             policy: WaitPolicy::for_load(nranks, p.cpu_count()),
             barrier: kpccl_core::fence::Barrier::for_load(nranks, p.cpu_count()),
             ..WindowRequest::default()
         };
-        let window = create_window(&p, &oob, rank, nranks, &request, Ok(()), &mut table).expect("window");
+        let window = create_window(Collective::new(&p, &oob, rank, nranks, &mut table), NodeRanks::All, &request)
+            .expect("window");
         // Each segment's first word (segments are 64-byte aligned, at least 64 bytes).
         let word = |r: u32| window.segment(r).expect("rank in range").ptr.cast::<u64>().as_ptr();
         let prev = (rank + nranks - 1) % nranks;

@@ -41,7 +41,7 @@ pub use oob::Oob;
 pub use platform::{Platform, ProcessIdentity, Segment, Step, WaitOutcome};
 #[cfg(not(loom))]
 pub use protocol::{
-    NodeInfo, NodeRanks, Placement, Record, WindowRequest, create_comm, create_comm_on, create_window, create_window_on,
+    Collective, MemoryKind, NodeInfo, NodeRanks, Placement, Record, WindowRequest, create_comm, create_window,
 };
 #[cfg(not(loom))]
 pub use window::{DataSegment, Pending, Window};

@@ -96,7 +96,12 @@ fn attach_with_corruption(offset: usize, xor: u8) -> Vec<bool> {
         let mut table = vec![Record::default(); NRANKS as usize];
         let mut request = WindowRequest { size: 256, mode: LayoutMode::Contiguous, ..WindowRequest::default() };
         request.policy.timeout_ns = 2_000_000_000;
-        kpccl_core::create_window(&platform, &oob, rank, NRANKS, &request, Ok(()), &mut table).is_ok()
+        kpccl_core::create_window(
+            kpccl_core::Collective::new(&platform, &oob, rank, NRANKS, &mut table),
+            kpccl_core::NodeRanks::All,
+            &request,
+        )
+        .is_ok()
     });
     assert_eq!(probe.inner.leaked(), Vec::<String>::new(), "a name was left behind");
     made

@@ -13,8 +13,8 @@ use std::vec::Vec;
 use kpccl_core::error::{ArgError, Failure};
 use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{
-    CollectiveError, LayoutMode, NodeInfo, NodeRanks, Placement, Record, WaitPolicy, WindowRequest, create_comm_on,
-    create_window_on,
+    Collective, CollectiveError, LayoutMode, NodeInfo, NodeRanks, Placement, Record, WaitPolicy, WindowRequest,
+    create_comm, create_window,
 };
 use support::{check, fill};
 
@@ -39,14 +39,15 @@ fn every_node_gets_its_own_window() {
         let p = platform.clone();
         let results = run(n, LIMIT, move |rank, oob| {
             let mut table = vec![Record::default(); n as usize];
-            let info = create_comm_on(&p, &oob, rank, n, round_robin(rank, nodes), Ok(()), &mut table).unwrap();
+            let info = create_comm(Collective::new(&p, &oob, rank, n, &mut table), round_robin(rank, nodes)).unwrap();
             let node = rank % nodes;
             let size = n.div_ceil(nodes) - u32::from(node >= n % nodes && n % nodes != 0);
             assert_eq!(info, NodeInfo { nnodes: nodes, node, local_rank: rank / nodes, local_size: size });
             let ranks: Vec<u32> = (0..size).map(|l| l * nodes + node).collect();
             let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
             let w =
-                create_window_on(&p, &oob, rank, n, group, &request(64 + u64::from(rank)), Ok(()), &mut table).unwrap();
+                create_window(Collective::new(&p, &oob, rank, n, &mut table), group, &request(64 + u64::from(rank)))
+                    .unwrap();
             assert_eq!((w.rank(), w.nranks()), (info.local_rank, size));
             for l in 0..size {
                 assert_eq!(w.segment(l).unwrap().len as u64, 64 + u64::from(ranks[l as usize]));
@@ -76,7 +77,7 @@ fn bad_local_ranks_fail_every_rank() {
     let results = run(4, LIMIT, move |rank, oob| {
         let mut table = vec![Record::default(); 4];
         let me = Placement { node: u64::from(rank / 2), local_rank: rank };
-        create_comm_on(&platform, &oob, rank, 4, me, Ok(()), &mut table)
+        create_comm(Collective::new(&platform, &oob, rank, 4, &mut table), me)
     });
     let want = CollectiveError::LocalRank { rank: 2, local_rank: 2, node: 1, local_size: 2, clash: None };
     assert!(results.iter().all(|r| *r == Err(want)), "{results:?}");
@@ -88,11 +89,11 @@ fn one_nodes_failure_fails_every_node() {
     let p = platform.clone();
     let results = run(4, LIMIT, move |rank, oob| {
         let mut table = vec![Record::default(); 4];
-        let info = create_comm_on(&p, &oob, rank, 4, round_robin(rank, 2), Ok(()), &mut table)?;
+        let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), round_robin(rank, 2))?;
         let ranks = [rank % 2, rank % 2 + 2];
         let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
         let local = if rank == 3 { Err(ArgError::Caller) } else { Ok(()) };
-        create_window_on(&p, &oob, rank, 4, group, &request(64), local, &mut table).map(drop)
+        create_window(Collective::new(&p, &oob, rank, 4, &mut table).local(local), group, &request(64)).map(drop)
     });
     let failure = Failure::Argument(ArgError::Caller);
     for (r, res) in (0u32..).zip(results) {

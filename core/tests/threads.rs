@@ -19,8 +19,8 @@ use kpccl_core::fence::{Barrier, ring_order};
 use kpccl_core::layout::{LayoutParams, MIN_SEGMENT_ALIGN};
 use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
 use kpccl_core::{
-    CollectiveError, Failure, FenceError, LayoutError, LayoutMode, Pending, Platform, Record, WaitPolicy, Window,
-    WindowRequest, create_comm, create_window,
+    Collective, CollectiveError, Failure, FenceError, LayoutError, LayoutMode, MemoryKind, NodeRanks, Pending,
+    Placement, Platform, Record, WaitPolicy, Window, WindowRequest, create_comm, create_window,
 };
 use kpccl_testkit::{FailingOob, INJECTED, When};
 use support::{check, fill};
@@ -120,7 +120,7 @@ fn rank_main(
 ) -> Seen {
     let n = u32::try_from(sizes.len()).unwrap();
     let mut table = vec![Record::default(); sizes.len()];
-    create_comm(platform, oob, rank, n, Ok(()), &mut table).unwrap();
+    create_comm(Collective::new(platform, oob, rank, n, &mut table), Placement::alone(rank)).unwrap();
     let asked = if rank == n - 1 { barrier } else { Barrier::Dissemination };
     let request = WindowRequest {
         size: sizes[rank as usize],
@@ -130,7 +130,7 @@ fn rank_main(
         barrier: asked,
         ..WindowRequest::default()
     };
-    let mut w = create_window(platform, oob, rank, n, &request, Ok(()), &mut table).unwrap();
+    let mut w = create_window(Collective::new(platform, oob, rank, n, &mut table), NodeRanks::All, &request).unwrap();
     assert_eq!((w.rank(), w.nranks(), w.barrier()), (rank, n, barrier));
     assert_eq!(w.poisoned(), None);
     let segs: Vec<_> = (0..n).map(|r| w.segment(r).unwrap()).collect();
@@ -287,8 +287,9 @@ fn create_all(
     let platform = platform.clone();
     run(nranks, LIMIT, move |rank, oob| {
         let mut table = vec![Record::default(); nranks as usize];
-        create_comm(&platform, &oob, rank, nranks, Ok(()), &mut table)?;
-        let w = create_window(&platform, &oob, rank, nranks, &request(rank), Ok(()), &mut table)?;
+        create_comm(Collective::new(&platform, &oob, rank, nranks, &mut table), Placement::alone(rank))?;
+        let w =
+            create_window(Collective::new(&platform, &oob, rank, nranks, &mut table), NodeRanks::All, &request(rank))?;
         w.free().map_err(CollectiveError::from)
     })
 }
@@ -324,9 +325,11 @@ fn a_rank_refused_by_its_caller_fails_every_rank() {
             let results = run(n, LIMIT, move |rank, oob| {
                 let verdict = |s| if rank == bad && stage == s { Err(ArgError::Caller) } else { Ok(()) };
                 let mut table = vec![Record::default(); n as usize];
-                create_comm(&p, &oob, rank, n, verdict(0), &mut table)?;
+                create_comm(Collective::new(&p, &oob, rank, n, &mut table).local(verdict(0)), Placement::alone(rank))?;
                 let req = request(64, LayoutMode::Contiguous, 64);
-                create_window(&p, &oob, rank, n, &req, verdict(1), &mut table)?.free().map_err(CollectiveError::from)
+                create_window(Collective::new(&p, &oob, rank, n, &mut table).local(verdict(1)), NodeRanks::All, &req)?
+                    .free()
+                    .map_err(CollectiveError::from)
             });
             let failure = Failure::Argument(ArgError::Caller);
             for (r, res) in (0u32..).zip(results) {
@@ -353,7 +356,7 @@ fn disagreeing_ranks_fail_every_rank() {
         // Rank 2 asks for device memory, the others for host memory.
         (
             3,
-            |r| WindowRequest { memory_kind: u32::from(r == 2), ..request(8, LayoutMode::Contiguous, 64) },
+            |r| WindowRequest { memory_kind: MemoryKind(u32::from(r == 2)), ..request(8, LayoutMode::Contiguous, 64) },
             Field::MemoryKind,
         ),
     ];
@@ -433,8 +436,9 @@ fn a_failing_out_of_band_call_fails_every_rank() {
             // Allgathers count from 1 there.
             let oob = if rank == bad { FailingOob::new(oob, call + 1, when) } else { FailingOob::passing(oob) };
             let mut table = vec![Record::default(); n as usize];
-            create_comm(&p, &oob, rank, n, Ok(()), &mut table)?;
-            let w = create_window(&p, &oob, rank, n, &request(64, mode, 64), Ok(()), &mut table)?;
+            create_comm(Collective::new(&p, &oob, rank, n, &mut table), Placement::alone(rank))?;
+            let w =
+                create_window(Collective::new(&p, &oob, rank, n, &mut table), NodeRanks::All, &request(64, mode, 64))?;
             w.free().map_err(CollectiveError::from)
         });
         let case = std::format!("{n} ranks, {mode:?}, rank {bad} fails call {call} (after taking part: {after})");

@@ -127,7 +127,7 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
                 return Err(e);
             }
         };
-        let comm = Comm::with_local_rank(callbacks, rank, n, local_rank)?;
+        let comm = Comm::builder(callbacks, rank, n).local_rank(local_rank).build()?;
         log::log(
             Level::Info,
             format_args!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kpccl_core::error::ArgError;
 use kpccl_core::fence::Barrier;
 use kpccl_core::protocol::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, Record};
-use kpccl_core::{LayoutMode, Oob, ProcessIdentity, WaitPolicy, WindowRequest};
+use kpccl_core::{LayoutMode, MemoryKind, Oob, ProcessIdentity, WaitPolicy, WindowRequest};
 
 use crate::log::{self, Level};
 use crate::platform::{PosixPlatform, Reserve};
@@ -24,6 +24,69 @@ pub struct Comm<O: Oob> {
     config: Config,
     platform: PosixPlatform,
     nodes: Arc<Nodes>,
+}
+
+/// A communicator being configured (see [`Comm::builder`]).
+#[derive(Debug)]
+#[must_use = "nothing is created until `build` (a collective) is called"]
+pub struct CommBuilder<O: Oob> {
+    oob: O,
+    rank: u32,
+    nranks: u32,
+    local_rank: Option<u32>,
+    config: Option<Config>,
+}
+
+impl<O: Oob> CommBuilder<O> {
+    /// This rank's number among its node's ranks: `Some(l)` with `l` in
+    /// `0..n` (`n` ranks on the node, each with its own `l`, else every rank
+    /// fails), or `None` (the default) to be numbered in rank order.
+    pub fn local_rank(mut self, local_rank: Option<u32>) -> Self {
+        self.local_rank = local_rank;
+        self
+    }
+
+    /// An explicit configuration instead of the `KPCCL_*` variables'.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Creates the communicator (collective: every rank calls it).
+    pub fn build(self) -> Result<Comm<O>, Error> {
+        let Self { oob, rank, nranks, local_rank, config } = self;
+        let config = match config.map_or_else(Config::from_env, Ok) {
+            Ok(config) => config,
+            Err(e) => {
+                log::log(Level::Error, format_args!("rank {rank}: {e}"));
+                Comm::fail(&oob, rank, nranks);
+                return Err(e);
+            }
+        };
+        log::set_level(config.log);
+        let digest = node::digest(&config);
+        let platform = match node::segment_dir(&config, digest) {
+            (dir, true) => PosixPlatform::with_node_dir(dir),
+            (dir, false) => PosixPlatform::new(dir),
+        };
+        let me = Placement { node: digest, local_rank: local_rank.unwrap_or(AUTO_LOCAL_RANK) };
+        let nodes = Arc::new(create(&platform, &oob, rank, nranks, me, Ok(()))?);
+        if nodes.info.local_rank == 0 {
+            // One rank per node removes what crashed jobs left (as window creation does).
+            crate::sweep::reap(&config.shm_dir);
+        }
+        if nodes.info.nnodes > 1 {
+            let i = nodes.info;
+            log::log(
+                Level::Info,
+                format_args!(
+                    "rank {rank}: node {} of {}, local rank {} of {}; windows span this node's ranks {:?}",
+                    i.node, i.nnodes, i.local_rank, i.local_size, nodes.ranks
+                ),
+            );
+        }
+        Ok(Comm { oob, rank, nranks, config, platform, nodes })
+    }
 }
 
 /// How a communicator's ranks are spread over nodes.
@@ -79,65 +142,19 @@ impl Nodes {
 
 impl<O: Oob> Comm<O> {
     /// Creates a communicator (collective: every rank calls it) with the
-    /// configuration of the `KPCCL_*` environment variables. Each node's
-    /// ranks are numbered in rank order (see [`Comm::with_local_rank`]).
+    /// configuration of the `KPCCL_*` environment variables, each node's
+    /// ranks numbered in rank order: `Comm::builder(oob, rank, nranks).build()`.
     ///
     /// A bad `KPCCL_*` variable on one rank fails the creation on every rank.
     pub fn new(oob: O, rank: u32, nranks: u32) -> Result<Self, Error> {
-        Self::with_local_rank(oob, rank, nranks, None)
+        Self::builder(oob, rank, nranks).build()
     }
 
-    /// As [`Comm::new`], with this rank's number among its node's ranks:
-    /// `Some(l)` with `l` in `0..n` (`n` ranks on the node, each with its own
-    /// `l`, else every rank fails), or `None` to be numbered in rank order.
-    pub fn with_local_rank(oob: O, rank: u32, nranks: u32, local_rank: Option<u32>) -> Result<Self, Error> {
-        match Config::from_env() {
-            Ok(config) => Self::with_config_and_local_rank(oob, rank, nranks, local_rank, config),
-            Err(e) => {
-                log::log(Level::Error, format_args!("rank {rank}: {e}"));
-                Self::fail(&oob, rank, nranks);
-                Err(e)
-            }
-        }
-    }
-
-    /// Creates a communicator (collective) with an explicit configuration.
-    pub fn with_config(oob: O, rank: u32, nranks: u32, config: Config) -> Result<Self, Error> {
-        Self::with_config_and_local_rank(oob, rank, nranks, None, config)
-    }
-
-    /// Creates a communicator (collective) with an explicit configuration and
-    /// local rank (see [`Comm::with_local_rank`]).
-    pub fn with_config_and_local_rank(
-        oob: O,
-        rank: u32,
-        nranks: u32,
-        local_rank: Option<u32>,
-        config: Config,
-    ) -> Result<Self, Error> {
-        log::set_level(config.log);
-        let digest = node::digest(&config);
-        let platform = match node::segment_dir(&config, digest) {
-            (dir, true) => PosixPlatform::with_node_dir(dir),
-            (dir, false) => PosixPlatform::new(dir),
-        };
-        let me = Placement { node: digest, local_rank: local_rank.unwrap_or(AUTO_LOCAL_RANK) };
-        let nodes = Arc::new(create(&platform, &oob, rank, nranks, me, Ok(()))?);
-        if nodes.info.local_rank == 0 {
-            // One rank per node removes what crashed jobs left (as window creation does).
-            crate::sweep::reap(&config.shm_dir);
-        }
-        if nodes.info.nnodes > 1 {
-            let i = nodes.info;
-            log::log(
-                Level::Info,
-                format_args!(
-                    "rank {rank}: node {} of {}, local rank {} of {}; windows span this node's ranks {:?}",
-                    i.node, i.nnodes, i.local_rank, i.local_size, nodes.ranks
-                ),
-            );
-        }
-        Ok(Self { oob, rank, nranks, config, platform, nodes })
+    /// A communicator to create (collective) as rank `rank` of `nranks`,
+    /// reaching the others through `oob`; set the local rank or the
+    /// configuration, then [`CommBuilder::build`].
+    pub fn builder(oob: O, rank: u32, nranks: u32) -> CommBuilder<O> {
+        CommBuilder { oob, rank, nranks, local_rank: None, config: None }
     }
 
     /// Takes part in communicator creation as a rank whose arguments the
@@ -224,7 +241,7 @@ impl<O: Oob> Comm<O> {
             spins: self.config.spins,
             barrier: self.config.barrier,
             reserve: self.config.reserve,
-            memory_kind: kpccl_core::protocol::MEMORY_KIND_HOST,
+            memory_kind: MemoryKind::HOST,
         }
     }
 }
@@ -239,12 +256,13 @@ fn create<O: Oob>(
 ) -> Result<Nodes, Error> {
     kpccl_core::protocol::check_nranks(nranks)?;
     let mut table = vec![Record::default(); nranks as usize];
-    let info = kpccl_core::create_comm_on(platform, oob, rank, nranks, me, local, &mut table)
-        .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[], None))
-        .inspect_err(|e| {
-            let level = crate::explain::failure_level(e, rank);
-            log::log(level, format_args!("rank {rank}: communicator creation failed: {e}"));
-        })?;
+    let info =
+        kpccl_core::create_comm(kpccl_core::Collective::new(platform, oob, rank, nranks, &mut table).local(local), me)
+            .map_err(|e| crate::explain::creation_error(e, "communicator creation", &[], None))
+            .inspect_err(|e| {
+                let level = crate::explain::failure_level(e, rank);
+                log::log(level, format_args!("rank {rank}: communicator creation failed: {e}"));
+            })?;
     Ok(Nodes::new(&table, info))
 }
 
@@ -260,7 +278,7 @@ pub struct WindowBuilder<'c, O: Oob> {
     spins: Option<u32>,
     barrier: Option<Barrier>,
     reserve: Reserve,
-    memory_kind: u32,
+    memory_kind: MemoryKind,
 }
 
 impl<O: Oob> WindowBuilder<'_, O> {
@@ -304,7 +322,7 @@ impl<O: Oob> WindowBuilder<'_, O> {
     /// What the window's data is, the same on every rank (default: host
     /// memory). Device kinds are built by their crate (`kpccl-ascend`) over a
     /// host window of this kind, so ranks asking for different kinds fail together.
-    pub fn memory_kind(mut self, kind: u32) -> Self {
+    pub fn memory_kind(mut self, kind: MemoryKind) -> Self {
         self.memory_kind = kind;
         self
     }
@@ -357,16 +375,19 @@ impl<O: Oob> WindowBuilder<'_, O> {
         let stats = crate::stats::Counters::if_enabled();
         let platform = c.platform.clone().with_reserve(self.reserve).with_stats(stats.clone());
         let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
-        let inner =
-            kpccl_core::create_window_on(&platform, &c.oob, c.rank, c.nranks, node, &request, local, &mut table)
-                .map_err(|e| {
-                    let dir = Some((platform.dir(), platform.is_node_dir()));
-                    crate::explain::creation_error(e, "window creation", &c.nodes.peers, dir)
-                })
-                .inspect_err(|e| {
-                    let level = crate::explain::failure_level(e, c.rank);
-                    log::log(level, format_args!("rank {}: window creation failed: {e}", c.rank));
-                })?;
+        let inner = kpccl_core::create_window(
+            kpccl_core::Collective::new(&platform, &c.oob, c.rank, c.nranks, &mut table).local(local),
+            node,
+            &request,
+        )
+        .map_err(|e| {
+            let dir = Some((platform.dir(), platform.is_node_dir()));
+            crate::explain::creation_error(e, "window creation", &c.nodes.peers, dir)
+        })
+        .inspect_err(|e| {
+            let level = crate::explain::failure_level(e, c.rank);
+            log::log(level, format_args!("rank {}: window creation failed: {e}", c.rank));
+        })?;
         log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
         Ok(Window::new(inner, Arc::clone(&c.nodes), stats))
     }

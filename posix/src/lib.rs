@@ -45,11 +45,11 @@ mod sys;
 mod way_in;
 mod window;
 
-pub use comm::{Comm, WindowBuilder};
+pub use comm::{Comm, CommBuilder, WindowBuilder};
 pub use config::Config;
 pub use error::Error;
 pub use error_kind::ErrorKind;
-pub use kpccl_core::{DataSegment, LayoutMode, NodeInfo, Oob, OobError};
+pub use kpccl_core::{DataSegment, LayoutMode, MemoryKind, NodeInfo, Oob, OobError};
 pub use platform::{DEFAULT_SHM_DIR, PosixPlatform, PosixSegment, Reserve};
 pub use segment_dir::{DirError, DirProblem};
 pub use stats::WindowStats;

@@ -12,7 +12,7 @@ fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {
     let scratch = ScratchDir::new("dirtest", "open");
     let shm = scratch.path().to_owned();
     let config = Config { shm_dir: shm.clone(), node_id: Some("dirtest".into()), ..Config::default() };
-    let comm = Comm::with_config(Solo, 0, 1, config).unwrap();
+    let comm = Comm::builder(Solo, 0, 1).config(config).build().unwrap();
     let node_dir = comm.segment_dir().to_owned();
     assert!(node_dir.starts_with(&shm) && node_dir != shm, "{}", node_dir.display());
     // Left open to others, and not empty (creation sweeps an empty one of this user's away).
@@ -46,7 +46,7 @@ fn a_failed_system_call_names_the_directory_the_reason_and_its_class() {
     let scratch = ScratchDir::new("dirtest", "missing");
     let shm = scratch.path().join("missing");
     let config = Config { shm_dir: shm.clone(), ..Config::default() };
-    let e = match Comm::with_config(Solo, 0, 1, config) {
+    let e = match Comm::builder(Solo, 0, 1).config(config).build() {
         Ok(comm) => comm.window(4096).alloc().unwrap_err(),
         Err(e) => e,
     };

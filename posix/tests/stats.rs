@@ -40,7 +40,7 @@ fn a_window_counts_its_calls_and_its_sleeps() {
             std::thread::spawn(move || {
                 // No spinning: a wait for a late peer sleeps at once.
                 let config = Config { spins: Some(0), ..Config::default() };
-                let comm = Comm::with_config(oob, rank, 2, config).unwrap();
+                let comm = Comm::builder(oob, rank, 2).config(config).build().unwrap();
                 let win = comm.window(4096).alloc().unwrap();
                 let fresh = win.stats().expect("KPCCL_STATS=1 keeps counters");
                 if rank == 1 {

@@ -81,7 +81,7 @@ impl PyComm {
             }
         };
         let given = oob.clone();
-        match py.detach(|| Comm::with_local_rank(given, rank, nranks, local)) {
+        match py.detach(|| Comm::builder(given, rank, nranks).local_rank(local).build()) {
             Ok(c) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
             Err(e) => Err(oob_error(e, &oob)),
         }
@@ -280,7 +280,7 @@ fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) {
     if ascend && c.nnodes() > 1 {
         return;
     }
-    let kind = if ascend { kpccl_core::protocol::MEMORY_KIND_ASCEND } else { kpccl_core::protocol::MEMORY_KIND_HOST };
+    let kind = if ascend { kpccl_ascend::MEMORY_KIND } else { kpccl_posix::MemoryKind::HOST };
     let _ = py.detach(|| c.window(0).memory_kind(kind).fail());
     let _ = c.oob().take_raised();
 }

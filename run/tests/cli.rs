@@ -155,7 +155,7 @@ fn kpccl_run_lists_live_and_stale_segments_and_removes_the_stale_only() {
     let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runlist-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = kpccl_posix::Config { shm_dir: dir.clone(), ..kpccl_posix::Config::default() };
-    let comm = kpccl_posix::Comm::with_config(Solo, 0, 1, config).unwrap();
+    let comm = kpccl_posix::Comm::builder(Solo, 0, 1).config(config).build().unwrap();
     let win = comm.window(8192).alloc().unwrap();
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };

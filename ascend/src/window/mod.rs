@@ -272,7 +272,7 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
             // Every rank sees the same node count: all refuse, none waits.
             return Err(Error::MultiNode { nnodes: self.comm.nnodes() });
         }
-        let mut host = self.comm.window(0).memory_kind(kpccl_core::protocol::MEMORY_KIND_ASCEND);
+        let mut host = self.comm.window(0).memory_kind(crate::MEMORY_KIND);
         if let Some(t) = self.timeout {
             host = host.timeout(t);
         }

@@ -33,6 +33,8 @@ pub mod lockstep;
 mod nodes;
 mod record;
 
+use core::fmt;
+
 use lockstep::LockstepRecord as _;
 pub use nodes::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, map_nodes};
 use record::Stage;
@@ -60,15 +62,23 @@ pub struct WindowRequest {
     /// The window fence this rank would choose (e.g. [`Barrier::for_load`]);
     /// the window runs [`Barrier::Flat`] if any rank asks for it.
     pub barrier: Barrier,
-    /// Where the data lives ([`MEMORY_KIND_HOST`], [`MEMORY_KIND_ASCEND`]; the
-    /// same on every rank): a device window still has its fence slots here.
-    pub memory_kind: u32,
+    /// Where the data lives (the same on every rank): a device window still
+    /// has its fence slots here.
+    pub memory_kind: MemoryKind,
 }
 
-/// A window of host shared memory.
-pub const MEMORY_KIND_HOST: u32 = 0;
-/// A window whose data segments are Ascend device memory (`kpccl-ascend`).
-pub const MEMORY_KIND_ASCEND: u32 = 1;
+/// What a window's data is, as a tag the ranks compare: ranks asking for
+/// different kinds fail together. The core knows only host memory; a
+/// backend that keeps the data elsewhere (device memory, reached through
+/// its own runtime) builds its windows over a host window tagged with a
+/// kind of its own (`kpccl_ascend::MEMORY_KIND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemoryKind(pub u32);
+
+impl MemoryKind {
+    /// Host shared memory: the data segments are the window's own pages.
+    pub const HOST: Self = Self(0);
+}
 
 impl Default for WindowRequest {
     fn default() -> Self {
@@ -78,7 +88,7 @@ impl Default for WindowRequest {
             align: 64,
             policy: WaitPolicy::DEFAULT,
             barrier: Barrier::Dissemination,
-            memory_kind: MEMORY_KIND_HOST,
+            memory_kind: MemoryKind::HOST,
         }
     }
 }
@@ -133,43 +143,59 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
     Ok(())
 }
 
-/// Communicator creation on one node: ranks exchange identities and agree
-/// on the rank count and numbering. `table.len()` must be `nranks`. `local`
-/// is the caller's own verdict on its arguments: a rank whose arguments are
-/// bad still takes part, so that every rank fails together.
-pub fn create_comm<P, O>(
-    platform: &P,
-    oob: &O,
-    rank: u32,
-    nranks: u32,
-    local: Result<(), ArgError>,
-    table: &mut [Record],
-) -> Result<(), CollectiveError>
-where
-    P: Platform + ?Sized,
-    O: Oob + ?Sized,
-{
-    create_comm_on(platform, oob, rank, nranks, Placement { node: 0, local_rank: rank }, local, table).map(drop)
+/// One rank's side of a collective creation: how it reaches the platform
+/// and the other ranks, who it is, and what it thinks of its own arguments.
+pub struct Collective<'a, P: ?Sized, O: ?Sized> {
+    /// Where segments, clocks and liveness come from.
+    pub platform: &'a P,
+    /// The out-of-band collectives of the ranks.
+    pub oob: &'a O,
+    /// This rank, `0..nranks`.
+    pub rank: u32,
+    /// The ranks taking part (on every node).
+    pub nranks: u32,
+    /// Scratch space for the allgathers: one record per rank (no allocator).
+    pub table: &'a mut [Record],
+    /// This rank's own verdict on its arguments: a rank whose arguments are
+    /// bad still takes part, so that every rank fails together.
+    pub local: Result<(), ArgError>,
 }
 
-/// Communicator creation over any number of nodes: as [`create_comm`], and
-/// each rank says where it runs (`me`). The ranks are grouped by node; the
-/// local ranks must number each node's ranks `0..n`, else every rank fails
-/// with [`CollectiveError::LocalRank`]. Afterwards `table[r].placement()` is
-/// where rank `r` runs.
-pub fn create_comm_on<P, O>(
-    platform: &P,
-    oob: &O,
-    rank: u32,
-    nranks: u32,
-    me: Placement,
-    local: Result<(), ArgError>,
-    table: &mut [Record],
-) -> Result<NodeInfo, CollectiveError>
+impl<'a, P: ?Sized, O: ?Sized> Collective<'a, P, O> {
+    /// Rank `rank` of `nranks`, with `table.len() == nranks` records of scratch.
+    pub fn new(platform: &'a P, oob: &'a O, rank: u32, nranks: u32, table: &'a mut [Record]) -> Self {
+        Self { platform, oob, rank, nranks, table, local: Ok(()) }
+    }
+
+    /// The same, with this rank's verdict on its own arguments.
+    #[must_use]
+    pub fn local(self, local: Result<(), ArgError>) -> Self {
+        Self { local, ..self }
+    }
+}
+
+impl<P: ?Sized, O: ?Sized> fmt::Debug for Collective<'_, P, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Collective")
+            .field("rank", &self.rank)
+            .field("nranks", &self.nranks)
+            .field("local", &self.local)
+            .finish()
+    }
+}
+
+/// Communicator creation (collective): ranks exchange identities and agree
+/// on the rank count and numbering, each saying where it runs (`me`;
+/// [`Placement::alone`] on one node). `table.len()` must be `nranks`. The
+/// ranks are grouped by node; the local ranks must number each node's ranks
+/// `0..n`, else every rank fails with [`CollectiveError::LocalRank`].
+/// Afterwards `table[r].placement()` is where rank `r` runs.
+pub fn create_comm<P, O>(c: Collective<'_, P, O>, me: Placement) -> Result<NodeInfo, CollectiveError>
 where
     P: Platform + ?Sized,
     O: Oob + ?Sized,
 {
+    let Collective { platform, oob, rank, nranks, table, local } = c;
     check_nranks(nranks)?;
     assert_eq!(table.len(), nranks as usize, "one record per rank");
     let mut mine = Record::new(Stage::Comm, rank, nranks, &platform.identity());
@@ -193,44 +219,21 @@ fn window_digest(layout: &Layout, barrier: Barrier, entries: impl Iterator<Item 
         .finish()
 }
 
-/// Window creation on one node (collective). `table.len()` must be
-/// `nranks`; it is scratch space for the allgathers. `local` is the caller's
-/// own verdict on its arguments (see [`create_comm`]).
-pub fn create_window<P, O>(
-    platform: &P,
-    oob: &O,
-    rank: u32,
-    nranks: u32,
-    request: &WindowRequest,
-    local: Result<(), ArgError>,
-    table: &mut [Record],
-) -> Result<Window<P>, CollectiveError>
-where
-    P: Platform + Clone,
-    O: Oob + ?Sized,
-{
-    create_window_on(platform, oob, rank, nranks, NodeRanks::All, request, local, table)
-}
-
-/// Window creation over any number of nodes (collective over all `nranks`
-/// ranks): the window spans the ranks of the caller's node, `node`, and its
-/// [`Window`] numbers them by local rank. One node's failure fails every node.
-#[allow(clippy::too_many_arguments)] // the collective's inputs, each needed
+/// Window creation (collective over all `nranks` ranks): the window spans
+/// the ranks of the caller's node, `node` ([`NodeRanks::All`] on one node),
+/// and its [`Window`] numbers them by local rank. One node's failure fails
+/// every node.
 #[allow(clippy::too_many_lines)] // one protocol, step by step
-pub fn create_window_on<P, O>(
-    platform: &P,
-    oob: &O,
-    rank: u32,
-    nranks: u32,
+pub fn create_window<P, O>(
+    c: Collective<'_, P, O>,
     node: NodeRanks<'_>,
     request: &WindowRequest,
-    local: Result<(), ArgError>,
-    table: &mut [Record],
 ) -> Result<Window<P>, CollectiveError>
 where
     P: Platform + Clone,
     O: Oob + ?Sized,
 {
+    let Collective { platform, oob, rank, nranks, table, local } = c;
     check_nranks(nranks)?;
     assert_eq!(table.len(), nranks as usize, "one record per rank");
     let who = platform.identity();
@@ -248,7 +251,7 @@ where
     mine.align = request.align;
     mine.page = page;
     mine.barrier = request.barrier.code();
-    mine.memory_kind = request.memory_kind;
+    mine.memory_kind = request.memory_kind.0;
     let node_ok = if valid_node { Ok(()) } else { Err(ArgError::Caller) };
     if let Err(e) = local.and(node_ok).and_then(|()| check_request(rank, nranks, request, page)) {
         mine.fail(Failure::Argument(e));

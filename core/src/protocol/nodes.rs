@@ -25,6 +25,14 @@ pub struct Placement {
     pub local_rank: u32,
 }
 
+impl Placement {
+    /// Rank `rank` of a communicator whose ranks all run on one node.
+    #[must_use]
+    pub const fn alone(rank: u32) -> Self {
+        Self { node: 0, local_rank: rank }
+    }
+}
+
 /// A rank's place among the nodes of its communicator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeInfo {
@@ -127,7 +135,7 @@ fn local_rank(table: &[Record], r: usize) -> u32 {
 }
 
 /// Every rank's node index and local rank, from a table that
-/// [`create_comm_on`](super::create_comm_on) accepted.
+/// [`create_comm`](super::create_comm) accepted.
 ///
 /// # Panics
 /// If the slices are not as long as the table.

@@ -23,7 +23,8 @@ pub use platform::{StaticPlatform, StaticSegment};
 
 use kpccl_core::fence::ring_order;
 use kpccl_core::{
-    CollectiveError, FenceError, Platform, Record, WaitPolicy, WindowRequest, create_comm, create_window,
+    Collective, CollectiveError, FenceError, NodeRanks, Placement, Platform, Record, WaitPolicy, WindowRequest,
+    create_comm, create_window,
 };
 
 /// The most ranks the example's out-of-band buffer holds.
@@ -64,11 +65,13 @@ pub fn rank_main(
     // The communicator's table, on the stack: no allocator.
     let mut table = [Record::default(); MAX_RANKS];
     let table = &mut table[..nranks as usize];
-    create_comm(&platform, oob, rank, nranks, Ok(()), table).map_err(RunError::Collective)?;
+    create_comm(Collective::new(&platform, oob, rank, nranks, table), Placement::alone(rank))
+        .map_err(RunError::Collective)?;
     // Spin while every rank has a core; otherwise relax at once (the platform's hook).
     let policy = WaitPolicy::for_load(nranks, platform.cpu_count());
     let request = WindowRequest { size: 64, policy, ..WindowRequest::default() };
-    let window = create_window(&platform, oob, rank, nranks, &request, Ok(()), table).map_err(RunError::Collective)?;
+    let window = create_window(Collective::new(&platform, oob, rank, nranks, table), NodeRanks::All, &request)
+        .map_err(RunError::Collective)?;
     let prev = (rank + nranks - 1) % nranks;
     let order = ring_order(rank, nranks);
     let mine = word::word(&window, rank).map_err(RunError::Fence)?;

@@ -19,6 +19,7 @@ def come_late(win, peer):
         win.peer_fence(peer)
     except kpccl.Error as e:
         say("late", type(e).__name__)
+        say("late_rank", getattr(e, "rank", None))
 
 
 def free_anyway(win):

@@ -46,7 +46,7 @@ pub(crate) fn nodes(oob: RunOob, args: &Args) -> Res {
     let mut config = Config::from_env().map_err(s)?;
     config.node_id = Some(format!("sim-node-{}", node_of(rank)));
     if args.get("bad_local", false)? {
-        let got = Comm::with_config_and_local_rank(oob, rank, n, Some(rank), config);
+        let got = Comm::builder(oob, rank, n).local_rank(Some(rank)).config(config).build();
         return match got {
             Err(e @ Error::Collective(CollectiveError::LocalRank { .. })) => {
                 let text = e.to_string();
@@ -60,7 +60,7 @@ pub(crate) fn nodes(oob: RunOob, args: &Args) -> Res {
         };
     }
     let local = if rr { None } else { Some(rank % per) };
-    let comm = Comm::with_config_and_local_rank(oob, rank, n, local, config).map_err(s)?;
+    let comm = Comm::builder(oob, rank, n).local_rank(local).config(config).build().map_err(s)?;
 
     // The communicator's answers.
     let mine: Vec<u32> = (0..n).filter(|&r| node_of(r) == node_of(rank)).collect();

@@ -396,7 +396,7 @@ fn oob_fail(oob: RunOob, args: &Args) -> Res {
         config.node_id = Some(format!("sim-node-{}", me / n.div_ceil(nodes)));
     }
     let collectives = if nodes > 1 { 5 } else { 4 };
-    let comm = match Comm::with_config(flaky, me, n, config) {
+    let comm = match Comm::builder(flaky, me, n).config(config).build() {
         Err(e) => {
             println!("rank {me}: communicator failed as expected: {e}");
             return Ok(());
