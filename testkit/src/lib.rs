@@ -1,5 +1,5 @@
 //! What the tests of kpccl share, in one place instead of a copy per test
-//! (or a `#[path]` include): out-of-band doubles ([`FailingOob`], [`Solo`]),
+//! (or a source file included by path): out-of-band doubles ([`FailingOob`], [`Solo`]),
 //! scratch directories removed on drop ([`ScratchDir`]), a window's sync
 //! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]), and, with feature
 //! `acl`, the conformance suite of the ACL IPC calls ([`acl`]).
