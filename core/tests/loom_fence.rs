@@ -16,7 +16,7 @@ use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
     Barrier, PendingFence, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_wait, window_fence,
 };
-use kpccl_core::sync::{AtomicU32, AtomicU64, Ordering};
+use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;

@@ -2,7 +2,7 @@
 //! (or a source file included by path): out-of-band doubles ([`FailingOob`], [`Solo`]),
 //! scratch directories removed on drop ([`ScratchDir`]), a window's sync
 //! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]), and, with feature
-//! `acl`, the conformance suite of the ACL IPC calls ([`acl`]).
+//! `acl`, the conformance suite of the ACL IPC calls (module `acl`).
 //!
 //! The in-process platform whose ranks are threads is not here: it is
 //! `kpccl_core::threads` (feature `threads`), the reference for embedders.
