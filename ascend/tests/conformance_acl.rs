@@ -2,8 +2,6 @@
 //! against a real `libascendcl.so` when one loads (else each case prints a skip).
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 
@@ -27,7 +25,7 @@ fn real() -> Option<AclBackend> {
     }
 }
 
-conformance_tests!(real());
+kpccl_testkit::conformance_tests!(real());
 
 #[test]
 fn missing_library_is_named() {

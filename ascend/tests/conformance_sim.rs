@@ -1,20 +1,20 @@
 //! The conformance suite against the in-process simulator, plus its strict mode.
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-mod common;
+use kpccl_testkit::acl;
 
 use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::HostSim;
 
-use common::ipc::Exported;
+use acl::ipc::Exported;
 
-conformance_tests!(Some(HostSim::faithful()));
+kpccl_testkit::conformance_tests!(Some(HostSim::faithful()));
 
 /// Strict mode refuses the exporter's close and free while an importer maps the key.
 #[test]
 fn strict_mode_reports_misuse() {
-    common::run(
+    acl::run(
         || Some(HostSim::strict()),
         |rt: &HostSim| {
             let exp = Exported::new(rt, 0, 1, 1);
@@ -32,7 +32,7 @@ fn strict_mode_reports_misuse() {
 /// access (from its next simulator call on), as the driver frees its pages.
 #[test]
 fn importer_view_revoked_after_exporter_close() {
-    common::run(
+    acl::run(
         || Some(HostSim::faithful()),
         |rt: &HostSim| {
             let exp = Exported::new(rt, 0, 2, 1);
@@ -61,7 +61,7 @@ fn importer_view_revoked_after_exporter_close() {
 /// shows in tests. A stream of another device is 107003, an unknown one 107000.
 #[test]
 fn stream_work_runs_in_order_at_synchronisation() {
-    common::run(
+    acl::run(
         || Some(HostSim::faithful()),
         |rt: &HostSim| {
             rt.set_device(0).unwrap();

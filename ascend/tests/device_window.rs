@@ -6,7 +6,7 @@
 // Test patterns: bytes cut from counters on purpose.
 #![allow(clippy::cast_possible_truncation)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kpccl_ascend::codes::{
@@ -16,56 +16,35 @@ use kpccl_ascend::codes::{
 use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Error, Failure, Fault};
 use kpccl_ascend::{DeviceWindow, sim::HostSim};
-use kpccl_posix::launch::{Launch, RunOob};
-use kpccl_posix::{Comm, Oob, OobError};
+use kpccl_posix::{Comm, Oob};
+use kpccl_run::{Launch, RunOob};
+use kpccl_testkit::{FailingOob, INJECTED, ScratchDir, When, entries};
 
 /// The variable naming the case a rank process runs.
 const CASE_ENV: &str = "KPCCL_ASCEND_TEST_CASE";
 
-/// A private directory under /dev/shm, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(what: &str, case: &str) -> Self {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        Self(PathBuf::from(format!("/dev/shm/kpccl-test-{}-{nanos}-{what}-{case}", std::process::id())))
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        // A directory, or a file made at this path (the copy logs).
-        let _ = std::fs::remove_dir_all(&self.0).or_else(|_| std::fs::remove_file(&self.0));
-    }
-}
-
-fn entries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default()
-}
-
 /// Runs `case` on `n` rank processes; asserts they all exit 0 and leave no
 /// segment and no simulator state behind.
 fn launch(n: u32, case: &str, env: &[(&str, &str)]) {
-    let shm = Dir::new("shm", case);
-    std::fs::create_dir_all(&shm.0).unwrap();
-    let sim = Dir::new("sim", case);
+    let shm = ScratchDir::new("test-shm", case);
+    // Made by the simulator, which must remove it: not there beforehand.
+    let scratch = ScratchDir::new("test-sim", case);
+    let sim = scratch.path().join("sim");
     let mut l = Launch::new(n)
         .timeout(Duration::from_secs(120))
         .env(CASE_ENV, case)
         .env("KPCCL_ASCEND", "sim")
         .env("KPCCL_LOG", "off")
-        .env("KPCCL_SHM_DIR", &shm.0)
-        .env("ASCEND_SIM_DIR", &sim.0);
+        .env("KPCCL_SHM_DIR", shm.path())
+        .env("ASCEND_SIM_DIR", &sim);
     for (k, v) in env {
         l = l.env(k, v);
     }
     let exe = std::env::current_exe().unwrap();
     let report = l.run(&exe, ["--exact", "rank_main", "--nocapture", "--test-threads=1"]).expect("launch");
     assert!(report.success(), "{case} on {n} ranks: {report}");
-    assert_eq!(entries(&shm.0), Vec::<String>::new(), "{case}: segments left in {}", shm.0.display());
-    assert!(!sim.0.exists(), "{case}: simulator state left in {}: {:?}", sim.0.display(), entries(&sim.0));
+    assert_eq!(shm.entries(), Vec::<String>::new(), "{case}: segments left in {}", shm.path().display());
+    assert!(!sim.exists(), "{case}: simulator state left in {}: {:?}", sim.display(), entries(&sim));
 }
 
 /// The entry point of a rank process (a no-op in the normal test run).
@@ -268,32 +247,6 @@ fn dead_peer<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     }
 }
 
-/// An out-of-band layer whose `fail_at`-th allgather fails on rank 1, before
-/// or after taking part.
-struct Flaky {
-    inner: RunOob,
-    fail_at: u32,
-    after: bool,
-    calls: std::cell::Cell<u32>,
-}
-
-impl Oob for Flaky {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        self.calls.set(self.calls.get() + 1);
-        if self.inner.rank() == 1 && self.calls.get() == self.fail_at {
-            if self.after {
-                self.inner.allgather(send, recv)?;
-            }
-            return Err(OobError { code: 17 });
-        }
-        self.inner.allgather(send, recv)
-    }
-
-    fn barrier(&self) -> Result<(), OobError> {
-        self.inner.barrier()
-    }
-}
-
 /// Rank 1's allgather fails at a device stage (`FLAKY=<call>,<before|after>`;
 /// call 1 makes the communicator, 2-4 the host window, 5-7 the device
 /// stages): every rank fails, none hangs, and the next window works.
@@ -301,12 +254,13 @@ fn flaky_oob(oob: RunOob) -> Result<(), String> {
     let spec = std::env::var("FLAKY").map_err(|_| "FLAKY unset")?;
     let (call, when) = spec.split_once(',').ok_or("FLAKY=<call>,<before|after>")?;
     let (rank, n) = (oob.rank(), oob.nranks());
-    let flaky =
-        Flaky { inner: oob, fail_at: call.parse().map_err(|_| "call")?, after: when == "after", calls: 0.into() };
+    let call = call.parse().map_err(|_| "call")?;
+    let when = if when == "after" { When::After } else { When::Before };
+    let flaky = if rank == 1 { FailingOob::new(oob, call, when) } else { FailingOob::passing(oob) };
     let comm = Comm::new(flaky, rank, n).map_err(|e| e.to_string())?;
     match DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc() {
         Ok(_) => return Err(format!("the window was made though rank 1's allgather {call} failed")),
-        Err(Error::Local(Failure::Oob(17))) if rank == 1 => {}
+        Err(Error::Local(Failure::Oob(INJECTED))) if rank == 1 => {}
         Err(Error::Peer { rank: 1, failure: Failure::Oob(_) }) if rank != 1 => {}
         Err(err) => return Err(format!("unexpected error: {err:?}")),
     }
@@ -419,12 +373,13 @@ fn a_dead_peer_during_free_is_an_error_not_a_hang() {
 /// Runs `case` on `n` ranks under `chip`, with the simulator's copy log on; the
 /// log must stay empty: no synchronous copy of imported memory was made.
 fn launch_logged(n: u32, case: &str, chip: Chip, env: &[(&str, &str)]) {
-    let log = Dir::new("copylog", case);
-    let path = log.0.to_string_lossy().into_owned();
+    let scratch = ScratchDir::new("test-copylog", case);
+    let log = scratch.path().join("copies");
+    let path = log.to_string_lossy().into_owned();
     let mut all = vec![("ASCEND_SIM_CHIP", chip.name()), ("ASCEND_SIM_COPY_LOG", path.as_str())];
     all.extend_from_slice(env);
     launch(n, case, &all);
-    let text = std::fs::read_to_string(&log.0).unwrap_or_default();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(text.is_empty(), "{case} under {chip}: synchronous copies of imported memory:\n{text}");
 }
 
@@ -516,10 +471,11 @@ fn sync_copy_is_logged<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
 
 #[test]
 fn the_copy_log_records_a_synchronous_copy_of_an_import() {
-    let log = Dir::new("copylog", "control");
-    let path = log.0.to_string_lossy().into_owned();
+    let scratch = ScratchDir::new("test-copylog", "control");
+    let log = scratch.path().join("copies");
+    let path = log.to_string_lossy().into_owned();
     launch(2, "sync_copy_is_logged", &[("ASCEND_SIM_COPY_LOG", path.as_str())]);
-    let text = std::fs::read_to_string(&log.0).unwrap_or_default();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(text.lines().count(), 2, "one line per rank:\n{text}");
     assert!(text.lines().all(|l| l.contains("aclrtMemcpy") && l.ends_with("-> 0")), "{text}");
 }

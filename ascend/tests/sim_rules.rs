@@ -4,7 +4,7 @@
 //! device, where none of them applies.
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-mod common;
+use kpccl_testkit::acl;
 
 use core::ffi::c_void;
 
@@ -12,7 +12,7 @@ use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::{Chip, HostSim, sync_import_copies};
 use kpccl_ascend::{AclRuntime, AclStream};
 
-use common::ipc::{Exported, SIZE, code, fill, read};
+use acl::ipc::{Exported, SIZE, code, fill, read};
 
 /// The chips that have IPC memory sharing.
 const IPC_CHIPS: [Chip; 3] = [Chip::Inference, Chip::A2, Chip::A3];
@@ -88,7 +88,7 @@ fn cross_device_rules(rt: &HostSim, q: *mut c_void, owner: i32) {
 fn cross_device_rules_in_both_directions_under_each_chip() {
     for chip in IPC_CHIPS {
         for (owner, importer) in [(0, 1), (1, 0)] {
-            common::run(
+            acl::run(
                 || Some(HostSim::faithful().with_chip(chip)),
                 |rt: &HostSim| {
                     let exp = export_with(rt, owner, ACL_MEM_MALLOC_HUGE_FIRST_P2P, 0x11);
@@ -109,7 +109,7 @@ fn cross_device_rules_in_both_directions_under_each_chip() {
 fn an_importer_on_the_owners_device_has_no_limits() {
     for chip in IPC_CHIPS {
         for dev in [0, 1] {
-            common::run(
+            acl::run(
                 || Some(HostSim::faithful().with_chip(chip)),
                 |rt: &HostSim| {
                     // Not even a P2P policy is needed on one device.
@@ -140,7 +140,7 @@ fn an_importer_on_the_owners_device_has_no_limits() {
 fn the_inference_chip_needs_a_p2p_policy_across_devices() {
     for chip in IPC_CHIPS {
         for (policy, p2p) in [(ACL_MEM_MALLOC_HUGE_FIRST, false), (ACL_MEM_MALLOC_NORMAL_ONLY_P2P, true)] {
-            common::run(
+            acl::run(
                 || Some(HostSim::faithful().with_chip(chip)),
                 |rt: &HostSim| {
                     let exp = export_with(rt, 0, policy, 0x11);
@@ -168,7 +168,7 @@ fn the_inference_chip_needs_a_p2p_policy_across_devices() {
 /// `aclInit` and every IPC call with 100000.
 #[test]
 fn chips_without_ipc_refuse_it() {
-    common::run(
+    acl::run(
         || Some(HostSim::faithful().with_chip(Chip::Atlas200I500A2)),
         |rt: &HostSim| {
             rt.set_device(0).unwrap();

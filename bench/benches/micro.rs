@@ -10,10 +10,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use kpccl_bench::heap::{HeapArea, ThreadEnv};
 use kpccl_core::WaitPolicy;
 use kpccl_core::fence::{peer_fence, window_fence};
 use kpccl_core::layout::{Layout, LayoutMode, LayoutParams};
+use kpccl_testkit::ThreadEnv;
+use kpccl_testkit::heap::HeapArea;
 
 fn layout(c: &mut Criterion) {
     let mut g = c.benchmark_group("layout/new");

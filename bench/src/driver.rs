@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kpccl_posix::launch::Launch;
+use kpccl_run::Launch;
 
 use crate::measure::Budget;
 use crate::ranks::{self, CREATE_SIZES, What};

@@ -14,14 +14,14 @@
 //!   of the Parallel Research Kernels (`bench/c/pipeline.c`) and the window
 //!   allreduce example (`examples/kpccl_allreduce.c`);
 //! - [`report`], [`workload_report`] and [`svg`]: the tables, targets and plots;
-//! - [`criterion_results`]: the micro-benchmarks' estimates, from criterion's JSON;
-//! - [`heap`]: a heap sync area, for the criterion benchmarks of fences
-//!   between threads (`benches/micro.rs`).
+//! - [`criterion_results`]: the micro-benchmarks' estimates, from criterion's JSON.
+//!
+//! The criterion benchmarks of fences between threads (`benches/micro.rs`)
+//! run on the heap sync area of `kpccl-testkit`.
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 pub mod criterion_results;
 pub mod driver;
-pub mod heap;
 pub mod measure;
 pub mod ranks;
 pub mod reference;

@@ -16,83 +16,15 @@ use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
     Barrier, PendingFence, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_wait, window_fence,
 };
-use kpccl_core::layout::rounds;
-use kpccl_core::sync::{AtomicU32, AtomicU64, Ordering};
+use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use std::task::Poll;
 
-/// A window's sync words as a plain Rust value (loom atomics cannot be cast
-/// from raw memory).
-#[derive(Debug)]
-struct Area {
-    nranks: u32,
-    /// `peer[writer * n + reader]`.
-    peer: Vec<AtomicU64>,
-    /// `signals[writer * n + reader]`.
-    signals: Vec<AtomicU64>,
-    /// `taken[taker * n + signaller]`.
-    taken: Vec<AtomicU64>,
-    /// `round[round * n + reader]`.
-    round: Vec<AtomicU64>,
-    doorbell: Vec<AtomicU32>,
-    sleeping: Vec<AtomicU32>,
-    poison: AtomicU32,
-    arrivals: AtomicU64,
-    flat_arrived: Vec<AtomicU64>,
-}
-
-impl Area {
-    fn new(nranks: u32) -> Self {
-        let n = nranks as usize;
-        Self {
-            nranks,
-            peer: (0..n * n).map(|_| AtomicU64::new(0)).collect(),
-            signals: (0..n * n).map(|_| AtomicU64::new(0)).collect(),
-            taken: (0..n * n).map(|_| AtomicU64::new(0)).collect(),
-            round: (0..rounds(nranks) as usize * n).map(|_| AtomicU64::new(0)).collect(),
-            doorbell: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            sleeping: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            poison: AtomicU32::new(0),
-            arrivals: AtomicU64::new(0),
-            flat_arrived: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-}
-
-impl SyncArea for Area {
-    fn nranks(&self) -> u32 {
-        self.nranks
-    }
-    fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
-        &self.peer[(writer * self.nranks + reader) as usize]
-    }
-    fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
-        &self.signals[(writer * self.nranks + reader) as usize]
-    }
-    fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64 {
-        &self.taken[(taker * self.nranks + signaller) as usize]
-    }
-    fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
-        &self.round[(round * self.nranks + reader) as usize]
-    }
-    fn doorbell(&self, rank: u32) -> &AtomicU32 {
-        &self.doorbell[rank as usize]
-    }
-    fn sleeping(&self, rank: u32) -> &AtomicU32 {
-        &self.sleeping[rank as usize]
-    }
-    fn poison_word(&self) -> &AtomicU32 {
-        &self.poison
-    }
-    fn arrivals(&self) -> &AtomicU64 {
-        &self.arrivals
-    }
-    fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
-        &self.flat_arrived[rank as usize]
-    }
-}
+// A window's sync words as a plain Rust value, every slot on a line of its
+// own (built inside each model: its words are loom's atomics).
+use kpccl_testkit::heap::HeapArea as Area;
 
 /// Waiting as a yield: every wait returns at once and the fence polls again.
 #[derive(Debug)]

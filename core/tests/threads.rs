@@ -8,7 +8,6 @@
 
 mod support;
 
-use core::cell::Cell;
 use core::task::Poll;
 use core::time::Duration;
 use std::sync::Arc;
@@ -20,9 +19,10 @@ use kpccl_core::fence::{Barrier, ring_order};
 use kpccl_core::layout::{LayoutParams, MIN_SEGMENT_ALIGN};
 use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
 use kpccl_core::{
-    Collective, CollectiveError, Failure, FenceError, LayoutError, LayoutMode, MemoryKind, NodeRanks, Oob, Pending,
+    Collective, CollectiveError, Failure, FenceError, LayoutError, LayoutMode, MemoryKind, NodeRanks, Pending,
     Placement, Platform, Record, WaitPolicy, Window, WindowRequest, create_comm, create_window,
 };
+use kpccl_testkit::{FailingOob, INJECTED, When};
 use support::{check, fill};
 
 /// How long a group of ranks may take. Miri's clock runs with the
@@ -410,29 +410,6 @@ fn a_name_that_exists_is_not_reused() {
     assert!(platform.leaked().is_empty());
 }
 
-/// An out-of-band handle whose call number `fail_at` fails on one rank:
-/// before taking part (the others are still waiting for it) or after.
-#[derive(Debug)]
-struct FlakyOob {
-    inner: ThreadOob,
-    fail_at: Option<(u32, bool)>,
-    calls: Cell<u32>,
-}
-
-impl Oob for FlakyOob {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        let call = self.calls.replace(self.calls.get() + 1);
-        match self.fail_at {
-            Some((at, false)) if at == call => Err(OobError { code: -7 }),
-            Some((at, true)) if at == call => self.inner.allgather(send, recv).and(Err(OobError { code: -7 })),
-            _ => self.inner.allgather(send, recv),
-        }
-    }
-    fn barrier(&self) -> Result<(), OobError> {
-        self.inner.barrier()
-    }
-}
-
 #[test]
 fn a_failing_out_of_band_call_fails_every_rank() {
     let ns: &[u32] = if cfg!(miri) { &[2] } else { &[2, 3] };
@@ -455,8 +432,9 @@ fn a_failing_out_of_band_call_fails_every_rank() {
         let platform = ThreadPlatform::new(4096);
         let p = platform.clone();
         let results = run(n, LIMIT, move |rank, oob| {
-            let fail_at = (rank == bad).then_some((call, after));
-            let oob = FlakyOob { inner: oob, fail_at, calls: Cell::new(0) };
+            let when = if after { When::After } else { When::Before };
+            // Allgathers count from 1 there.
+            let oob = if rank == bad { FailingOob::new(oob, call + 1, when) } else { FailingOob::passing(oob) };
             let mut table = vec![Record::default(); n as usize];
             create_comm(Collective::new(&p, &oob, rank, n, &mut table), Placement::alone(rank))?;
             let w =
@@ -466,7 +444,7 @@ fn a_failing_out_of_band_call_fails_every_rank() {
         let case = std::format!("{n} ranks, {mode:?}, rank {bad} fails call {call} (after taking part: {after})");
         for (r, res) in (0u32..).zip(results) {
             match res {
-                Err(CollectiveError::Local(Failure::Oob(OobError { code: -7 }))) if r == bad => {}
+                Err(CollectiveError::Local(Failure::Oob(OobError { code: INJECTED }))) if r == bad => {}
                 Err(CollectiveError::Peer { rank, failure: Failure::Oob(_) }) if r != bad && rank == bad => {}
                 other => panic!("{case}: rank {r} returned {other:?}"),
             }

@@ -4,35 +4,13 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use kpccl_posix::{Comm, Config, Error, Oob, OobError};
-
-/// The out-of-band collectives of a communicator of one rank.
-struct Solo;
-
-impl Oob for Solo {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        recv.copy_from_slice(send);
-        Ok(())
-    }
-    fn barrier(&self) -> Result<(), OobError> {
-        Ok(())
-    }
-}
-
-/// The test's segment directory, removed even when the test fails.
-struct Removed(std::path::PathBuf);
-
-impl Drop for Removed {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use kpccl_posix::{Comm, Config, Error};
+use kpccl_testkit::{ScratchDir, Solo};
 
 #[test]
 fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {
-    let shm = std::path::PathBuf::from(format!("/dev/shm/kpccl-dirtest-{}", std::process::id()));
-    std::fs::create_dir_all(&shm).unwrap();
-    let _cleanup = Removed(shm.clone());
+    let scratch = ScratchDir::new("dirtest", "open");
+    let shm = scratch.path().to_owned();
     let config = Config { shm_dir: shm.clone(), node_id: Some("dirtest".into()), ..Config::default() };
     let comm = Comm::builder(Solo, 0, 1).config(config).build().unwrap();
     let node_dir = comm.segment_dir().to_owned();
@@ -64,8 +42,9 @@ fn a_node_directory_open_to_others_is_named_with_its_mode_and_the_fix() {
 
 #[test]
 fn a_failed_system_call_names_the_directory_the_reason_and_its_class() {
-    let shm = std::path::PathBuf::from(format!("/dev/shm/kpccl-dirtest-missing-{}", std::process::id()));
-    let _cleanup = Removed(shm.clone());
+    // Not there: made by no one.
+    let scratch = ScratchDir::new("dirtest", "missing");
+    let shm = scratch.path().join("missing");
     let config = Config { shm_dir: shm.clone(), ..Config::default() };
     let e = match Comm::builder(Solo, 0, 1).config(config).build() {
         Ok(comm) => comm.window(4096).alloc().unwrap_err(),

@@ -3,34 +3,18 @@
 #![allow(missing_docs, clippy::std_instead_of_core)]
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::PathBuf;
 
 use kpccl_core::error::PlatformOp;
 use kpccl_core::{Platform, Segment as _};
 use kpccl_posix::PosixPlatform;
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(case: &str) -> Self {
-        let d = PathBuf::from(format!("/dev/shm/kpccl-segtest-{}-{case}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        Self(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use kpccl_testkit::ScratchDir;
 
 #[test]
 fn created_exclusively_and_private() {
-    let dir = Dir::new("excl");
-    let p = PosixPlatform::new(&dir.0);
+    let dir = ScratchDir::new("segtest", "excl");
+    let p = PosixPlatform::new(dir.path());
     let seg = p.create("kpccl-x", 8192).unwrap();
-    let meta = std::fs::metadata(dir.0.join("kpccl-x")).unwrap();
+    let meta = std::fs::metadata(dir.path().join("kpccl-x")).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     assert_eq!(meta.len(), 8192);
     let again = p.create("kpccl-x", 8192).unwrap_err();
@@ -41,11 +25,11 @@ fn created_exclusively_and_private() {
 
 #[test]
 fn attach_refuses_wrong_size_symlinks_and_missing_names() {
-    let dir = Dir::new("refuse");
-    let p = PosixPlatform::new(&dir.0);
+    let dir = ScratchDir::new("segtest", "refuse");
+    let p = PosixPlatform::new(dir.path());
     let _seg = p.create("kpccl-y", 8192).unwrap();
     assert_eq!(p.open("kpccl-y", 4096).unwrap_err().op, PlatformOp::Size);
-    std::os::unix::fs::symlink(dir.0.join("kpccl-y"), dir.0.join("kpccl-link")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("kpccl-y"), dir.path().join("kpccl-link")).unwrap();
     let e = p.open("kpccl-link", 8192).unwrap_err();
     assert_eq!((e.op, e.code), (PlatformOp::Open, i64::from(libc::ELOOP)));
     assert_eq!(p.open("kpccl-none", 8192).unwrap_err().op, PlatformOp::Open);
@@ -54,10 +38,10 @@ fn attach_refuses_wrong_size_symlinks_and_missing_names() {
 
 #[test]
 fn attach_refuses_another_users_segment() {
-    let dir = Dir::new("owner");
-    let p = PosixPlatform::new(&dir.0);
+    let dir = ScratchDir::new("segtest", "owner");
+    let p = PosixPlatform::new(dir.path());
     let _seg = p.create("kpccl-z", 4096).unwrap();
-    let path = dir.0.join("kpccl-z");
+    let path = dir.path().join("kpccl-z");
     // Hand the file to another user; only root can.
     if std::os::unix::fs::chown(&path, Some(65534), None).is_err() {
         eprintln!("SKIPPED attach_refuses_another_users_segment: chown needs root");
@@ -70,12 +54,12 @@ fn attach_refuses_another_users_segment() {
 
 #[test]
 fn a_published_segment_has_no_name_and_is_reached_by_its_descriptor() {
-    let dir = Dir::new("publish");
-    let p = PosixPlatform::new(&dir.0);
+    let dir = ScratchDir::new("segtest", "publish");
+    let p = PosixPlatform::new(dir.path());
     let seg = p.create("kpccl-w", 8192).unwrap();
     let mut way_in = String::new();
     p.publish(&seg, "kpccl-w", &mut way_in).unwrap();
-    assert!(!dir.0.join("kpccl-w").exists(), "the name is gone at once");
+    assert!(!dir.path().join("kpccl-w").exists(), "the name is gone at once");
     assert!(way_in.starts_with("fd:"), "{way_in}");
     let peer = p.open(&way_in, 8192).unwrap();
     // SAFETY: both map the same 8192-byte file; the test is its only user.
@@ -87,13 +71,13 @@ fn a_published_segment_has_no_name_and_is_reached_by_its_descriptor() {
     drop(seg);
     let e = p.open(&way_in, 8192).unwrap_err();
     assert_eq!(e.op, PlatformOp::Open, "{e}");
-    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]
 fn creation_removes_what_a_dead_creator_left_and_nothing_else() {
-    let dir = Dir::new("reap");
-    let p = PosixPlatform::new(&dir.0);
+    let dir = ScratchDir::new("segtest", "reap");
+    let p = PosixPlatform::new(dir.path());
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     // pid 2^22 + 1 is above Linux's pid_max: never a live process.
@@ -101,12 +85,10 @@ fn creation_removes_what_a_dead_creator_left_and_nothing_else() {
     let foreign = format!("kpccl-{}-{}-5-{:016x}", uid + 1, (1 << 22) + 1, 2);
     let unrelated = "kpccl-notours".to_owned();
     for n in [&dead, &foreign, &unrelated] {
-        std::fs::write(dir.0.join(n), b"x").unwrap();
+        std::fs::write(dir.path().join(n), b"x").unwrap();
     }
     let live = p.create("kpccl-v", 4096).unwrap();
-    let mut left: Vec<String> =
-        std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    left.sort();
+    let left = dir.entries();
     let mut expected = vec![foreign, unrelated, "kpccl-v".to_owned()];
     expected.sort();
     assert_eq!(left, expected);

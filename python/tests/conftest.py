@@ -3,7 +3,7 @@
 left a ``/dev/shm`` entry behind.
 
 ``KPCCL_RUN`` names the launcher (default: ``target/{debug,release}/kpccl-run``
-of the repository, built by ``cargo build -p kpccl-tests``)."""
+of the repository, built by ``cargo build -p kpccl-run``)."""
 
 import os
 import shutil
@@ -29,7 +29,7 @@ def kpccl_run():
             return str(path)
     found = shutil.which("kpccl-run")
     if not found:
-        pytest.fail("kpccl-run not found: build it (cargo build -p kpccl-tests) or set KPCCL_RUN")
+        pytest.fail("kpccl-run not found: build it (cargo build -p kpccl-run) or set KPCCL_RUN")
     return found
 
 

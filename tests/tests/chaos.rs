@@ -11,11 +11,12 @@
 //! scaled by `KPCCL_STRESS_SCALE` under qemu, at least 8).
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::cast_possible_truncation)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kpccl_posix::launch::{Launch, Report};
+use kpccl_run::{Launch, Report};
+use kpccl_testkit::ScratchDir;
 
 /// `KPCCL_TIMEOUT_MS` of the jobs whose victim is frozen.
 const FROZEN_TIMEOUT_MS: u64 = 1000;
@@ -42,33 +43,6 @@ impl Rng {
 
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
-    }
-}
-
-/// A fresh directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(parent: &Path, case: &str) -> Self {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let dir = parent.join(format!("kpccl-chaos-{}-{nanos}-{case}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn entries(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -118,17 +92,17 @@ impl Job {
     /// Runs the job in `shm`; returns the slowest survivor's time to fail
     /// after the blow.
     fn run(&self, shm: &Path, size: usize, frozen_bound: Duration) -> Duration {
-        let files = TempDir::new(&std::env::temp_dir(), "files");
+        let files = ScratchDir::under(&std::env::temp_dir(), "chaos", "files");
         let mut launch = Launch::new(self.nranks)
             .timeout(JOB_BOUND)
             .env("KPCCL_SHM_DIR", shm)
             .env("KPCCL_LOG", "off")
             .env("KPCCL_TIMEOUT_MS", if self.frozen { FROZEN_TIMEOUT_MS.to_string() } else { "0".to_owned() });
         launch = launch.env("KPCCL_OOB_TIMEOUT_MS", JOB_BOUND.as_millis().to_string());
-        let args = ["churn".to_owned(), format!("dir={}", files.0.display()), format!("size={size}")];
+        let args = ["churn".to_owned(), format!("dir={}", files.path().display()), format!("size={size}")];
         let job = thread::spawn(move || launch.run(env!("CARGO_BIN_EXE_kpccl-scenario"), &args));
         let case = format!("{} ranks, {} rank {} after {} ms", self.nranks, self.verb(), self.victim, self.delay_ms);
-        let pid = wait_for(&files.0.join(format!("pid-{}", self.victim)), JOB_BOUND).expect("the victim starts");
+        let pid = wait_for(&files.path().join(format!("pid-{}", self.victim)), JOB_BOUND).expect("the victim starts");
         let pid: i32 = pid.trim().parse().unwrap();
         thread::sleep(Duration::from_millis(self.delay_ms));
         signal(pid, if self.frozen { libc::SIGSTOP } else { libc::SIGKILL });
@@ -137,7 +111,7 @@ impl Job {
         let mut errors = Vec::new();
         for rank in (0..self.nranks).filter(|&r| r != self.victim) {
             let bound = if self.frozen { frozen_bound } else { JOB_BOUND };
-            let err = wait_for(&files.0.join(format!("err-{rank}")), bound.saturating_sub(blow.elapsed()));
+            let err = wait_for(&files.path().join(format!("err-{rank}")), bound.saturating_sub(blow.elapsed()));
             let err = err.unwrap_or_else(|| panic!("{case}: rank {rank} did not fail within {bound:?}"));
             slowest = slowest.max(blow.elapsed());
             errors.push((rank, err));
@@ -173,14 +147,14 @@ fn random_kills_and_freezes_hang_nothing_name_the_rank_and_leak_nothing() {
     // Windows as large as the 2-core machine (and qemu) allow in a few seconds.
     let size = if scale < 1.0 { 64 << 10 } else { 1 << 20 };
     println!("chaos: seed {seed} (KPCCL_CHAOS_SEED={seed} replays it), {jobs} jobs");
-    let shm = TempDir::new(Path::new("/dev/shm"), "shm");
+    let shm = ScratchDir::new("chaos", "shm");
     let mut rng = Rng(seed);
     let start = Instant::now();
     let (mut killed, mut frozen, mut rank0) = (0, 0, 0);
     let mut slowest_frozen = Duration::ZERO;
     for i in 0..jobs {
         let job = Job::draw(&mut rng, i);
-        let took = job.run(&shm.0, size, frozen_bound(scale));
+        let took = job.run(shm.path(), size, frozen_bound(scale));
         if job.frozen {
             frozen += 1;
             slowest_frozen = slowest_frozen.max(took);
@@ -192,11 +166,11 @@ fn random_kills_and_freezes_hang_nothing_name_the_rank_and_leak_nothing() {
     let left_by_blows = shm.entries();
     // One ordinary job: creations sweep what dead creators left (nothing, if
     // creators publish by descriptor); no one else sweeps.
-    let files = TempDir::new(&std::env::temp_dir(), "ordinary");
+    let files = ScratchDir::under(&std::env::temp_dir(), "chaos", "ordinary");
     let report = Launch::new(3)
         .timeout(JOB_BOUND)
-        .env("KPCCL_SHM_DIR", &shm.0)
-        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["churn", &format!("dir={}", files.0.display()), "cycles=3"])
+        .env("KPCCL_SHM_DIR", shm.path())
+        .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["churn", &format!("dir={}", files.path().display()), "cycles=3"])
         .unwrap();
     assert!(report.success(), "the ordinary job: {report}");
     println!(

@@ -1,15 +1,13 @@
 //! The launcher end to end: real rank processes of `kpccl-oob-probe` under
-//! `Launch` and under the `kpccl-run` binary, each with a bounded wait.
+//! `Launch`, each with a bounded wait (the `kpccl-run` binary's own tests
+//! are in its crate).
 #![allow(missing_docs, clippy::std_instead_of_core)]
 
-use std::ffi::OsString;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use kpccl_posix::launch::{Launch, Report};
+use kpccl_run::{Launch, Report};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_kpccl-oob-probe");
-const RUN: &str = env!("CARGO_BIN_EXE_kpccl-run");
 /// No launch here may take longer (the launcher kills what is left).
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -84,147 +82,4 @@ fn a_program_that_cannot_start_is_an_error() {
         // Through a runner (qemu) the runner starts, then fails to load the program.
         Ok(report) => assert!(!report.success(), "{report}"),
     }
-}
-
-/// `kpccl-run` itself, through the target runner as `Launch` would.
-fn kpccl_run(args: &[&str]) -> Output {
-    kpccl_run_with(args, &[])
-}
-
-/// `kpccl-run args…` with `envs` set, through the target runner if any.
-fn kpccl_run_with(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
-    let runner = std::env::var_os("KPCCL_RUNNER").or_else(|| {
-        if cfg!(target_arch = "aarch64") {
-            std::env::var_os("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER")
-        } else {
-            None
-        }
-    });
-    let mut words: Vec<OsString> =
-        runner.map(|r| r.to_string_lossy().split_whitespace().map(OsString::from).collect()).unwrap_or_default();
-    words.push(RUN.into());
-    let start = Instant::now();
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .args(args)
-        .env("KPCCL_OOB_TIMEOUT_MS", "10000")
-        .envs(envs.iter().copied())
-        .output()
-        .unwrap();
-    assert!(start.elapsed() < BOUND, "kpccl-run {args:?} took {:?}", start.elapsed());
-    out
-}
-
-#[test]
-fn kpccl_run_exits_like_its_first_failing_rank() {
-    let ok = kpccl_run(&["-n", "4", "--timeout", "20", "--", PROBE, "ok"]);
-    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
-    assert!(ok.stderr.is_empty(), "a summary only on failure: {ok:?}");
-
-    let died = kpccl_run(&["-n", "3", "--timeout", "20", "--", PROBE, "die-early"]);
-    assert_eq!(died.status.code(), Some(3), "{died:?}");
-    let err = String::from_utf8_lossy(&died.stderr);
-    assert!(err.starts_with("kpccl-run: 2 of 3 ranks failed (rank 0: exit 3, rank 2: exit 3)"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    let out = String::from_utf8_lossy(&died.stdout);
-    assert!(out.contains("rank 1: exiting before the allgather"), "the ranks' stdout is passed through: {out}");
-
-    let hung = kpccl_run(&["-n", "2", "--timeout", "0.3", PROBE, "hang"]);
-    assert_eq!(hung.status.code(), Some(128 + 9), "{hung:?}");
-}
-
-#[test]
-fn kpccl_run_usage_errors_exit_2() {
-    for args in [&[][..], &["--", PROBE], &["-n", "0", "--", PROBE], &["-n", "2", "--frobnicate", PROBE]] {
-        let out = kpccl_run(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("usage: kpccl-run"), "{args:?}");
-    }
-}
-
-/// A rank killed by a signal is named, with the signal, to the others; and
-/// kpccl-run then sweeps the segment directory (here, of a dead creator's
-/// leftover planted for it: no window was made).
-#[test]
-fn a_killed_rank_is_named_with_its_signal_and_kpccl_run_sweeps_after_it() {
-    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runsweep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    // pid 2^22 + 1 is above Linux's pid_max: never a live process.
-    let dead = dir.join(format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 7));
-    let foreign = dir.join("kpccl-not-a-segment");
-    std::fs::write(&dead, b"x").unwrap();
-    std::fs::write(&foreign, b"x").unwrap();
-    let out =
-        kpccl_run_with(&["-n", "3", "--timeout", "20", "--", PROBE, "killed"], &[("KPCCL_SHM_DIR", dir.as_os_str())]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let swept = !dead.exists();
-    let kept = foreign.exists();
-    std::fs::remove_dir_all(&dir).unwrap();
-    // Rank 0 is the first failing rank: it got the expected error (3).
-    assert_eq!(out.status.code(), Some(3), "{out:?}");
-    assert!(stdout.contains("rank 1 died during the probe (pid "), "{stdout}");
-    assert!(stdout.contains(&format!("signal {})", libc::SIGABRT)), "{stdout}");
-    assert!(swept && kept, "swept the dead creator's name: {swept}, kept the stranger: {kept}");
-}
-
-/// The out-of-band collectives of a communicator of one rank (this process).
-struct Solo;
-
-impl kpccl_posix::Oob for Solo {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_posix::OobError> {
-        recv.copy_from_slice(send);
-        Ok(())
-    }
-    fn barrier(&self) -> Result<(), kpccl_posix::OobError> {
-        Ok(())
-    }
-}
-
-/// `kpccl-run --list` shows this process's live window (unlinked, found in
-/// its memory map) and a stale name planted beside it, and
-/// `--remove-stale` removes the stale one only.
-#[test]
-fn kpccl_run_lists_live_and_stale_segments_and_removes_the_stale_only() {
-    use kpccl_core::layout::shared::{Header, MAGIC};
-
-    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runlist-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = kpccl_posix::Config { shm_dir: dir.clone(), ..kpccl_posix::Config::default() };
-    let comm = kpccl_posix::Comm::builder(Solo, 0, 1).config(config).build().unwrap();
-    let win = comm.window(8192).alloc().unwrap();
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    // pid 2^22 + 1 is above Linux's pid_max: never a live process.
-    let stale = dir.join(format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 9));
-    let mut header = vec![0u8; size_of::<Header>()];
-    header[..8].copy_from_slice(&MAGIC.to_ne_bytes());
-    let at = core::mem::offset_of!(Header, nranks);
-    header[at..at + 4].copy_from_slice(&3u32.to_ne_bytes());
-    std::fs::write(&stale, &header).unwrap();
-
-    let d = dir.to_string_lossy().into_owned();
-    let listed = kpccl_run(&["--list", &d]);
-    let removed = kpccl_run(&["--list", "--remove-stale", &d]);
-    let gone = !stale.exists();
-    let still = win.fence();
-    drop(win);
-    std::fs::remove_dir_all(&dir).unwrap();
-
-    let text = String::from_utf8_lossy(&listed.stdout);
-    assert_eq!(listed.status.code(), Some(0), "{listed:?}");
-    let me = std::process::id().to_string();
-    let live = text.lines().find(|l| l.starts_with("live")).unwrap_or_else(|| panic!("no live segment:\n{text}"));
-    let cols: Vec<&str> = live.split_whitespace().collect();
-    // STATE CREATOR ALIVE RANKS SIZE(2 words) AGE ATTACHED SEGMENT
-    assert_eq!((cols[1], cols[2], cols[3]), (me.as_str(), "yes", "1"), "{live}");
-    assert!(cols[7].split(',').any(|p| p == me) && cols[8].starts_with(&d), "{live}");
-    let old = text.lines().find(|l| l.starts_with("stale")).unwrap_or_else(|| panic!("no stale segment:\n{text}"));
-    let cols: Vec<&str> = old.split_whitespace().collect();
-    assert_eq!((cols[2], cols[3], cols[7]), ("no", "3", "-"), "{old}");
-    assert!(text.contains("2 segment(s) in ") && text.contains(", 1 stale"), "{text}");
-    assert_eq!(removed.status.code(), Some(0), "{removed:?}");
-    assert!(gone, "the stale name is still there: {removed:?}");
-    assert!(still.is_ok(), "the live window was disturbed: {still:?}");
 }

@@ -3,31 +3,14 @@
 //! segment directory of its own that must be empty afterwards.
 #![allow(missing_docs, clippy::std_instead_of_core)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use kpccl_posix::launch::Launch;
+use kpccl_run::Launch;
+use kpccl_testkit::ScratchDir;
 
-/// A private segment directory on tmpfs, removed (and checked empty) on drop.
-struct ShmDir(PathBuf);
-
-impl ShmDir {
-    fn new(case: &str) -> Self {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let dir = PathBuf::from(format!("/dev/shm/kpccl-test-{}-{nanos}-{case}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn leftovers(&self) -> Vec<String> {
-        std::fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
-    }
-}
-
-impl Drop for ShmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A private segment directory on tmpfs for `case`, removed on drop.
+fn scratch(case: &str) -> ScratchDir {
+    ScratchDir::new("test", case)
 }
 
 /// Runs `kpccl-scenario <scenario> <args>` on `n` ranks; asserts every rank
@@ -38,16 +21,17 @@ fn scenario(n: u32, scenario: &str, args: &[&str]) {
 
 /// As [`scenario`], with `envs` set for every rank.
 fn scenario_with(n: u32, scenario: &str, args: &[&str], envs: &[(&str, &str)]) {
-    let dir = ShmDir::new(scenario);
+    let dir = scratch(scenario);
     let mut argv = vec![scenario.to_owned()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
-    let mut launch = Launch::new(n).timeout(Duration::from_secs(120)).env("KPCCL_SHM_DIR", dir.0.to_str().unwrap());
+    let mut launch =
+        Launch::new(n).timeout(Duration::from_secs(120)).env("KPCCL_SHM_DIR", dir.path().to_str().unwrap());
     for (k, v) in envs {
         launch = launch.env(k, v);
     }
     let report = launch.run(env!("CARGO_BIN_EXE_kpccl-scenario"), &argv).expect("the launcher starts");
     assert!(report.success(), "{scenario} {args:?} on {n} ranks failed: {report}");
-    assert_eq!(dir.leftovers(), Vec::<String>::new(), "segments left behind by {scenario}");
+    assert_eq!(dir.entries(), Vec::<String>::new(), "segments left behind by {scenario}");
 }
 
 #[test]
@@ -176,8 +160,8 @@ fn signal_wait_pipeline_on_1_2_3_and_5_ranks() {
 /// A 1 MiB tmpfs as the segment directory (needs root, or skips saying so).
 #[test]
 fn full_segment_directory_is_an_error_not_sigbus() {
-    let dir = ShmDir::new("tiny");
-    let path = dir.0.to_str().unwrap().to_owned();
+    let dir = scratch("tiny");
+    let path = dir.path().to_str().unwrap().to_owned();
     let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", &path]).status();
     if !mounted.is_ok_and(|s| s.success()) {
         eprintln!("SKIPPED full_segment_directory_is_an_error_not_sigbus: cannot mount a tmpfs here (not root?)");
@@ -194,7 +178,7 @@ fn full_segment_directory_is_an_error_not_sigbus() {
                 .expect("the launcher starts")
         })
         .into();
-    let left = dir.leftovers();
+    let left = dir.entries();
     let _ = std::process::Command::new("umount").arg(&path).status();
     for (reserve, report) in ["eager", "lazy"].iter().zip(&reports) {
         assert!(report.success(), "full on 4 ranks with KPCCL_RESERVE={reserve} failed: {report}");
@@ -217,10 +201,10 @@ fn a_crash_at_any_step_of_creation_leaks_nothing() {
         // Only rank 0 creates, so only it passes `created`.
         for victim in if step == "created" { &[0u32][..] } else { &[0, 1] } {
             let victim = *victim;
-            let dir = ShmDir::new("crash");
+            let dir = scratch("crash");
             let report = Launch::new(3)
                 .timeout(Duration::from_secs(60))
-                .env("KPCCL_SHM_DIR", dir.0.to_str().unwrap())
+                .env("KPCCL_SHM_DIR", dir.path().to_str().unwrap())
                 .env("KPCCL_TEST_CRASH", format!("{step}:{victim}"))
                 .run(env!("CARGO_BIN_EXE_kpccl-scenario"), ["crash"])
                 .expect("the launcher starts");
@@ -232,7 +216,7 @@ fn a_crash_at_any_step_of_creation_leaks_nothing() {
                     assert!(status.success(), "{case}");
                 }
             }
-            assert_eq!(dir.leftovers(), Vec::<String>::new(), "{case}");
+            assert_eq!(dir.entries(), Vec::<String>::new(), "{case}");
         }
     }
 }

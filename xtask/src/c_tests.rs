@@ -255,7 +255,7 @@ fn header_compiles(cfg: &CTests) -> Result<()> {
 
 /// The host's `kpccl-run`, built now.
 fn build_launcher() -> Result<String> {
-    Cmd::cargo().args(["build", "-p", "kpccl-tests", "--bin", "kpccl-run"]).run()?;
+    Cmd::cargo().args(["build", "-p", "kpccl-run", "--bin", "kpccl-run"]).run()?;
     let path = target_dir().join("debug").join("kpccl-run");
     if !path.is_file() {
         bail!("{} was not built", path.display());

@@ -5,7 +5,7 @@ use crate::cmd::{Cmd, Result};
 
 pub(crate) fn run(ranks: u32, rest: &[String]) -> Result<()> {
     Cmd::cargo()
-        .args(["run", "--release", "-p", "kpccl-tests", "--bin", "kpccl-demo", "--", "-n"])
+        .args(["run", "--release", "-p", "kpccl-run", "--example", "demo", "--", "-n"])
         .arg(ranks.to_string())
         .args(rest)
         .run()

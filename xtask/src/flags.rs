@@ -34,7 +34,7 @@ Tasks:
   c-test [--aarch64]             the C tests alone, on the host (the last step of `test`); --aarch64:
                                  built for aarch64-unknown-linux-gnu, run under qemu (as in test-aarch64).
   demo [-n N] [-- ARGS...]       the main demo: N ranks (default 4) share a window without MPI
-                                 (`cargo run --release -p kpccl-tests --bin kpccl-demo -- -n N ARGS...`).
+                                 (`cargo run --release -p kpccl-run --example demo -- -n N ARGS...`).
   soak [--minutes M] [-n N]      N ranks (default 8) for M minutes (default 10): windows of random
                                  uneven sizes made and freed, random-pairing handoffs and window
                                  fences, every word verified; no segment may be left.

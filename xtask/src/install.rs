@@ -67,7 +67,7 @@ pub(crate) fn install(prefix: &Path, destdir: Option<&Path>) -> Result<Installed
     let staticlib = StaticLib::build(None)?;
     let libs = staticlib.driver_libs();
     Cmd::cargo().args(["build", "--release", "-p", "kpccl-ffi", "-p", "kpccl-ascend-simlib"]).run()?;
-    Cmd::cargo().args(["build", "--release", "-p", "kpccl-tests", "--bin", "kpccl-run"]).run()?;
+    Cmd::cargo().args(["build", "--release", "-p", "kpccl-run", "--bin", "kpccl-run"]).run()?;
     let release = target_dir().join("release");
 
     let root = match destdir {

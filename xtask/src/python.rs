@@ -30,7 +30,7 @@ pub(crate) fn step() -> Result<Done> {
         )));
     }
     // The launcher the suite's multi-process tests use, from this tree.
-    Cmd::cargo().args(["build", "-p", "kpccl-tests", "--bin", "kpccl-run"]).run()?;
+    Cmd::cargo().args(["build", "-p", "kpccl-run", "--bin", "kpccl-run"]).run()?;
     Cmd::new(&python).args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", "./python"]).run()?;
     let out = Cmd::new(&python)
         .env("KPCCL_RUN", "target/debug/kpccl-run")

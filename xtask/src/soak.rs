@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use crate::cmd::{Cmd, Result, bail, err};
 
 pub(crate) fn run(minutes: u64, ranks: u32) -> Result<()> {
-    Cmd::cargo().args(["build", "--release", "-p", "kpccl-tests", "--bins"]).run()?;
+    Cmd::cargo().args(["build", "--release", "-p", "kpccl-run", "-p", "kpccl-tests", "--bins"]).run()?;
     let dir = PathBuf::from(format!("/dev/shm/kpccl-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| err!("mkdir {dir:?}: {e}"))?;
     let seconds = minutes * 60;

@@ -2,9 +2,6 @@
 //! `libascendcl.so` end to end (dlopen, symbol lookup, C ABI, simulator).
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 use std::path::PathBuf;
 
 use kpccl_ascend::acl::AclBackend;
@@ -26,4 +23,4 @@ fn backend() -> Option<AclBackend> {
     Some(b)
 }
 
-conformance_tests!(backend());
+kpccl_testkit::conformance_tests!(backend());

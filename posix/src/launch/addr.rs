@@ -11,7 +11,7 @@ use std::os::unix::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Parses a `KPCCL_RUN_SOCKET` value.
-pub(crate) fn parse(socket: &str) -> io::Result<SocketAddr> {
+pub fn parse(socket: &str) -> io::Result<SocketAddr> {
     match socket.strip_prefix('@') {
         Some(name) => SocketAddr::from_abstract_name(name.as_bytes()),
         None => SocketAddr::from_pathname(socket),
@@ -19,7 +19,7 @@ pub(crate) fn parse(socket: &str) -> io::Result<SocketAddr> {
 }
 
 /// A fresh abstract name, `@kpccl-run-<pid>-<64 random bits>`.
-pub(crate) fn unique() -> String {
+pub fn unique() -> String {
     format!("@kpccl-run-{}-{:016x}", std::process::id(), random_u64())
 }
 

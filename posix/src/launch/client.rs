@@ -31,7 +31,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const BACKSTOP: Duration = Duration::from_secs(1);
 
 /// Out-of-band collectives through the hub of the launcher that started
-/// this process ([`Launch`](super::Launch), `kpccl-run`).
+/// this process (`kpccl-run`, or its library's `Launch`).
 ///
 /// A collective that some rank has not reached within this rank's timeout
 /// fails on every rank, naming the late rank ([`code::UNRESPONSIVE`]); one

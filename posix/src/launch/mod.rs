@@ -1,10 +1,14 @@
-//! Running `n` ranks without MPI: a launcher, the hub it hosts, and
-//! [`RunOob`], the [`Oob`](kpccl_core::Oob) the ranks reach it with.
+//! The rank side of `kpccl-run`: [`RunOob`], the [`Oob`](kpccl_core::Oob)
+//! a rank reaches the launcher's hub with, the [`wire`] protocol they speak,
+//! and what a rank learns when the job breaks ([`code`], [`Departure`]).
 //!
-//! `kpccl-run -n 4 -- ./program args` (the `kpccl-tests` crate's binary), or
-//! [`Launch`] from Rust, starts a [`Hub`] on a Unix stream socket in the
-//! Linux abstract namespace (nothing on disk, nothing to clean up), then the
-//! ranks with these variables set:
+//! The launcher itself (its hub, `Launch`, the `kpccl-run` binary) is the
+//! `kpccl-run` crate, which depends on this one: every binding of the library
+//! (C, Python) can run under it without linking the launcher.
+//!
+//! `kpccl-run -n 4 -- ./program args` starts a hub on a Unix stream socket in
+//! the Linux abstract namespace (nothing on disk, nothing to clean up), then
+//! the ranks with these variables set:
 //!
 //! | variable               | meaning                                               |
 //! |------------------------|-------------------------------------------------------|
@@ -41,22 +45,16 @@
 //! # Ok(()) }
 //! ```
 
-mod addr;
+pub mod addr;
 mod client;
 pub mod code;
-#[allow(unsafe_code)]
-mod cred;
 mod departure;
-mod hub;
-pub(crate) mod runner;
-mod spawn;
-mod wire;
+pub mod runner;
+pub mod wire;
 
 pub(crate) use client::in_use;
 pub use client::{DEFAULT_TIMEOUT, RunOob};
 pub use departure::{Departure, Ending, last_departure};
-pub use hub::Hub;
-pub use spawn::{Launch, Report};
 
 /// The variable holding a rank's rank.
 pub const RANK_ENV: &str = "KPCCL_RANK";
@@ -68,6 +66,3 @@ pub const SOCKET_ENV: &str = "KPCCL_RUN_SOCKET";
 pub const TIMEOUT_ENV: &str = "KPCCL_OOB_TIMEOUT_MS";
 /// The variable naming a runner to put in front of the program.
 pub const RUNNER_ENV: &str = "KPCCL_RUNNER";
-
-#[cfg(test)]
-mod tests;

@@ -15,14 +15,14 @@ const CARGO_AARCH64_RUNNER: &str = "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNE
 
 /// `KPCCL_RUNNER` if set (even empty: no runner), else on aarch64 cargo's
 /// target runner if set, else nothing; split on whitespace.
-pub(crate) fn from_env() -> Vec<OsString> {
+pub fn from_env() -> Vec<OsString> {
     let explicit = std::env::var_os(RUNNER_ENV);
     let cargo = || if cfg!(target_arch = "aarch64") { std::env::var_os(CARGO_AARCH64_RUNNER) } else { None };
     explicit.or_else(cargo).map(|v| split(&v)).unwrap_or_default()
 }
 
 /// Splits on ASCII whitespace (no quoting, as cargo does for a string runner).
-pub(crate) fn split(s: &OsStr) -> Vec<OsString> {
+pub fn split(s: &OsStr) -> Vec<OsString> {
     s.as_bytes()
         .split(u8::is_ascii_whitespace)
         .filter(|w| !w.is_empty())

@@ -19,11 +19,11 @@ use std::io::{self, Read, Write};
 /// Identifies a hello from this protocol.
 const MAGIC: [u8; 4] = *b"KPCR";
 /// Protocol version; the hub refuses any other.
-pub(crate) const VERSION: u32 = 2;
+pub const VERSION: u32 = 2;
 /// Largest frame body: one tag byte plus 1 GiB.
-pub(crate) const MAX_BODY: usize = 1 + MAX_DATA;
+pub const MAX_BODY: usize = 1 + MAX_DATA;
 /// Largest payload of one collective (a rank's send, or the whole result).
-pub(crate) const MAX_DATA: usize = 1 << 30;
+pub const MAX_DATA: usize = 1 << 30;
 
 const HELLO: u8 = 1;
 const WELCOME: u8 = 2;
@@ -35,7 +35,7 @@ const FAIL: u8 = 7;
 
 /// Why the hub refused a hello or failed a collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Reason {
+pub enum Reason {
     /// The ranks called different collectives or passed different lengths.
     Mismatch,
     /// A rank left the job (its process exited or crashed).
@@ -89,38 +89,50 @@ impl Reason {
 
 /// The rank a failure is about, and what the hub knows of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Culprit {
-    pub(crate) rank: u32,
+pub struct Culprit {
+    /// The rank.
+    pub rank: u32,
     /// Its process id (0: unknown).
-    pub(crate) pid: u32,
+    pub pid: u32,
     /// How its process ended, as `waitpid` reports it (-1: unknown, or still running).
-    pub(crate) status: i32,
+    pub status: i32,
     /// For [`Reason::Timeout`]: how long the rank was waited for.
-    pub(crate) waited_ms: u32,
+    pub waited_ms: u32,
 }
 
 /// One message.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Msg<'a> {
+pub enum Msg<'a> {
+    /// Rank to hub, first: who it is and how long it waits for the others.
+    #[allow(missing_docs)] // the fields are named for what they hold
     Hello { version: u32, rank: u32, nranks: u32, timeout_ms: u32 },
+    /// Hub to rank: the hello is accepted.
     Welcome,
+    /// Rank to hub: its part of an allgather whose result is `recv_len` bytes.
+    #[allow(missing_docs)] // the fields are named for what they hold
     Allgather { recv_len: u64, data: Cow<'a, [u8]> },
+    /// Rank to hub: a barrier.
     Barrier,
+    /// Rank to hub: a collective the rank's caller got wrong; fails it on every rank.
     Invalid,
+    /// Hub to rank: the collective is complete, with its result (empty for a barrier).
+    #[allow(missing_docs)] // the field is named for what it holds
     Done { data: Cow<'a, [u8]> },
+    /// Hub to rank: the collective failed, and why.
+    #[allow(missing_docs)] // the fields are named for what they hold
     Fail { reason: Reason, culprit: Option<Culprit> },
 }
 
 impl Msg<'_> {
     /// A failure that is about no rank in particular.
-    pub(crate) fn fail(reason: Reason) -> Self {
+    pub fn fail(reason: Reason) -> Self {
         Self::Fail { reason, culprit: None }
     }
 }
 
 impl Msg<'_> {
     /// Writes the message as one frame.
-    pub(crate) fn write_to(&self, mut w: impl Write) -> io::Result<()> {
+    pub fn write_to(&self, mut w: impl Write) -> io::Result<()> {
         let mut head = [0u8; 32];
         let (tag, fields, data): (u8, usize, &[u8]) = match self {
             Self::Hello { version, rank, nranks, timeout_ms } => {
@@ -164,7 +176,7 @@ impl Msg<'_> {
     }
 
     /// Reads one frame: `Ok(None)` on a clean end of stream before a frame.
-    pub(crate) fn read_from(mut r: impl Read) -> io::Result<Option<Msg<'static>>> {
+    pub fn read_from(mut r: impl Read) -> io::Result<Option<Msg<'static>>> {
         let Some((tag, len)) = read_header(&mut r)? else { return Ok(None) };
         let body = read_body(&mut r, len)?;
         decode(tag, body).map(Some)
@@ -173,7 +185,7 @@ impl Msg<'_> {
 
 /// Reads a frame header: the tag and the length of the rest of the body.
 /// `Ok(None)` on a clean end of stream.
-pub(crate) fn read_header(mut r: impl Read) -> io::Result<Option<(u8, usize)>> {
+pub fn read_header(mut r: impl Read) -> io::Result<Option<(u8, usize)>> {
     let mut head = [0u8; 5];
     let mut got = 0;
     while got < head.len() {
@@ -193,19 +205,19 @@ pub(crate) fn read_header(mut r: impl Read) -> io::Result<Option<(u8, usize)>> {
 }
 
 /// Whether a header announces a `Done` frame.
-pub(crate) fn is_done(tag: u8) -> bool {
+pub fn is_done(tag: u8) -> bool {
     tag == DONE
 }
 
 /// Reads `len` body bytes; the buffer grows with the data actually received.
-pub(crate) fn read_body(r: impl Read, len: usize) -> io::Result<Vec<u8>> {
+pub fn read_body(r: impl Read, len: usize) -> io::Result<Vec<u8>> {
     let mut body = Vec::new();
     r.take(len as u64).read_to_end(&mut body)?;
     if body.len() == len { Ok(body) } else { Err(io::ErrorKind::UnexpectedEof.into()) }
 }
 
 /// Decodes the rest of a body (after the tag).
-pub(crate) fn decode(tag: u8, body: Vec<u8>) -> io::Result<Msg<'static>> {
+pub fn decode(tag: u8, body: Vec<u8>) -> io::Result<Msg<'static>> {
     let fixed = |n: usize| if body.len() == n { Ok(()) } else { Err(invalid("bad message length")) };
     let u32_at = |i: usize| u32::from_le_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
     Ok(match tag {

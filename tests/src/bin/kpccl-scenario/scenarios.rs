@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use kpccl_core::{CollectiveError, FenceError};
 use kpccl_posix::launch::RunOob;
 use kpccl_posix::{Comm, Error, LayoutMode, Oob, Window};
+use kpccl_testkit::{FailingOob, When};
 
 use crate::args::Args;
 use crate::checks::{Rng, resources, verify, word};
@@ -378,32 +379,6 @@ fn within(bound: Duration, start: Instant, me: u32, what: &str) -> Res {
     if took > bound { Err(format!("the error took {took:?}, more than {bound:?}")) } else { Ok(()) }
 }
 
-/// An [`Oob`] whose `call`-th allgather fails on rank `victim`, either before
-/// taking part in the collective or after.
-struct Flaky<O> {
-    inner: O,
-    fail: bool,
-    call: u32,
-    before: bool,
-    calls: std::cell::Cell<u32>,
-}
-
-impl<O: Oob> Oob for Flaky<O> {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_posix::OobError> {
-        self.calls.set(self.calls.get() + 1);
-        if self.fail && self.calls.get() == self.call {
-            if !self.before {
-                self.inner.allgather(send, recv)?;
-            }
-            return Err(kpccl_posix::OobError { code: -99 });
-        }
-        self.inner.allgather(send, recv)
-    }
-    fn barrier(&self) -> Result<(), kpccl_posix::OobError> {
-        self.inner.barrier()
-    }
-}
-
 /// A callback fails on one rank at the `call`-th allgather (1: communicator
 /// creation; 2, 3, 4: the window's request, create and attach stages), before
 /// or after taking part: every rank must get an error, none may hang.
@@ -411,8 +386,8 @@ fn oob_fail(oob: RunOob, args: &Args) -> Res {
     let (me, n) = (oob.rank(), oob.nranks());
     let victim: u32 = args.get("victim", n - 1)?;
     let call: u32 = args.get("call", 2)?;
-    let before = args.str("mode") == Some("before");
-    let flaky = Flaky { inner: oob, fail: me == victim, call, before, calls: std::cell::Cell::new(0) };
+    let when = if args.str("mode") == Some("before") { When::Before } else { When::After };
+    let flaky = if me == victim { FailingOob::new(oob, call, when) } else { FailingOob::passing(oob) };
     // `nodes=K`: K simulated nodes (blocks of ranks), whose window creation
     // makes one more allgather (Ready), five in all.
     let nodes: u32 = args.get("nodes", 1)?;

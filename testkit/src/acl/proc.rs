@@ -82,7 +82,7 @@ pub struct Child {
 pub fn spawn(f: impl FnOnce(&mut Chan)) -> Child {
     let (p_rx, c_tx) = pipe();
     let (c_rx, p_tx) = pipe();
-    // SAFETY: the tests run one at a time (see `common::run`), so no other thread holds
+    // SAFETY: the tests run one at a time (see `acl::run`), so no other thread holds
     // a lock the child needs; the child only runs `f` and `_exit`s. (Under qemu-user,
     // which can deadlock a child forked while a thread is being created, `cargo xtask
     // test-aarch64` also keeps libtest from starting test threads meanwhile.)

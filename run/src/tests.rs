@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kpccl_core::{Oob, OobError};
 
-use super::{Ending, Hub, RunOob, code};
+use crate::{Ending, Hub, RunOob, code};
 
 /// Generous for a test, short enough that a bug fails instead of hanging.
 const T: Duration = Duration::from_secs(5);
@@ -188,7 +188,7 @@ fn another_users_process_is_refused() {
         assert!(e.to_string().contains("another user"), "{e}");
         return;
     }
-    if crate::sys::euid() != 0 {
+    if crate::cred::my_uid() != 0 {
         eprintln!("SKIPPED another_users_process_is_refused: only root can run a process as another user");
         return;
     }
@@ -196,11 +196,11 @@ fn another_users_process_is_refused() {
     // `nobody` may not reach the test binary where it is (a 0700 checkout):
     // run a world-readable copy of it.
     let copy = ExeCopy::new();
-    let mut words = super::runner::from_env();
+    let mut words = kpccl_posix::launch::runner::from_env();
     words.push(copy.exe().into());
     let status = std::process::Command::new(&words[0])
         .args(&words[1..])
-        .args(["--exact", "launch::tests::another_users_process_is_refused", "--test-threads=1"])
+        .args(["--exact", "tests::another_users_process_is_refused", "--test-threads=1"])
         .env(FOREIGN_SOCKET, hub.socket())
         .current_dir("/")
         .uid(65534)
@@ -213,26 +213,20 @@ fn another_users_process_is_refused() {
 }
 
 /// A copy of this test binary in a fresh world-readable directory, removed on drop.
-struct ExeCopy(std::path::PathBuf);
+struct ExeCopy(kpccl_testkit::ScratchDir);
 
 impl ExeCopy {
     fn new() -> Self {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let dir = std::env::temp_dir().join(format!("kpccl-foreign-test-{}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o755).create(&dir).unwrap();
-        let copy = ExeCopy(dir);
+        use std::os::unix::fs::PermissionsExt;
+        let copy = ExeCopy(kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "foreign", "test"));
+        let readable = || std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(copy.0.path(), readable()).unwrap();
         std::fs::copy(std::env::current_exe().unwrap(), copy.exe()).unwrap();
-        std::fs::set_permissions(copy.exe(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(copy.exe(), readable()).unwrap();
         copy
     }
 
     fn exe(&self) -> std::path::PathBuf {
-        self.0.join("test")
-    }
-}
-
-impl Drop for ExeCopy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join("test")
     }
 }

@@ -26,6 +26,9 @@ pub fn recv_key(c: &mut Chan) -> IpcKey {
 }
 
 /// Fills the first 4096 bytes of device memory `ptr` with `byte`.
+// A test helper given device memory of the runtime under test, as every
+// caller in the suite is: marking it unsafe would only move the comment.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn fill<R: AclRuntime>(rt: &R, ptr: *mut c_void, byte: u8) {
     let host = vec![byte; 4096];
     // SAFETY: `ptr` is device memory of at least 4096 bytes, `host` is 4096 bytes.
@@ -33,6 +36,7 @@ pub fn fill<R: AclRuntime>(rt: &R, ptr: *mut c_void, byte: u8) {
 }
 
 /// The first 4096 bytes of device memory `ptr`.
+#[allow(clippy::not_unsafe_ptr_arg_deref)] // as `fill`
 pub fn read<R: AclRuntime>(rt: &R, ptr: *mut c_void) -> Vec<u8> {
     let mut host = vec![0u8; 4096];
     // SAFETY: as in `fill`.
@@ -74,7 +78,7 @@ pub fn whitelisted_importer<R: AclRuntime>(rt: &R, dev: i32, body: impl FnOnce(&
 /// The exporter's block and its key. Nothing is released on drop: a case ends it
 /// with [`Exported::release`] (close, then free), or with its own order of
 /// [`Exported::close`] and [`Exported::free`] when that order is what it checks;
-/// `common::run` fails a case that leaves the key behind.
+/// `acl::run` fails a case that leaves the key behind.
 #[derive(Debug)]
 pub struct Exported<'r, R> {
     rt: &'r R,

@@ -1,6 +1,6 @@
 //! `kpccl-run -n N [--timeout SECS] -- program [args...]`: runs `N` ranks of
 //! a program whose out-of-band collectives go through this launcher
-//! (`kpccl_posix::launch::RunOob::from_env` in the program), for users
+//! (`RunOob::from_env` in the program), for users
 //! without MPI.
 //!
 //! The ranks inherit stdout and stderr (rank 0 also stdin). The exit code
@@ -16,7 +16,7 @@ use std::io;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kpccl_posix::launch::Launch;
+use kpccl_run::Launch;
 
 const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
 

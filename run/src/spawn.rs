@@ -8,13 +8,15 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV, runner};
+use kpccl_posix::launch::runner;
+
+use crate::{Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
 
 /// Longest pause between two looks at the children.
 const MAX_POLL: Duration = Duration::from_millis(10);
 
 /// Starts `n` ranks of one program, each with `KPCCL_RANK`, `KPCCL_NRANKS`
-/// and `KPCCL_RUN_SOCKET` set so that [`RunOob::from_env`](super::RunOob::from_env)
+/// and `KPCCL_RUN_SOCKET` set so that [`RunOob::from_env`](crate::RunOob::from_env)
 /// connects it to the job's [`Hub`].
 ///
 /// Ranks inherit stdout and stderr; rank 0 inherits stdin, the others read
@@ -25,7 +27,7 @@ const MAX_POLL: Duration = Duration::from_millis(10);
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use kpccl_posix::launch::Launch;
+/// use kpccl_run::Launch;
 ///
 /// let report = Launch::new(4).timeout(Duration::from_secs(60)).run("./my-rank-program", ["--size", "4096"])?;
 /// assert!(report.success(), "{report}");

@@ -1,16 +1,17 @@
 //! The main demo: N ranks — plain processes, no MPI — share a window, hand
 //! data around with fences, verify every word, and time the fences.
 //!
-//! `kpccl-demo [-n RANKS] [--rounds R]` starts the ranks itself (through the
-//! `kpccl-run` launcher library); under `kpccl-run` it is one rank.
+//! `cargo run --release -p kpccl-run --example demo -- [-n RANKS] [--rounds R]`
+//! starts the ranks itself (through this crate's [`Launch`]); under
+//! `kpccl-run` it is one rank.
 // Test code: std throughout, and counts that fit any pointer width.
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core, clippy::cast_possible_truncation)]
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use kpccl_posix::launch::{Launch, RunOob};
 use kpccl_posix::{Comm, Oob, Window};
+use kpccl_run::{Launch, RunOob};
 
 const WORDS: usize = 128 * 1024; // 1 MiB per rank
 
@@ -45,7 +46,7 @@ fn main() -> ExitCode {
     let o = match options() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}\nusage: kpccl-demo [-n RANKS] [--rounds ROUNDS]");
+            eprintln!("{e}\nusage: demo [-n RANKS] [--rounds ROUNDS]");
             return ExitCode::from(2);
         }
     };
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kpccl-demo: {e}");
+            eprintln!("demo: {e}");
             ExitCode::FAILURE
         }
     }

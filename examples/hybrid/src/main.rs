@@ -13,8 +13,8 @@
 //! mpirun -np 8 target/release/kpccl-hybrid [count] [iterations]
 //! ```
 //!
-//! MPI comes from a few C functions (`tests/mpi/hybrid_mpi.c`) that
-//! `tests/build.rs` compiles with the host's `mpicc`, so no Rust MPI binding
+//! MPI comes from a few C functions (`mpi/hybrid_mpi.c`) that
+//! `build.rs` compiles with the host's `mpicc`, so no Rust MPI binding
 //! is needed and no implementation's ABI is assumed. Without `mpicc` (or when
 //! cross-compiling) the program is built without MPI and says so. The
 //! communicator's [`kpccl_core::Oob`] is MPI too (`MPI_Allgather` of bytes).

@@ -22,8 +22,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use super::wire::{Culprit, Msg, Reason, VERSION};
-use super::{addr, cred};
+use crate::cred;
+use kpccl_posix::launch::addr;
+use kpccl_posix::launch::wire::{Culprit, Msg, Reason, VERSION};
 
 /// How long a fresh connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,7 +37,7 @@ const REAP_GRACE: Duration = Duration::from_millis(250);
 /// The launcher's end of the out-of-band collectives of one job of
 /// `nranks` ranks, listening on a fresh abstract Unix socket.
 ///
-/// Ranks reach it with [`RunOob`](super::RunOob). It stops by itself once
+/// Ranks reach it with [`RunOob`](crate::RunOob). It stops by itself once
 /// every rank has disconnected; dropping it stops it at once (closing any
 /// connection still open) and joins its threads.
 #[derive(Debug)]

@@ -1,6 +1,10 @@
-//! Shared test support: forked processes, the generic suite, and its instantiation.
+//! The conformance suite of the ACL IPC calls, generic over
+//! [`AclRuntime`](kpccl_ascend::AclRuntime): forked processes, the cases, and
+//! [`conformance_tests!`](crate::conformance_tests), which makes one `#[test]`
+//! per case for a backend (the simulator, the dlopen'd library).
 
-#![allow(dead_code, unreachable_pub, missing_docs)]
+// Test support: the names of the helpers say what they are.
+#![allow(missing_docs)]
 
 pub mod ipc;
 pub mod proc;
@@ -57,7 +61,7 @@ macro_rules! conformance_tests {
         $(
             #[test]
             fn $case() {
-                common::run(|| $make, common::suite::$case);
+                $crate::acl::run(|| $make, $crate::acl::suite::$case);
             }
         )*
     };

@@ -1,0 +1,25 @@
+//! What the tests of kpccl share, in one place instead of a copy per test
+//! (or a source file included by path): out-of-band doubles ([`FailingOob`], [`Solo`]),
+//! scratch directories removed on drop ([`ScratchDir`]), a window's sync
+//! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]), and, with feature
+//! `acl`, the conformance suite of the ACL IPC calls (module `acl`).
+//!
+//! The in-process platform whose ranks are threads is not here: it is
+//! `kpccl_core::threads` (feature `threads`), the reference for embedders.
+#![deny(unsafe_code)]
+// Test support: std throughout (the `*_instead_of_core` lints guard the no_std core).
+#![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+#[cfg(feature = "acl")]
+#[allow(unsafe_code)] // device copies through the calls under test; forked processes and pipes
+pub mod acl;
+mod dir;
+pub mod heap;
+mod oob;
+#[cfg(not(loom))]
+mod thread_env;
+
+pub use dir::{ScratchDir, entries};
+pub use oob::{FailingOob, INJECTED, Solo, When};
+#[cfg(not(loom))]
+pub use thread_env::ThreadEnv;
