@@ -153,6 +153,14 @@ pub(crate) struct Options {
 }
 
 impl Options {
+    /// The host window's part of the options.
+    pub(crate) fn window(&self) -> kpccl_posix::WindowOptions {
+        let Self { layout, align, timeout, spins, reserve, barrier, .. } = *self;
+        kpccl_posix::WindowOptions { layout, align, timeout, spins, reserve, barrier }
+    }
+}
+
+impl Options {
     /// Reads and checks `attr` (`NULL`: the defaults).
     ///
     /// # Safety

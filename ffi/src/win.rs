@@ -169,25 +169,7 @@ unsafe fn alloc(
         // SAFETY: both checked by `handle::out`, writable by the caller's contract.
         return unsafe { finish(device::alloc(comm, size, dev, &options)?, baseptr, win) };
     }
-    let mut builder = comm.window(size);
-    if let Some(mode) = options.layout {
-        builder = builder.layout(mode);
-    }
-    if let Some(align) = options.align {
-        builder = builder.align(align);
-    }
-    if let Some(timeout) = options.timeout {
-        builder = builder.timeout(timeout);
-    }
-    if let Some(spins) = options.spins {
-        builder = builder.spins(spins);
-    }
-    if let Some(reserve) = options.reserve {
-        builder = builder.reserve(reserve);
-    }
-    if let Some(barrier) = options.barrier {
-        builder = builder.barrier(barrier);
-    }
+    let builder = comm.window(size).options(&options.window());
     // SAFETY: both checked by `handle::out`, writable by the caller's contract.
     unsafe { finish(AnyWindow::Host(builder.alloc()?), baseptr, win) }
 }

@@ -266,6 +266,24 @@ fn create<O: Oob>(
     Ok(Nodes::new(&table, info))
 }
 
+/// The options a binding (C attributes, Python keywords) collects for a
+/// window; each `None` keeps the communicator's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowOptions {
+    /// See [`WindowBuilder::layout`].
+    pub layout: Option<LayoutMode>,
+    /// See [`WindowBuilder::align`].
+    pub align: Option<usize>,
+    /// See [`WindowBuilder::timeout`] (`Some(None)`: never time out).
+    pub timeout: Option<Option<Duration>>,
+    /// See [`WindowBuilder::spins`].
+    pub spins: Option<u32>,
+    /// See [`WindowBuilder::reserve`].
+    pub reserve: Option<Reserve>,
+    /// See [`WindowBuilder::barrier`].
+    pub barrier: Option<Barrier>,
+}
+
 /// Options of one window; every rank must give the same mode and alignment.
 #[derive(Debug)]
 #[must_use = "call .alloc() to create the window"]
@@ -282,6 +300,29 @@ pub struct WindowBuilder<'c, O: Oob> {
 }
 
 impl<O: Oob> WindowBuilder<'_, O> {
+    /// Every option `o` sets.
+    pub fn options(mut self, o: &WindowOptions) -> Self {
+        if let Some(mode) = o.layout {
+            self = self.layout(mode);
+        }
+        if let Some(align) = o.align {
+            self = self.align(align);
+        }
+        if let Some(timeout) = o.timeout {
+            self = self.timeout(timeout);
+        }
+        if let Some(spins) = o.spins {
+            self = self.spins(spins);
+        }
+        if let Some(reserve) = o.reserve {
+            self = self.reserve(reserve);
+        }
+        if let Some(barrier) = o.barrier {
+            self = self.barrier(barrier);
+        }
+        self
+    }
+
     /// How segments are placed (default: `KPCCL_LAYOUT`, else contiguous).
     pub fn layout(mut self, mode: LayoutMode) -> Self {
         self.mode = mode;

@@ -45,7 +45,7 @@ mod sys;
 mod way_in;
 mod window;
 
-pub use comm::{Comm, CommBuilder, WindowBuilder};
+pub use comm::{Comm, CommBuilder, WindowBuilder, WindowOptions};
 pub use config::Config;
 pub use error::Error;
 pub use error_kind::ErrorKind;

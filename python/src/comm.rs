@@ -286,22 +286,15 @@ fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) {
 }
 
 fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
-    let mut b = c.window(o.size);
-    if let Some(l) = o.layout {
-        b = b.layout(l);
-    }
-    if let Some(a) = o.align {
-        b = b.align(a);
-    }
-    if let Some(r) = o.reserve {
-        b = b.reserve(r);
-    }
-    if let Some(x) = o.barrier {
-        b = b.barrier(x);
-    }
-    if let Some(t) = o.timeout {
-        b = b.timeout(t);
-    }
+    let options = kpccl_posix::WindowOptions {
+        layout: o.layout,
+        align: o.align,
+        timeout: o.timeout,
+        reserve: o.reserve,
+        barrier: o.barrier,
+        spins: None,
+    };
+    let b = c.window(o.size).options(&options);
     match py.detach(|| b.alloc()) {
         Ok(w) => PyWindow::create(py, w),
         Err(e) => Err(oob_error(e, c.oob())),
