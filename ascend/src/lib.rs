@@ -27,6 +27,30 @@ pub use backend::{BackendError, Runtime};
 pub use runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey};
 pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder, PutGet};
 
+/// The environment variables of device windows and of the simulator.
+pub const ENVIRONMENT: &[kpccl_posix::EnvVar] = &[
+    kpccl_posix::EnvVar {
+        name: "KPCCL_ASCEND",
+        meaning: "device windows' runtime: `acl`, `sim` (host simulator) or `auto` (CANN's, else an error)",
+        default: "`auto`",
+    },
+    kpccl_posix::EnvVar {
+        name: "ASCEND_SIM_CHIP",
+        meaning: "the chip the Ascend simulator plays: `inference` (another device imports only memory allocated with a P2P policy), `A2`, `A3`, `200I/500 A2` (no IPC: 207000); another value fails `aclInit`",
+        default: "`A2`",
+    },
+    kpccl_posix::EnvVar {
+        name: "ASCEND_SIM_COPY_LOG",
+        meaning: "a file the Ascend simulator appends a line to for each synchronous copy (`aclrtMemcpy`) that touches imported memory",
+        default: "unset: no log",
+    },
+    kpccl_posix::EnvVar {
+        name: "KPCCL_ASCEND_PID_VALIDATION",
+        meaning: "`0`: device windows from C export keys without a PID whitelist, unless `attr.pid_validation` says otherwise (the Rust builder: `.disable_pid_validation(true)`); the same on every rank",
+        default: "`1`",
+    },
+];
+
 /// The memory kind of Ascend device windows: their host windows (fence
 /// slots) carry it, so ranks mixing host and device windows fail together.
 pub const MEMORY_KIND: kpccl_posix::MemoryKind = kpccl_posix::MemoryKind(1);

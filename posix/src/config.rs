@@ -1,20 +1,5 @@
 //! Options of communicators and windows, and the `KPCCL_*` environment
-//! variables that set their defaults.
-//!
-//! | variable | meaning | default |
-//! |---|---|---|
-//! | `KPCCL_SHM_DIR` | directory for window segments (a tmpfs) | `/dev/shm` |
-//! | `KPCCL_LAYOUT` | `contiguous` or `aligned` (page per rank) | `contiguous` |
-//! | `KPCCL_TIMEOUT_MS` | give up a fence wait after this long (and under `kpccl-run` an out-of-band collective, if shorter than `KPCCL_OOB_TIMEOUT_MS`); `0` = never (a dead peer still ends it) | `0` |
-//! | `KPCCL_OOB_TIMEOUT_MS` | under `kpccl-run`: how long a collective waits for the other ranks (read by [`RunOob`](crate::launch::RunOob)) | `60000` |
-//! | `KPCCL_SPIN` | polls with a spin hint before yielding | 64; when ranks outnumber CPUs, 0 in fences (one-way waits keep 64) |
-//! | `KPCCL_YIELD_US` | after spinning, keep yielding the CPU this long before sleeping (beside CPU-bound processes a yielder waits out their time slice) | `0` (a few yields, then sleep) |
-//! | `KPCCL_BARRIER` | window fence: `dissemination`, `flat` (one counter; for more ranks than CPUs) or `auto` | `auto`: flat when ranks outnumber CPUs |
-//! | `KPCCL_RESERVE` | `eager`: allocate a window's memory at creation (no SIGBUS ever); `lazy`: at first touch, after a free-space check | `eager` |
-//! | `KPCCL_LIVENESS_MS` | how often a sleeping waiter checks that its peer lives | `50` |
-//! | `KPCCL_LOG` | `off`, `error`, `warn`, `info` or `debug` | `warn` |
-//! | `KPCCL_STATS` | `1`: per-window counters, printed at free ([`WindowStats`](crate::WindowStats)) | off |
-//! | `KPCCL_NODE_ID` | this process's node, as far as kpccl knows: ranks with equal ids share memory; each simulated node gets its own segment directory | boot id + hostname |
+//! variables that set their defaults (listed in [`ENVIRONMENT`](crate::ENVIRONMENT)).
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -26,6 +26,7 @@
 
 mod comm;
 mod config;
+mod environment;
 mod error;
 mod error_kind;
 mod explain;
@@ -47,6 +48,7 @@ mod window;
 
 pub use comm::{Comm, CommBuilder, WindowBuilder, WindowOptions};
 pub use config::Config;
+pub use environment::{ENVIRONMENT, EnvVar, markdown_table};
 pub use error::Error;
 pub use error_kind::ErrorKind;
 pub use kpccl_core::{DataSegment, LayoutMode, MemoryKind, NodeInfo, Oob, OobError};
