@@ -65,26 +65,9 @@ pub enum Barrier {
     Flat,
 }
 
+crate::codes!(Barrier: u32 { Dissemination = 1, Flat = 2 });
+
 impl Barrier {
-    /// The code carried in requests and headers.
-    #[must_use]
-    pub const fn code(self) -> u32 {
-        match self {
-            Self::Dissemination => 1,
-            Self::Flat => 2,
-        }
-    }
-
-    /// The barrier with this code.
-    #[must_use]
-    pub const fn from_code(code: u32) -> Option<Self> {
-        match code {
-            1 => Some(Self::Dissemination),
-            2 => Some(Self::Flat),
-            _ => None,
-        }
-    }
-
     /// The barrier for `nranks` ranks on `cpus` CPUs.
     #[must_use]
     pub const fn for_load(nranks: u32, cpus: u32) -> Self {

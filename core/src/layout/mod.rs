@@ -49,26 +49,7 @@ pub enum LayoutMode {
     Aligned,
 }
 
-impl LayoutMode {
-    /// The code stored in headers and requests.
-    #[must_use]
-    pub const fn code(self) -> u32 {
-        match self {
-            Self::Contiguous => 0,
-            Self::Aligned => 1,
-        }
-    }
-
-    /// The mode with this code.
-    #[must_use]
-    pub const fn from_code(code: u32) -> Option<Self> {
-        match code {
-            0 => Some(Self::Contiguous),
-            1 => Some(Self::Aligned),
-            _ => None,
-        }
-    }
-}
+crate::codes!(LayoutMode: u32 { Contiguous = 0, Aligned = 1 });
 
 /// The inputs every rank must agree on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
