@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use kpccl_core::error::PlatformOp;
 use kpccl_core::sync::AtomicU32;
-use kpccl_core::{PlatformError, ProcessIdentity, Step, WaitOutcome};
+use kpccl_core::{PlatformError, ProcessIdentity, WaitOutcome};
 
 use crate::stats::{self, Counters};
 use crate::way_in::WayIn;
@@ -279,8 +279,10 @@ impl kpccl_core::Platform for PosixPlatform {
     }
 
     /// `KPCCL_TEST_CRASH=<step>:<rank>` aborts that rank at that step of window
-    /// creation (fault-injection tests only; see `kpccl_core::Step`).
-    fn checkpoint(&self, step: Step, rank: u32) {
+    /// creation (feature `fault-injection`, for the crash tests; see
+    /// `kpccl_core::Step`).
+    #[cfg(feature = "fault-injection")]
+    fn checkpoint(&self, step: kpccl_core::Step, rank: u32) {
         static CRASH: OnceLock<Option<(String, u32)>> = OnceLock::new();
         let crash = CRASH.get_or_init(|| {
             let v = std::env::var("KPCCL_TEST_CRASH").ok()?;

@@ -53,8 +53,8 @@ pub struct DeviceSegment {
     pub device: i32,
 }
 
-/// Fault injection for tests of the failure paths.
-#[doc(hidden)]
+/// Fault injection for tests of the failure paths (feature `fault-injection`).
+#[cfg(feature = "fault-injection")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// Export with a whitelist but never set it: peers' imports fail (507899).
@@ -68,7 +68,19 @@ pub(crate) struct Options {
     validation: bool,
     /// The `aclrtMalloc` policy of the segment.
     policy: u32,
+    #[cfg(feature = "fault-injection")]
     fault: Option<Fault>,
+}
+
+impl Options {
+    /// Whether the export must skip its PID whitelist although validation is on.
+    fn skips_whitelist(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        if self.fault == Some(Fault::SkipWhitelist) {
+            return true;
+        }
+        false
+    }
 }
 
 /// A window in device memory (see the [module docs](self)). Dropping it
@@ -106,7 +118,14 @@ impl DeviceWindow {
     pub fn builder<O: Oob>(comm: &Comm<O>, size: usize) -> DeviceWindowBuilder<'_, O> {
         DeviceWindowBuilder {
             comm,
-            opts: Options { size, device: 0, validation: true, policy: ACL_MEM_MALLOC_HUGE_FIRST_P2P, fault: None },
+            opts: Options {
+                size,
+                device: 0,
+                validation: true,
+                policy: ACL_MEM_MALLOC_HUGE_FIRST_P2P,
+                #[cfg(feature = "fault-injection")]
+                fault: None,
+            },
             runtime: None,
             timeout: None,
         }
@@ -259,7 +278,8 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
         self
     }
 
-    #[doc(hidden)]
+    /// Injects `fault` (tests of the failure paths).
+    #[cfg(feature = "fault-injection")]
     pub fn fault(mut self, fault: Fault) -> Self {
         self.opts.fault = Some(fault);
         self

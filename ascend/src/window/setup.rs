@@ -24,10 +24,10 @@ use kpccl_core::fence::{Poison, PoisonKind};
 use kpccl_core::protocol::lockstep::{self, LockstepRecord as _};
 use kpccl_posix::{Comm, Window};
 
+use super::Options;
 use super::error::{Call, Error, Failure};
 use super::record::{self, NO_VALIDATION, Record, Stage};
 use super::state::{DeviceState, Segment};
-use super::{Fault, Options};
 use crate::backend::Runtime;
 use crate::codes::*;
 
@@ -178,7 +178,7 @@ fn export(state: &mut DeviceState, opts: &Options, tgids: &[i32], mine: &mut Rec
         rt.ipc_mem_get_export_key(ptr, alloc_len(opts.size), flags).map_err(|e| Error::acl(Call::GetExportKey, e))?;
     state.key = Some(key);
     mine.set_key(&key);
-    if !opts.validation || opts.fault == Some(Fault::SkipWhitelist) {
+    if !opts.validation || opts.skips_whitelist() {
         return Ok(());
     }
     // The runtime skips its own tgid, and refuses a call left with nothing.
