@@ -56,6 +56,7 @@
 #include <mpi.h>
 
 #include "kpccl.h"
+#include "kpccl_mpi.h"
 
 /* ---------------------------------------------------------------- the allreduce */
 
@@ -225,19 +226,6 @@ static int win_allreduce_free(struct win_allreduce *a)
 
 /* ------------------------------------------------ the demonstration: check, then time */
 
-static int allgather(const void *sendbuf, void *recvbuf, int size, void *group, kpccl_shm_datatype_t datatype)
-{
-    static const MPI_Datatype types[] = {MPI_CHAR, MPI_INT, MPI_LONG, MPI_FLOAT, MPI_DOUBLE};
-    if ((unsigned)datatype >= sizeof types / sizeof *types)
-        return KPCCL_ERROR;
-    return MPI_Allgather(sendbuf, size, types[datatype], recvbuf, size, types[datatype], (MPI_Comm)group);
-}
-
-static int barrier(void *group)
-{
-    return MPI_Barrier((MPI_Comm)group);
-}
-
 static int me;
 
 #define TRY(call)                                                                       \
@@ -357,12 +345,10 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* A communicator over every rank (one node), with MPI as the out-of-band channel. */
-    kpccl_shm_oob_cb_t cbs = {0};
-    cbs.oob_allgather = allgather;
-    cbs.oob_barrier = barrier;
+    /* The communicator of this node's ranks (all of them: one node), with MPI
+     * as the out-of-band channel (kpccl_mpi.h writes the callbacks). */
     kpccl_shm_comm_h comm;
-    TRY(kpccl_shm_comm_create(n, me, me, &cbs, (void *)MPI_COMM_WORLD, &comm));
+    TRY(kpccl_shm_comm_create_mpi(MPI_COMM_WORLD, &comm));
     struct win_allreduce a;
     size_t capacity = max_bytes / sizeof(double);
     TRY(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double)));
