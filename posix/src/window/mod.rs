@@ -130,9 +130,7 @@ impl Window {
     pub fn start_peer_fence(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
         let local = self.nodes.local(peer)?;
         self.count(|s| &s.peer_fences);
-        let nodes = &*self.nodes;
-        let started = self.inner.start_peer_fence(local).map_err(|e| Window::global_with(nodes, e))?;
-        Ok(PendingFence::new(started, nodes))
+        PendingFence::started(&self.nodes, self.inner.start_peer_fence(local))
     }
 
     /// Starts a wait for the next signal from `peer` without blocking; the
@@ -140,18 +138,14 @@ impl Window {
     pub fn start_wait(&mut self, peer: u32) -> Result<PendingFence<'_>, Error> {
         let local = self.nodes.local(peer)?;
         self.count(|s| &s.waits);
-        let nodes = &*self.nodes;
-        let started = self.inner.start_wait(local).map_err(|e| Window::global_with(nodes, e))?;
-        Ok(PendingFence::new(started, nodes))
+        PendingFence::started(&self.nodes, self.inner.start_wait(local))
     }
 
     /// Starts the fence with every rank of this node without blocking (see
     /// [`Window::fence`]).
     pub fn start_fence(&mut self) -> Result<PendingFence<'_>, Error> {
         self.count(|s| &s.fences);
-        let nodes = &*self.nodes;
-        let started = self.inner.start_fence().map_err(|e| Window::global_with(nodes, e))?;
-        Ok(PendingFence::new(started, nodes))
+        PendingFence::started(&self.nodes, self.inner.start_fence())
     }
 
     /// Rank `rank`'s segment: its address in this process and its length.

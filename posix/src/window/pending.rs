@@ -4,6 +4,8 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
+use kpccl_core::FenceError;
+
 use super::Window;
 use crate::Error;
 use crate::comm::Nodes;
@@ -33,8 +35,15 @@ pub struct PendingFence<'w> {
 }
 
 impl<'w> PendingFence<'w> {
-    pub(super) fn new(inner: kpccl_core::Pending<'w, PosixPlatform>, nodes: &'w Nodes) -> Self {
-        Self { inner, nodes }
+    /// The fence the core started (or its error, with the communicator's ranks).
+    pub(super) fn started(
+        nodes: &'w Nodes,
+        inner: Result<kpccl_core::Pending<'w, PosixPlatform>, FenceError>,
+    ) -> Result<Self, Error> {
+        match inner {
+            Ok(inner) => Ok(Self { inner, nodes }),
+            Err(e) => Err(Window::global_with(nodes, e)),
+        }
     }
 
     /// Takes every step that is ready: `Ready(Ok(()))` once the fence is
