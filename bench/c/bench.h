@@ -21,6 +21,15 @@
 #include <string.h>
 #include <time.h>
 
+/* The spin hint of the library's wait loops (Rust's `core::hint::spin_loop`). */
+#if defined(__x86_64__) || defined(__i386__)
+#define spin_hint() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define spin_hint() __asm__ __volatile__("isb" ::: "memory")
+#else
+#define spin_hint() ((void)0)
+#endif
+
 typedef struct {
     uint64_t warmup, warmup_ns, samples, sample_ns, max_iters, max_ns;
 } budget_t;
@@ -80,19 +89,21 @@ static inline uint64_t timed(op_fn op, void *ctx, uint64_t k)
     return d ? d : 1;
 }
 
-/* Fills out[0..b->samples) with ns per operation and returns how many
- * samples it took (at least 1), or -1 on failure. */
-static inline long budget_sample(const budget_t *b, agree_fn agree, op_fn op, void *ctx, double *out)
+/* Fills out[0..b->samples) with ns per operation of `op` and, when `ref`
+ * is not NULL, out_ref[] with ns per operation of `ref` run k times right
+ * after each sample's k operations (Rust: `Budget::sample_paired`); returns
+ * how many samples it took (at least 1), or -1 on failure. */
+static inline long budget_sample_paired(const budget_t *b, agree_fn agree, op_fn op, op_fn ref, void *ctx, double *out,
+                                        double *out_ref)
 {
-    uint64_t k = b->warmup < 1 ? 1 : b->warmup > 16 ? 16 : b->warmup, done = 0, spent = 0;
+    uint64_t k = b->warmup < 1 ? 1 : b->warmup > 16 ? 16 : b->warmup, done = 0, spent = 0, d, r = 0;
     double per;
     for (;;) {
-        uint64_t d = timed(op, ctx, k);
-        if (!d)
+        if (!(d = timed(op, ctx, k)) || (ref && !(r = timed(ref, ctx, k))))
             return -1;
         done += k;
-        spent += d;
-        per = (double)d / (double)k;
+        spent += d + r;
+        per = (double)(d + r) / (double)k;
         int stop = done >= b->warmup || spent >= b->warmup_ns;
         uint64_t next = stop ? 0 : (2 * k < b->warmup - done ? 2 * k : b->warmup - done);
         k = agree(ctx, next);
@@ -105,17 +116,25 @@ static inline long budget_sample(const budget_t *b, agree_fn agree, op_fn op, vo
     uint64_t total = 0;
     long n = 0;
     for (;;) {
-        uint64_t d = timed(op, ctx, k);
-        if (!d)
+        if (!(d = timed(op, ctx, k)) || (ref && !(r = timed(ref, ctx, k))))
             return -1;
-        total += d;
-        per = (double)d / (double)k;
-        out[n++] = per;
+        total += d + r;
+        if (ref)
+            out_ref[n] = (double)r / (double)k;
+        out[n++] = (double)d / (double)k;
+        per = (double)(d + r) / (double)k;
         int stop = (uint64_t)n >= b->samples || total >= b->max_ns;
         k = agree(ctx, stop ? 0 : budget_iters(b, per));
         if (!k)
             return n;
     }
+}
+
+/* Fills out[0..b->samples) with ns per operation and returns how many
+ * samples it took (at least 1), or -1 on failure. */
+static inline long budget_sample(const budget_t *b, agree_fn agree, op_fn op, void *ctx, double *out)
+{
+    return budget_sample_paired(b, agree, op, NULL, ctx, out, NULL);
 }
 
 /* Appends one result line; all ranks' samples are in `all` (nranks rows of

@@ -10,6 +10,8 @@
  */
 #include "bench.h"
 
+#include <stdatomic.h>
+
 #include "kpccl.h"
 
 struct ctx {
@@ -17,6 +19,8 @@ struct ctx {
     void *group;
     int rank, nranks, peer;
     kpccl_shm_win_h win;
+    /* The paired reference's flags: the first word of this rank's segment and of the peer's. */
+    _Atomic uint64_t *mine, *theirs;
 };
 
 static uint64_t agree(void *p, uint64_t mine)
@@ -36,6 +40,21 @@ static int peer_op(void *p)
 {
     struct ctx *c = p;
     return c->peer < c->nranks ? kpccl_shm_peer_fence(c->win, c->peer) : 0;
+}
+
+/* The reference paired with peer_op: the bare flag exchange between the
+ * same two processes, with the spin hint the library's wait uses
+ * (bench/src/reference.rs, `Spin::Hint`). */
+static int ref_op(void *p)
+{
+    struct ctx *c = p;
+    if (c->peer >= c->nranks)
+        return 0;
+    uint64_t e = atomic_load_explicit(c->mine, memory_order_relaxed) + 1;
+    atomic_store_explicit(c->mine, e, memory_order_release);
+    while (atomic_load_explicit(c->theirs, memory_order_acquire) < e)
+        spin_hint();
+    return 0;
 }
 
 static int fence_op(void *p)
@@ -74,21 +93,33 @@ int main(int argc, char **argv)
         return 1;
     }
     c.peer = c.rank ^ 1;
-    double *s = calloc(b.samples, sizeof *s);
+    double *s = calloc(b.samples, sizeof *s), *r = calloc(b.samples, sizeof *r);
     char key[128];
-    if (!s)
+    if (!s || !r)
         return 1;
     long n;
     if (c.nranks >= 2) {
-        if ((n = budget_sample(&b, agree, peer_op, &c, s)) < 0) {
+        size_t size;
+        void *mine = NULL, *theirs = NULL;
+        if (kpccl_shm_win_query(c.win, c.rank, &size, &mine) != KPCCL_OK ||
+            kpccl_shm_win_query(c.win, c.peer < c.nranks ? c.peer : c.rank, &size, &theirs) != KPCCL_OK) {
+            fprintf(stderr, "kpccl_bench: query failed: %s\n", kpccl_last_error());
+            return 1;
+        }
+        c.mine = mine;
+        c.theirs = theirs;
+        if ((n = budget_sample_paired(&b, agree, peer_op, ref_op, &c, s, r)) < 0) {
             fprintf(stderr, "kpccl_bench: peer fence failed: %s\n", kpccl_last_error());
             return 1;
         }
         if (c.peer >= c.nranks)
             for (long i = 0; i < n; i++)
-                s[i] = NAN;
+                s[i] = r[i] = NAN;
         snprintf(key, sizeof key, "%s/peer/%d", tag, c.nranks);
         if (report(&c, out, key, s, (uint64_t)n))
+            return 1;
+        snprintf(key, sizeof key, "%s/peer-ref/%d", tag, c.nranks);
+        if (report(&c, out, key, r, (uint64_t)n))
             return 1;
     }
     if ((n = budget_sample(&b, agree, fence_op, &c, s)) < 0) {
@@ -99,6 +130,7 @@ int main(int argc, char **argv)
     if (report(&c, out, key, s, (uint64_t)n))
         return 1;
     free(s);
+    free(r);
     if (kpccl_shm_win_free(c.win) != KPCCL_OK || kpccl_shm_comm_destroy(comm) != KPCCL_OK) {
         fprintf(stderr, "kpccl_bench: teardown failed: %s\n", kpccl_last_error());
         return 1;

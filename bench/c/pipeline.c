@@ -48,14 +48,6 @@
 
 #include "mpi_oob.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#define spin_hint() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define spin_hint() __asm__ __volatile__("isb" ::: "memory")
-#else
-#define spin_hint() ((void)0)
-#endif
-
 /* Each segment starts with two 128-byte lines of counters (mpi-flag's):
  * finished columns, then finished sweeps; the grid follows. */
 enum { HEADER_BYTES = 256, DONE_WORD = 0, SWEEP_WORD = 16 };

@@ -4,10 +4,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use kpccl_core::sync::AtomicU64;
 use kpccl_posix::launch::RunOob;
 use kpccl_posix::{Comm, Oob, Window};
 
 use crate::measure::Budget;
+use crate::reference::{self, Spin};
 use crate::results;
 
 /// A benchmark failure inside a rank.
@@ -142,8 +144,19 @@ fn fences(comm: &Comm<RunOob>, job: &Job<'_>) -> Result<(), Error> {
     if n >= 2 {
         let peer = me ^ 1;
         let has_peer = peer < n;
-        let s = job.budget.sample(agree(comm), || if has_peer { win.peer_fence(peer).map_err(err) } else { Ok(()) })?;
+        let (mine, theirs) = flags(&win, peer.min(n - 1))?;
+        let (s, r) = job.budget.sample_paired(
+            agree(comm),
+            || if has_peer { win.peer_fence(peer).map_err(err) } else { Ok(()) },
+            || {
+                if has_peer {
+                    reference::exchange(mine, theirs, Spin::Hint);
+                }
+                Ok(())
+            },
+        )?;
         report(comm, job.out, &format!("{tag}/peer/{n}"), "ns", &s, has_peer)?;
+        report(comm, job.out, &format!("{tag}/peer-ref/{n}"), "ns", &r, has_peer)?;
     }
     let s = job.budget.sample(agree(comm), || win.fence().map_err(err))?;
     report(comm, job.out, &format!("{tag}/fence/{n}"), "ns", &s, true)?;
@@ -152,6 +165,20 @@ fn fences(comm: &Comm<RunOob>, job: &Job<'_>) -> Result<(), Error> {
         report(comm, job.out, &format!("{tag}/idle/{n}"), "%", &idle, me != 0)?;
     }
     win.free().map_err(err)
+}
+
+/// The flags of the paired reference exchange: the first word of this
+/// rank's segment and of `peer`'s (data pages, apart from the sync lines).
+#[allow(unsafe_code)]
+fn flags(win: &Window, peer: u32) -> Result<(&AtomicU64, &AtomicU64), Error> {
+    let word = |rank: u32| -> Result<&AtomicU64, Error> {
+        let seg = win.segment(rank).map_err(err)?;
+        assert!(seg.len >= 8, "the fence window has a page per rank");
+        // SAFETY: the segment is mapped while `win` lives, page-aligned and at
+        // least 8 bytes long; this benchmark touches its first word only atomically.
+        Ok(unsafe { AtomicU64::from_ptr(seg.ptr.as_ptr().cast()) })
+    };
+    Ok((word(win.rank())?, word(peer)?))
 }
 
 /// CPU time of this process, in nanoseconds.

@@ -71,7 +71,7 @@ impl Drop for Page {
 }
 
 #[inline(always)]
-fn exchange(mine: &AtomicU64, theirs: &AtomicU64, spin: Spin) {
+pub(crate) fn exchange(mine: &AtomicU64, theirs: &AtomicU64, spin: Spin) {
     let e = mine.load(Relaxed) + 1;
     mine.store(e, Release);
     match spin {
