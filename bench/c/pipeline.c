@@ -33,6 +33,9 @@
  *   kpccl-signal  the same strips; kpccl_shm_peer_wait(left) before a column,
  *                 kpccl_shm_peer_signal(right) after it (the corner: written,
  *                 then signalled to rank 0)
+ *   unsynced      the same strips and sweeps with no hand-off at all (and no
+ *                 corner): the results are wrong and not checked; its time is
+ *                 the floor, what the arithmetic costs when nothing waits
  *
  * Each repetition runs every variant once, in turn (A B C D A B C D ...), so
  * that drift of the machine hits all alike. Rank 0 appends one result line
@@ -52,8 +55,8 @@
  * finished columns, then finished sweeps; the grid follows. */
 enum { HEADER_BYTES = 256, DONE_WORD = 0, SWEEP_WORD = 16 };
 
-enum { MPI_SEND, MPI_FLAG, KPCCL_FENCE, KPCCL_SIGNAL, VARIANTS };
-static const char *const NAMES[VARIANTS] = {"mpi", "mpi-flag", "kpccl-fence", "kpccl-signal"};
+enum { MPI_SEND, MPI_FLAG, KPCCL_FENCE, KPCCL_SIGNAL, UNSYNCED, VARIANTS };
+static const char *const NAMES[VARIANTS] = {"mpi", "mpi-flag", "kpccl-fence", "kpccl-signal", "unsynced"};
 
 /* The grid and counters of a rank, in one window. */
 struct view {
@@ -87,7 +90,8 @@ struct run {
 static int failed(const struct job *j, const char *what, int variant)
 {
     fprintf(stderr, "pipeline: rank %d, %s: %s failed%s%s\n", j->rank, NAMES[variant], what,
-            variant >= KPCCL_FENCE ? ": " : "", variant >= KPCCL_FENCE ? kpccl_last_error() : "");
+            variant == KPCCL_FENCE || variant == KPCCL_SIGNAL ? ": " : "",
+            variant == KPCCL_FENCE || variant == KPCCL_SIGNAL ? kpccl_last_error() : "");
     return -1;
 }
 
@@ -125,8 +129,10 @@ static int wait_left(struct run *x)
         return 0;
     case KPCCL_FENCE:
         return kpccl_shm_peer_fence(j->kwin, j->rank - 1) != KPCCL_OK;
-    default:
+    case KPCCL_SIGNAL:
         return kpccl_shm_peer_wait(j->kwin, j->rank - 1) != KPCCL_OK;
+    default:
+        return 0;
     }
 }
 
@@ -143,8 +149,10 @@ static int tell_right(struct run *x)
         return 0;
     case KPCCL_FENCE:
         return kpccl_shm_peer_fence(j->kwin, j->rank + 1) != KPCCL_OK;
-    default:
+    case KPCCL_SIGNAL:
         return kpccl_shm_peer_signal(j->kwin, j->rank + 1) != KPCCL_OK;
+    default:
+        return 0;
     }
 }
 
@@ -204,6 +212,8 @@ static int sweep(struct run *x)
             return failed(j, "telling the right neighbour", x->variant);
     }
     double corner = -a[(j->n - 1) * w + w - 1];
+    if (x->variant == UNSYNCED)
+        return 0;
     if (j->nranks == 1)
         a[0] = corner;
     else if (j->rank == j->last && send_corner(x, corner))
@@ -249,7 +259,7 @@ static int run_once(struct job *j, int variant, double *ns)
     double mine = (MPI_Wtime() - t0) / (double)j->sweeps * 1e9, slowest = 0;
     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     *ns = slowest;
-    if (!err && j->rank == j->last) {
+    if (!err && j->rank == j->last && variant != UNSYNCED) {
         double got = x.v[ME].grid[(j->n - 1) * j->width + j->width - 1];
         double want = (double)((j->sweeps + 1) * (j->m + j->n - 2));
         if (got != want) {
@@ -319,7 +329,7 @@ int main(int argc, char **argv)
     if (argc < 6 || argc > 7 || j.m < j.nranks || j.n < 2 || j.sweeps < 1 || reps < 1 ||
         pick(argc == 7 ? argv[6] : "mpi,mpi-flag,kpccl-fence,kpccl-signal", use)) {
         if (j.rank == 0)
-            fprintf(stderr, "usage: pipeline M N SWEEPS REPS OUT [mpi,mpi-flag,kpccl-fence,kpccl-signal] "
+            fprintf(stderr, "usage: pipeline M N SWEEPS REPS OUT [mpi,mpi-flag,kpccl-fence,kpccl-signal,unsynced] "
                             "(M >= ranks, N >= 2, SWEEPS >= 1, REPS >= 1)\n");
         MPI_Finalize();
         return 2;
@@ -363,7 +373,7 @@ int main(int argc, char **argv)
                 err = run_once(&j, k, &times[k * reps + rep]);
 
     if (!err && j.rank == 0) {
-        printf("pipeline: %d ranks, %ld x %ld grid, %ld timed sweeps, %ld repetitions: every run validated "
+        printf("pipeline: %d ranks, %ld x %ld grid, %ld timed sweeps, %ld repetitions: every synchronised run validated "
                "(corner = %ld)\n",
                j.nranks, j.m, j.n, j.sweeps, reps, (j.sweeps + 1) * (j.m + j.n - 2));
         for (int k = 0; k < VARIANTS; k++) {

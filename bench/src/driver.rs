@@ -495,6 +495,7 @@ pub fn run(opts: &Options) -> Result<Context, String> {
             if opts.part("ref") {
                 step("reference", reference("bare", &budget, &out));
                 step("reference (pause)", reference("hint", &budget, &out));
+                step("reference (hand-off)", reference("yield", &budget, &out));
             }
         };
         reference_pair(&mut step);

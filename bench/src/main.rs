@@ -62,12 +62,13 @@ fn rank(args: &[String]) -> Result<(), String> {
     ranks::run(oob, &job)
 }
 
-/// `reference bare|hint BUDGET OUT`.
+/// `reference bare|hint|yield BUDGET OUT`.
 fn reference_mode(args: &[String]) -> Result<(), String> {
     let [spin, budget, out] = args else { return Err("reference: expected SPIN BUDGET OUT".to_owned()) };
     let (spin, key) = match spin.as_str() {
         "bare" => (Spin::Bare, "ref/flag/2"),
         "hint" => (Spin::Hint, "ref/flag-pause/2"),
+        "yield" => (Spin::Yield, "ref/handoff/2"),
         _ => return Err(format!("reference: unknown spin {spin:?}")),
     };
     let samples = reference::run(&Budget::parse(budget)?, spin).map_err(|e| format!("reference: {e}"))?;

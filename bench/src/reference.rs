@@ -21,6 +21,22 @@ pub enum Spin {
     Bare,
     /// A spin hint (`pause`) between loads, as the library's wait loop does.
     Hint,
+    /// Both processes on one CPU, `sched_yield` between loads: the cost of
+    /// handing a CPU from one process to another, the floor of every
+    /// synchronisation when ranks outnumber CPUs.
+    Yield,
+}
+
+impl Spin {
+    /// Waits a moment before the next load.
+    #[inline(always)]
+    fn pause(self) {
+        match self {
+            Spin::Bare => {}
+            Spin::Hint => spin_loop(),
+            Spin::Yield => std::thread::yield_now(),
+        }
+    }
 }
 
 /// A shared anonymous page: the two flags at 0 and 128, the control words at 256, 384 and 512.
@@ -74,14 +90,26 @@ impl Drop for Page {
 pub(crate) fn exchange(mine: &AtomicU64, theirs: &AtomicU64, spin: Spin) {
     let e = mine.load(Relaxed) + 1;
     mine.store(e, Release);
-    match spin {
-        Spin::Bare => while theirs.load(Acquire) < e {},
-        Spin::Hint => {
-            while theirs.load(Acquire) < e {
-                spin_loop();
-            }
-        }
+    while theirs.load(Acquire) < e {
+        spin.pause();
     }
+}
+
+/// Puts this process (and the children it forks) on the CPU it runs on.
+#[allow(unsafe_code)]
+fn pin_here() -> io::Result<()> {
+    // SAFETY: no arguments; returns the CPU or -1.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let cpu = usize::try_from(cpu).map_err(|_| io::Error::last_os_error())?;
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE (it is a CPU the kernel runs us on).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: a valid set of the size given, for this process.
+    if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Runs the exchange between this process and a forked child; returns the
@@ -94,6 +122,9 @@ pub(crate) fn exchange(mine: &AtomicU64, theirs: &AtomicU64, spin: Spin) {
 /// Call from a single-threaded process (it forks).
 pub fn run(budget: &Budget, spin: Spin) -> io::Result<Vec<f64>> {
     let page = Page::new()?;
+    if spin == Spin::Yield {
+        pin_here()?;
+    }
     // SAFETY: the caller runs single-threaded; the child only touches the
     // shared page and its own memory, then `_exit`s.
     let pid = unsafe { libc::fork() };
@@ -115,7 +146,7 @@ pub fn run(budget: &Budget, spin: Spin) -> io::Result<Vec<f64>> {
         let follow = |_: u64| {
             round += 1;
             while seq.load(Acquire) != round {
-                spin_loop();
+                spin.pause();
             }
             let v = value.load(Relaxed);
             // Release: the parent may overwrite the value once it sees this.
@@ -133,7 +164,7 @@ pub fn run(budget: &Budget, spin: Spin) -> io::Result<Vec<f64>> {
         seq.store(round, Release);
         // Acquire: the child has read the value before the next decision overwrites it.
         while ack.load(Acquire) != round {
-            spin_loop();
+            spin.pause();
         }
         Ok(v)
     };

@@ -18,6 +18,11 @@ pub const PIPELINE_VARIANTS: [(&str, &str); 4] = [
     ("kpccl-signal", "kpccl signal/wait"),
 ];
 
+/// The pipeline run with no hand-off at all: the time of its arithmetic
+/// alone, the floor under every variant (its results are wrong and not
+/// checked).
+pub const PIPELINE_FLOOR: &str = "unsynced";
+
 /// The pipeline's grid (rows, columns), timed sweeps and repetitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PipelineRun {
@@ -49,7 +54,7 @@ pub fn pipeline_args(smoke: bool, out: &Path) -> Vec<String> {
     let p = if smoke { PIPELINE_SMOKE } else { PIPELINE_FULL };
     let mut args: Vec<String> = [p.m, p.n, p.sweeps, p.reps].iter().map(u32::to_string).collect();
     args.push(out.to_string_lossy().into_owned());
-    args.push(PIPELINE_VARIANTS.map(|(v, _)| v).join(","));
+    args.push(PIPELINE_VARIANTS.map(|(v, _)| v).into_iter().chain([PIPELINE_FLOOR]).collect::<Vec<_>>().join(","));
     args
 }
 
@@ -106,7 +111,7 @@ mod tests {
         let out = Path::new("/tmp/r.tsv");
         assert_eq!(
             pipeline_args(false, out),
-            ["2000", "2000", "20", "5", "/tmp/r.tsv", "mpi,mpi-flag,kpccl-fence,kpccl-signal"]
+            ["2000", "2000", "20", "5", "/tmp/r.tsv", "mpi,mpi-flag,kpccl-fence,kpccl-signal,unsynced"]
         );
         assert_eq!(allreduce_args(true, out), ["--max", "65536", "--rounds", "1", "--results", "/tmp/r.tsv"]);
     }
