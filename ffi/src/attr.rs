@@ -182,15 +182,29 @@ impl Options {
         fn invalid<T>(arg: &'static str, why: &'static str) -> Result<T, Error> {
             Err(Error::Invalid { arg, why })
         }
+        /// An enum field: 0 keeps the default, 1 and 2 are `choices`.
+        fn choice<T: Copy>(
+            code: c_int,
+            choices: [T; 2],
+            arg: &'static str,
+            why: &'static str,
+        ) -> Result<Option<T>, Error> {
+            match code {
+                0 => Ok(None),
+                1 => Ok(Some(choices[0])),
+                2 => Ok(Some(choices[1])),
+                _ => invalid(arg, why),
+            }
+        }
         if a.version != KPCCL_SHM_WIN_ATTR_VERSION {
             return invalid("attr", "not initialized with kpccl_shm_win_attr_init");
         }
-        let layout = match a.layout {
-            0 => None,
-            1 => Some(LayoutMode::Contiguous),
-            2 => Some(LayoutMode::Aligned),
-            _ => return invalid("attr->layout", "not a kpccl_shm_layout_t"),
-        };
+        let layout = choice(
+            a.layout,
+            [LayoutMode::Contiguous, LayoutMode::Aligned],
+            "attr->layout",
+            "not a kpccl_shm_layout_t",
+        )?;
         let device = match a.memory_kind {
             0 if a.device != 0 => return invalid("attr->device", "only for device memory; must be 0"),
             0 => None,
@@ -208,25 +222,14 @@ impl Options {
             -1 => None,
             n => Some(u32::try_from(n).or_else(|_| invalid("attr->spin_count", "not -1 or in 0..=4294967295"))?),
         };
-        let reserve = match a.reserve {
-            0 => None,
-            1 => Some(Reserve::Eager),
-            2 => Some(Reserve::Lazy),
-            _ => return invalid("attr->reserve", "not a kpccl_shm_reserve_t"),
-        };
-        let barrier = match a.barrier {
-            0 => None,
-            1 => Some(Barrier::Dissemination),
-            2 => Some(Barrier::Flat),
-            _ => return invalid("attr->barrier", "not a kpccl_shm_barrier_t"),
-        };
-        let pid_validation = match a.pid_validation {
-            0 => None,
-            1 | 2 if device.is_none() => return invalid("attr->pid_validation", "only for device memory"),
-            1 => Some(true),
-            2 => Some(false),
-            _ => return invalid("attr->pid_validation", "not a kpccl_shm_pid_validation_t"),
-        };
+        let reserve = choice(a.reserve, [Reserve::Eager, Reserve::Lazy], "attr->reserve", "not a kpccl_shm_reserve_t")?;
+        let barrier =
+            choice(a.barrier, [Barrier::Dissemination, Barrier::Flat], "attr->barrier", "not a kpccl_shm_barrier_t")?;
+        let pid_validation =
+            choice(a.pid_validation, [true, false], "attr->pid_validation", "not a kpccl_shm_pid_validation_t")?;
+        if pid_validation.is_some() && device.is_none() {
+            return invalid("attr->pid_validation", "only for device memory");
+        }
         let align = (a.alignment != 0).then_some(a.alignment);
         Ok(Self { layout, align, timeout, spins, device, reserve, barrier, pid_validation })
     }

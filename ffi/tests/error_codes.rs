@@ -7,7 +7,7 @@ use core::ptr::null_mut;
 use kpccl::*;
 
 mod support;
-use support::{GOOD, create, fails, last_error};
+use support::{GOOD, alloc, create, fails, last_error};
 
 #[test]
 fn a_thread_without_failures_has_no_code() {
@@ -19,8 +19,7 @@ fn a_thread_without_failures_has_no_code() {
 fn failures_are_classified_and_ranges_read_in_words() {
     let (rc, comm) = create(GOOD);
     assert_eq!(rc, KPCCL_OK, "{}", last_error());
-    let (mut base, mut win) = (null_mut(), null_mut());
-    assert_eq!(unsafe { kpccl_shm_win_alloc(64, comm, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+    let (_, win) = alloc(comm, 64);
 
     assert_eq!(unsafe { kpccl_shm_peer_fence(win, 2) }, KPCCL_ERROR);
     assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);

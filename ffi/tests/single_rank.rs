@@ -10,23 +10,22 @@ use core::ptr::null_mut;
 use kpccl::*;
 
 mod support;
-use support::{GOOD, create, fails, last_error};
+use support::{GOOD, alloc, create, fails, last_error};
 
 #[test]
 fn a_window_lives_and_dies() {
     let (rc, comm) = create(GOOD);
     assert_eq!(rc, KPCCL_OK, "{}", last_error());
-    let (mut base, mut win) = (null_mut(), null_mut());
-    assert_eq!(unsafe { kpccl_shm_win_alloc(4000, comm, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+    let (base, win) = alloc(comm, 4000);
     assert!(!base.is_null());
     let public = unsafe { &*win };
     assert_eq!((public.rank, public.nranks), (0, 1));
-    unsafe { core::ptr::write_bytes(base.cast::<u8>(), 7, 4000) };
+    unsafe { core::ptr::write_bytes(base, 7, 4000) };
     assert_eq!(unsafe { kpccl_shm_win_fence(win) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_peer_fence(win, 0) }, KPCCL_OK);
     let (mut size, mut ptr) = (0usize, null_mut());
     assert_eq!(unsafe { kpccl_shm_win_query(win, 0, &mut size, &mut ptr) }, KPCCL_OK);
-    assert_eq!((size, ptr), (4000, base));
+    assert_eq!((size, ptr.cast()), (4000, base));
     assert_eq!(unsafe { kpccl_shm_peer_fence(win, 1) }, KPCCL_ERROR);
     assert!(last_error().contains("remote_rank"), "{}", last_error());
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
@@ -105,12 +104,6 @@ fn one_rank_is_one_node() {
     let rc = unsafe { kpccl_shm_comm_create(1, 0, -2, &mut cbs, 0x5eed as *mut c_void, &mut comm) };
     assert_eq!(rc, KPCCL_ERROR);
     assert!(last_error().contains("local_rank"), "{}", last_error());
-}
-
-fn alloc(comm: kpccl_shm_comm_h, size: usize) -> (*mut u8, kpccl_shm_win_h) {
-    let (mut base, mut win) = (null_mut(), null_mut());
-    assert_eq!(unsafe { kpccl_shm_win_alloc(size, comm, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
-    (base.cast(), win)
 }
 
 /// The failure the handle checks give: the function, the handle, and why.

@@ -2,6 +2,7 @@
 //! variables that set their defaults (listed in [`ENVIRONMENT`](crate::ENVIRONMENT)).
 
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use kpccl_core::LayoutMode;
@@ -63,8 +64,23 @@ fn invalid(var: &'static str, value: String, expected: &'static str) -> Error {
     Error::Config { var, value, expected }
 }
 
+/// `name`'s value read as a `T`, if it is set.
+fn parsed<T: FromStr>(name: &'static str, expected: &'static str) -> Result<Option<T>, Error> {
+    var(name).map(|v| v.trim().parse().map_err(|_| invalid(name, v, expected))).transpose()
+}
+
 fn millis(name: &'static str) -> Result<Option<u64>, Error> {
-    var(name).map(|v| v.trim().parse().map_err(|_| invalid(name, v, "milliseconds (an integer)"))).transpose()
+    parsed(name, "milliseconds (an integer)")
+}
+
+/// The value `choices` gives `name`'s word, if it is set.
+fn choice<T: Copy>(name: &'static str, choices: &[(&str, T)], expected: &'static str) -> Result<Option<T>, Error> {
+    var(name)
+        .map(|v| match choices.iter().find(|&&(word, _)| word == v) {
+            Some(&(_, value)) => Ok(value),
+            None => Err(invalid(name, v, expected)),
+        })
+        .transpose()
 }
 
 impl Config {
@@ -74,37 +90,26 @@ impl Config {
         if let Some(dir) = var("KPCCL_SHM_DIR") {
             c.shm_dir = PathBuf::from(dir);
         }
-        if let Some(v) = var("KPCCL_LAYOUT") {
-            c.layout = match v.as_str() {
-                "contiguous" => LayoutMode::Contiguous,
-                "aligned" => LayoutMode::Aligned,
-                _ => return Err(invalid("KPCCL_LAYOUT", v, "contiguous or aligned")),
-            };
+        let layouts = [("contiguous", LayoutMode::Contiguous), ("aligned", LayoutMode::Aligned)];
+        if let Some(layout) = choice("KPCCL_LAYOUT", &layouts, "contiguous or aligned")? {
+            c.layout = layout;
         }
         if let Some(ms) = millis("KPCCL_TIMEOUT_MS")? {
             c.timeout = (ms > 0).then(|| Duration::from_millis(ms));
         }
-        if let Some(v) = var("KPCCL_SPIN") {
-            c.spins = Some(v.trim().parse().map_err(|_| invalid("KPCCL_SPIN", v, "a spin count (an integer)"))?);
+        if let Some(spins) = parsed("KPCCL_SPIN", "a spin count (an integer)")? {
+            c.spins = Some(spins);
         }
-        if let Some(v) = var("KPCCL_YIELD_US") {
-            let us = v.trim().parse().map_err(|_| invalid("KPCCL_YIELD_US", v, "microseconds (an integer)"))?;
+        if let Some(us) = parsed("KPCCL_YIELD_US", "microseconds (an integer)")? {
             c.yield_time = Some(Duration::from_micros(us));
         }
-        if let Some(v) = var("KPCCL_BARRIER") {
-            c.barrier = match v.as_str() {
-                "auto" => None,
-                "dissemination" => Some(Barrier::Dissemination),
-                "flat" => Some(Barrier::Flat),
-                _ => return Err(invalid("KPCCL_BARRIER", v, "auto, dissemination or flat")),
-            };
+        let barriers = [("auto", None), ("dissemination", Some(Barrier::Dissemination)), ("flat", Some(Barrier::Flat))];
+        if let Some(barrier) = choice("KPCCL_BARRIER", &barriers, "auto, dissemination or flat")? {
+            c.barrier = barrier;
         }
-        if let Some(v) = var("KPCCL_RESERVE") {
-            c.reserve = match v.as_str() {
-                "eager" => Reserve::Eager,
-                "lazy" => Reserve::Lazy,
-                _ => return Err(invalid("KPCCL_RESERVE", v, "eager or lazy")),
-            };
+        let reserves = [("eager", Reserve::Eager), ("lazy", Reserve::Lazy)];
+        if let Some(reserve) = choice("KPCCL_RESERVE", &reserves, "eager or lazy")? {
+            c.reserve = reserve;
         }
         if let Some(ms) = millis("KPCCL_LIVENESS_MS")? {
             c.liveness = Duration::from_millis(ms.max(1));
@@ -115,8 +120,8 @@ impl Config {
             }
             c.node_id = Some(v);
         }
-        if let Some(v) = var("KPCCL_LOG") {
-            c.log = v.parse().map_err(|()| invalid("KPCCL_LOG", v, "off, error, warn, info or debug"))?;
+        if let Some(log) = parsed("KPCCL_LOG", "off, error, warn, info or debug")? {
+            c.log = log;
         }
         Ok(c)
     }

@@ -286,15 +286,7 @@ fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) {
 }
 
 fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
-    let options = kpccl_posix::WindowOptions {
-        layout: o.layout,
-        align: o.align,
-        timeout: o.timeout,
-        reserve: o.reserve,
-        barrier: o.barrier,
-        spins: None,
-    };
-    let b = c.window(o.size).options(&options);
+    let b = c.window(o.size).options(&o.window);
     match py.detach(|| b.alloc()) {
         Ok(w) => PyWindow::create(py, w),
         Err(e) => Err(oob_error(e, c.oob())),
@@ -307,7 +299,7 @@ fn alloc_device<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bo
     if let Some(v) = o.pid_validation {
         b = b.disable_pid_validation(!v);
     }
-    if let Some(t) = o.timeout {
+    if let Some(t) = o.window.timeout {
         b = b.timeout(t);
     }
     match py.detach(|| b.alloc().map(Movable)) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kpccl_core::LayoutMode;
 use kpccl_core::fence::Barrier;
-use kpccl_posix::Reserve;
+use kpccl_posix::{Reserve, WindowOptions};
 use pyo3::prelude::*;
 
 /// Where a window's segments live.
@@ -22,12 +22,9 @@ pub(crate) enum Memory {
 #[derive(Debug, Default)]
 pub(crate) struct Alloc {
     pub(crate) size: usize,
-    pub(crate) layout: Option<LayoutMode>,
-    pub(crate) align: Option<usize>,
-    pub(crate) reserve: Option<Reserve>,
-    pub(crate) barrier: Option<Barrier>,
-    /// `Some(None)`: never time out.
-    pub(crate) timeout: Option<Option<Duration>>,
+    /// The host window's options (`timeout` also serves device windows;
+    /// `spins` is never set from Python).
+    pub(crate) window: WindowOptions,
     pub(crate) memory: Option<Memory>,
     pub(crate) device: Option<i32>,
     pub(crate) pid_validation: Option<bool>,
@@ -81,7 +78,7 @@ impl Raw<'_> {
         }
         let mut a = Alloc { size: count(&self.nbytes, "nbytes")?, ..Alloc::default() };
         if let Some(v) = opt(&self.layout) {
-            a.layout =
+            a.window.layout =
                 Some(word(&v, "layout", &[("contiguous", LayoutMode::Contiguous), ("aligned", LayoutMode::Aligned)])?);
         }
         if let Some(v) = opt(&self.align) {
@@ -89,17 +86,17 @@ impl Raw<'_> {
             if !n.is_power_of_two() {
                 return Err(format!("align must be a power of two, not {n}"));
             }
-            a.align = Some(n);
+            a.window.align = Some(n);
         }
         if let Some(v) = opt(&self.reserve) {
-            a.reserve = Some(word(&v, "reserve", &[("eager", Reserve::Eager), ("lazy", Reserve::Lazy)])?);
+            a.window.reserve = Some(word(&v, "reserve", &[("eager", Reserve::Eager), ("lazy", Reserve::Lazy)])?);
         }
         if let Some(v) = opt(&self.barrier) {
-            a.barrier =
+            a.window.barrier =
                 Some(word(&v, "barrier", &[("dissemination", Barrier::Dissemination), ("flat", Barrier::Flat)])?);
         }
         if let Some(v) = opt(&self.timeout) {
-            a.timeout = Some(seconds(&v)?);
+            a.window.timeout = Some(seconds(&v)?);
         }
         if let Some(v) = opt(&self.memory) {
             a.memory = Some(word(&v, "memory", &[("host", Memory::Host), ("ascend", Memory::Ascend)])?);
@@ -115,7 +112,8 @@ impl Raw<'_> {
         if !ascend && (a.device.is_some() || a.pid_validation.is_some()) {
             return Err("device and pid_validation are options of memory=\"ascend\" windows".to_owned());
         }
-        if ascend && (a.layout.is_some() || a.align.is_some() || a.reserve.is_some() || a.barrier.is_some()) {
+        let w = &a.window;
+        if ascend && (w.layout.is_some() || w.align.is_some() || w.reserve.is_some() || w.barrier.is_some()) {
             return Err("layout, align, reserve and barrier are options of host windows".to_owned());
         }
         Ok(a)

@@ -35,18 +35,7 @@ pub(crate) fn main(args: impl Iterator<Item = String>) -> ExitCode {
         println!("{HELP}");
         return ExitCode::SUCCESS;
     }
-    let result = crate::project_root()
-        .and_then(|root| env::set_current_dir(&root).map_err(|e| err!("cd {root:?}: {e}")))
-        .and_then(|()| run(&args));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            if !e.0.is_empty() {
-                eprintln!("error: {e}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    crate::exit_code(crate::enter_project_root().and_then(|()| run(&args)))
 }
 
 fn target_dir() -> PathBuf {

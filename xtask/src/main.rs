@@ -41,11 +41,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(err) =
-        project_root().and_then(|root| env::set_current_dir(&root).map_err(|e| cmd::err!("cd {root:?}: {e}")))
-    {
-        eprintln!("error: {err}");
-        return ExitCode::FAILURE;
+    if let Err(err) = enter_project_root() {
+        return exit_code(Err(err));
     }
     let result = match task {
         Task::Help => {
@@ -60,6 +57,11 @@ fn main() -> ExitCode {
         Task::CTest { aarch64 } => c_tests::standalone(aarch64),
         Task::Soak { minutes, ranks } => soak::run(minutes, ranks),
     };
+    exit_code(result)
+}
+
+/// The exit code of a task's result; prints its error unless already reported.
+fn exit_code(result: cmd::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -69,6 +71,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Makes the workspace root the current directory: every task runs from there.
+fn enter_project_root() -> cmd::Result<()> {
+    let root = project_root()?;
+    env::set_current_dir(&root).map_err(|e| cmd::err!("cd {root:?}: {e}"))
 }
 
 /// The workspace root: the parent of this crate's manifest directory.

@@ -15,6 +15,25 @@ fn code(r: AclResult<()>) -> i32 {
     r.err().map_or(ACL_SUCCESS, |e| e.code())
 }
 
+/// The answer of a call with an out parameter: `out` NULL is refused before
+/// `call` runs; a success writes its value through `out`.
+///
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn answer<T>(out: *mut T, call: impl FnOnce() -> AclResult<T>) -> i32 {
+    if out.is_null() {
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    match call() {
+        Ok(v) => {
+            // SAFETY: checked non-NULL; the caller guarantees it is writable.
+            unsafe { out.write(v) };
+            ACL_SUCCESS
+        }
+        Err(e) => e.code(),
+    }
+}
+
 /// Reads a C key: up to the first NUL, at most 65 bytes.
 ///
 /// # Safety
@@ -76,17 +95,8 @@ pub extern "C" fn aclrtResetDevice(device_id: i32) -> i32 {
 /// `dev_ptr` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, policy: u32) -> i32 {
-    if dev_ptr.is_null() {
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    match rt().malloc(size, policy) {
-        Ok(p) => {
-            // SAFETY: checked non-NULL; the caller guarantees it is writable.
-            unsafe { dev_ptr.write(p) };
-            ACL_SUCCESS
-        }
-        Err(e) => e.code(),
-    }
+    // SAFETY: NULL or writable per the caller.
+    unsafe { answer(dev_ptr, || rt().malloc(size, policy)) }
 }
 
 /// `aclError aclrtFree(void *devPtr)`.
@@ -132,17 +142,8 @@ pub unsafe extern "C" fn aclrtDeviceCanAccessPeer(
     device_id: i32,
     peer_device_id: i32,
 ) -> i32 {
-    if can_access_peer.is_null() {
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    match rt().device_can_access_peer(device_id, peer_device_id) {
-        Ok(can) => {
-            // SAFETY: checked non-NULL; writable per the caller.
-            unsafe { can_access_peer.write(i32::from(can)) };
-            ACL_SUCCESS
-        }
-        Err(e) => e.code(),
-    }
+    // SAFETY: NULL or writable per the caller.
+    unsafe { answer(can_access_peer, || rt().device_can_access_peer(device_id, peer_device_id).map(i32::from)) }
 }
 
 /// `aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags)`.
@@ -157,17 +158,8 @@ pub extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -
 /// `pid` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDeviceGetBareTgid(pid: *mut i32) -> i32 {
-    if pid.is_null() {
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    match rt().device_get_bare_tgid() {
-        Ok(v) => {
-            // SAFETY: checked non-NULL; writable per the caller.
-            unsafe { pid.write(v) };
-            ACL_SUCCESS
-        }
-        Err(e) => e.code(),
-    }
+    // SAFETY: NULL or writable per the caller.
+    unsafe { answer(pid, || rt().device_get_bare_tgid()) }
 }
 
 /// `aclError aclrtIpcMemGetExportKey(void *devPtr, size_t size, char *key, size_t len,
@@ -183,17 +175,10 @@ pub unsafe extern "C" fn aclrtIpcMemGetExportKey(
     len: usize,
     flags: u64,
 ) -> i32 {
-    if key.is_null() {
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    match rt().export_key_with_len(dev_ptr, size, len, flags) {
-        Ok(k) => {
-            // SAFETY: `len >= 65` was checked by the simulator; writable per the caller.
-            unsafe { core::ptr::copy_nonoverlapping(k.0.as_ptr(), key.cast::<u8>(), ACL_IPC_KEY_LEN) };
-            ACL_SUCCESS
-        }
-        Err(e) => e.code(),
-    }
+    let key = key.cast::<[u8; ACL_IPC_KEY_LEN]>();
+    // SAFETY: NULL or writable for `len` bytes per the caller, and the key is
+    // written only once the simulator has checked `len >= 65`.
+    unsafe { answer(key, || rt().export_key_with_len(dev_ptr, size, len, flags).map(|k| k.0)) }
 }
 
 /// `aclError aclrtIpcMemSetImportPid(const char *key, int32_t *pid, size_t num)`.
@@ -221,19 +206,13 @@ pub unsafe extern "C" fn aclrtIpcMemSetImportPid(key: *const c_char, pid: *mut i
 /// `dev_ptr` is NULL or writable; `key` is NULL or a key string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtIpcMemImportByKey(dev_ptr: *mut *mut c_void, key: *const c_char, flags: u64) -> i32 {
-    if dev_ptr.is_null() || key.is_null() {
+    if key.is_null() {
         return ACL_ERROR_INVALID_PARAM;
     }
     // SAFETY: non-NULL key string per the caller.
     let k = unsafe { read_key(key) };
-    match rt().ipc_mem_import_by_key(&k, flags) {
-        Ok(p) => {
-            // SAFETY: checked non-NULL; writable per the caller.
-            unsafe { dev_ptr.write(p) };
-            ACL_SUCCESS
-        }
-        Err(e) => e.code(),
-    }
+    // SAFETY: NULL or writable per the caller.
+    unsafe { answer(dev_ptr, || rt().ipc_mem_import_by_key(&k, flags)) }
 }
 
 /// `aclError aclrtIpcMemClose(const char *key)`.
@@ -256,17 +235,8 @@ pub unsafe extern "C" fn aclrtIpcMemClose(key: *const c_char) -> i32 {
 /// `host_ptr` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
-    if host_ptr.is_null() {
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    match rt().malloc_host(size) {
-        Ok(p) => {
-            // SAFETY: checked non-NULL; the caller guarantees it is writable.
-            unsafe { host_ptr.write(p) };
-            ACL_SUCCESS
-        }
-        Err(e) => e.code(),
-    }
+    // SAFETY: NULL or writable per the caller.
+    unsafe { answer(host_ptr, || rt().malloc_host(size)) }
 }
 
 /// `aclError aclrtFreeHost(void *hostPtr)`.
@@ -284,17 +254,8 @@ pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
 /// `stream` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut *mut c_void) -> i32 {
-    if stream.is_null() {
-        return ACL_ERROR_INVALID_PARAM;
-    }
-    match rt().create_stream() {
-        Ok(s) => {
-            // SAFETY: checked non-NULL; the caller guarantees it is writable.
-            unsafe { stream.write(s.as_ptr()) };
-            ACL_SUCCESS
-        }
-        Err(e) => e.code(),
-    }
+    // SAFETY: NULL or writable per the caller.
+    unsafe { answer(stream, || rt().create_stream().map(|s| s.as_ptr())) }
 }
 
 /// `aclError aclrtDestroyStream(aclrtStream stream)`.
@@ -326,4 +287,25 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
 ) -> i32 {
     // SAFETY: forwarded from the caller.
     code(unsafe { rt().memcpy_async(dst, dest_max, src, count, kind, AclStream::from_ptr(stream)) })
+}
+
+#[cfg(test)]
+mod tests {
+    use kpccl_ascend::AclError;
+
+    use super::*;
+
+    #[test]
+    fn answer_refuses_null_before_the_call_and_writes_only_successes() {
+        let never = || -> AclResult<i32> { panic!("called with a NULL out pointer") };
+        // SAFETY: NULL is allowed.
+        assert_eq!(unsafe { answer(core::ptr::null_mut(), never) }, ACL_ERROR_INVALID_PARAM);
+        let mut out = 0;
+        // SAFETY: `out` is writable.
+        assert_eq!(unsafe { answer(&raw mut out, || Ok(7)) }, ACL_SUCCESS);
+        assert_eq!(out, 7);
+        // SAFETY: `out` is writable.
+        let code = unsafe { answer(&raw mut out, || Err(AclError::new(ACL_ERROR_RT_PARAM_INVALID))) };
+        assert_eq!((code, out), (ACL_ERROR_RT_PARAM_INVALID, 7), "a failure writes nothing");
+    }
 }

@@ -59,49 +59,66 @@ impl DeviceWindow {
     /// Copies `src` to `offset` in `rank`'s device segment; done when it returns.
     pub fn write(&self, rank: u32, offset: usize, src: &[u8]) -> Result<(), Error> {
         let (seg, dst) = self.span(rank, offset, src.len())?;
-        let n = src.len();
-        if n == 0 {
-            return Ok(());
-        }
-        self.dev.on_this_thread()?;
-        let host = src.as_ptr().cast::<c_void>();
-        if seg.device == self.dev.device {
-            // Own memory, or imported on its owner's device: no limits.
-            // SAFETY: `dst` holds `n` bytes of the segment (checked by `span`); `host`
-            // is `src`, borrowed until the synchronisation below.
-            unsafe { self.queue(dst, host, n, ACL_MEMCPY_HOST_TO_DEVICE) }?;
-            return self.dev.synchronize(None);
-        }
-        let stage = Staging::new(self, n)?;
-        // SAFETY: the staging buffer holds `n` bytes; `host` is `src`, borrowed until
-        // the synchronisation below.
-        unsafe { self.queue(stage.ptr, host, n, ACL_MEMCPY_HOST_TO_DEVICE) }?;
-        // SAFETY: `dst` holds `n` bytes of the peer's segment; the staging buffer `n`.
-        unsafe { self.queue(dst, stage.ptr, n, ACL_MEMCPY_DEVICE_TO_DEVICE) }?;
-        self.dev.synchronize(None)
+        // SAFETY: `dst` holds `src.len()` bytes of the segment (checked by `span`);
+        // `src` is borrowed until the copy is done.
+        unsafe { self.copy(seg, dst, src.as_ptr().cast_mut().cast(), src.len(), Way::ToDevice) }
     }
 
     /// Copies from `offset` in `rank`'s device segment into `dst`; done when it returns.
     pub fn read(&self, rank: u32, offset: usize, dst: &mut [u8]) -> Result<(), Error> {
         let (seg, src) = self.span(rank, offset, dst.len())?;
-        let n = dst.len();
+        // SAFETY: `src` holds `dst.len()` bytes of the segment (checked by `span`);
+        // `dst` is borrowed mutably until the copy is done.
+        unsafe { self.copy(seg, src, dst.as_mut_ptr().cast(), dst.len(), Way::ToHost) }
+    }
+
+    /// Copies `n` bytes between `host` and `at` in `seg`, the way `way` says,
+    /// and waits for it: directly when `seg` is on this rank's device (its own
+    /// memory, or imported on its owner's device: no limits), else through a
+    /// staging buffer on this rank's device and a device-to-device copy.
+    ///
+    /// # Safety
+    /// `at` holds `n` bytes of `seg`; `host` is valid for `n` bytes (for writes
+    /// when the copy goes [`Way::ToHost`]) until this returns.
+    unsafe fn copy(
+        &self,
+        seg: DeviceSegment,
+        at: *mut c_void,
+        host: *mut c_void,
+        n: usize,
+        way: Way,
+    ) -> Result<(), Error> {
         if n == 0 {
             return Ok(());
         }
         self.dev.on_this_thread()?;
-        let host = dst.as_mut_ptr().cast::<c_void>();
-        if seg.device == self.dev.device {
-            // SAFETY: `src` holds `n` bytes of the segment (checked by `span`); `host`
-            // is `dst`, `n` bytes, borrowed until the synchronisation below.
-            unsafe { self.queue(host, src, n, ACL_MEMCPY_DEVICE_TO_HOST) }?;
-            return self.dev.synchronize(None);
+        let stage = if seg.device == self.dev.device { None } else { Some(Staging::new(self, n)?) };
+        // The device memory the host side is copied to or from: the segment, or the staging buffer.
+        let near = stage.as_ref().map_or(at, |s| s.ptr);
+        let staged = stage.is_some();
+        let legs = match way {
+            Way::ToDevice => [
+                Some((near, host, ACL_MEMCPY_HOST_TO_DEVICE)),
+                staged.then_some((at, near, ACL_MEMCPY_DEVICE_TO_DEVICE)),
+            ],
+            Way::ToHost => [
+                staged.then_some((near, at, ACL_MEMCPY_DEVICE_TO_DEVICE)),
+                Some((host, near, ACL_MEMCPY_DEVICE_TO_HOST)),
+            ],
+        };
+        for (dst, src, kind) in legs.into_iter().flatten() {
+            // SAFETY: `at` and `host` hold `n` bytes by the caller's contract, `near` is
+            // `at` or the `n`-byte staging buffer, and all stay valid until the
+            // synchronisation below.
+            unsafe { self.queue(dst, src, n, kind) }?;
         }
-        let stage = Staging::new(self, n)?;
-        // SAFETY: the staging buffer holds `n` bytes; `src` `n` bytes of the peer's segment.
-        unsafe { self.queue(stage.ptr, src, n, ACL_MEMCPY_DEVICE_TO_DEVICE) }?;
-        // SAFETY: `host` is `dst`, `n` bytes, borrowed until the synchronisation
-        // below; the staging buffer holds `n`.
-        unsafe { self.queue(host, stage.ptr, n, ACL_MEMCPY_DEVICE_TO_HOST) }?;
         self.dev.synchronize(None)
     }
+}
+
+/// Which way a copy between a host buffer and a device segment goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    ToDevice,
+    ToHost,
 }

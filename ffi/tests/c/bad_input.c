@@ -178,6 +178,14 @@ static int attr_fails(kpccl_shm_comm_h comm, const kpccl_shm_win_attr_t *attr, c
     return win == NULL && base == NULL;
 }
 
+/* `good` with one field changed on the bad rank: every rank's allocation fails. */
+#define BAD_FIELD(field, value, what)              \
+    do {                                           \
+        a = good;                                  \
+        a.field = (value);                         \
+        CHECK(attr_fails(comm, &a, &good), what);  \
+    } while (0)
+
 static void win_alloc_ex(void)
 {
     kpccl_shm_comm_h comm = good_comm();
@@ -186,43 +194,21 @@ static void win_alloc_ex(void)
 
     memset(&a, 0, sizeof a);
     CHECK(attr_fails(comm, &a, &good), "an attribute never initialized");
-    a = good;
-    a.layout = 7;
-    CHECK(attr_fails(comm, &a, &good), "layout 7");
-    a = good;
-    a.memory_kind = KPCCL_SHM_MEMORY_ASCEND;
-    CHECK(attr_fails(comm, &a, &good), "Ascend memory in a host-only build");
-    a = good;
-    a.memory_kind = 99;
-    CHECK(attr_fails(comm, &a, &good), "memory kind 99");
-    a = good;
-    a.timeout_ms = -5;
-    CHECK(attr_fails(comm, &a, &good), "timeout -5");
-    a = good;
-    a.spin_count = -7;
-    CHECK(attr_fails(comm, &a, &good), "spin count -7");
-    a = good;
-    a.device = 3;
-    CHECK(attr_fails(comm, &a, &good), "device 3");
-    a = good;
-    a.reserve = 3;
-    CHECK(attr_fails(comm, &a, &good), "reserve 3");
-    a = good;
-    a.barrier = -1;
-    CHECK(attr_fails(comm, &a, &good), "barrier -1");
+    BAD_FIELD(layout, 7, "layout 7");
+    BAD_FIELD(memory_kind, KPCCL_SHM_MEMORY_ASCEND, "Ascend memory in a host-only build");
+    BAD_FIELD(memory_kind, 99, "memory kind 99");
+    BAD_FIELD(timeout_ms, -5, "timeout -5");
+    BAD_FIELD(spin_count, -7, "spin count -7");
+    BAD_FIELD(device, 3, "device 3");
+    BAD_FIELD(reserve, 3, "reserve 3");
+    BAD_FIELD(barrier, -1, "barrier -1");
     a = good;
     a.alignment = 3;
     CHECK(attr_fails(comm, &a, &a), "alignment 3 everywhere");
-    a = good;
-    a.alignment = (size_t)1 << 40;
-    CHECK(attr_fails(comm, &a, &good), "alignment beyond the page size");
+    BAD_FIELD(alignment, (size_t)1 << 40, "alignment beyond the page size");
     if (n > 1) {
-        a = good;
-        a.alignment = 4096;
-        CHECK(attr_fails(comm, &a, &good), "alignments differ");
-        a = good;
-        a.layout = KPCCL_SHM_LAYOUT_ALIGNED;
-        CHECK(attr_fails(comm, &a, &good), "layouts differ");
+        BAD_FIELD(alignment, 4096, "alignments differ");
+        BAD_FIELD(layout, KPCCL_SHM_LAYOUT_ALIGNED, "layouts differ");
     }
 
     /* Good attributes work, and do what they say. */

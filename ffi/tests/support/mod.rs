@@ -62,3 +62,12 @@ pub const GROUP: usize = 0x5eed;
 pub fn create(cbs: kpccl_shm_oob_cb_t) -> (c_int, kpccl_shm_comm_h) {
     create_with(cbs, GROUP)
 }
+
+/// `kpccl_shm_win_alloc` of `size` bytes on `comm`, which must succeed: the base and the handle.
+pub fn alloc(comm: kpccl_shm_comm_h, size: usize) -> (*mut u8, kpccl_shm_win_h) {
+    let (mut base, mut win) = (null_mut(), null_mut());
+    // SAFETY: `base` and `win` are valid out pointers; a bad `comm` is refused.
+    let rc = unsafe { kpccl_shm_win_alloc(size, comm, &mut base, &mut win) };
+    assert_eq!(rc, KPCCL_OK, "{}", last_error());
+    (base.cast(), win)
+}

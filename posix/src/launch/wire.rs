@@ -57,35 +57,16 @@ pub enum Reason {
     Unknown(u32),
 }
 
-impl Reason {
-    fn to_u32(self) -> u32 {
-        match self {
-            Self::Mismatch => 1,
-            Self::RankLost => 2,
-            Self::Protocol => 3,
-            Self::BadRank => 4,
-            Self::Duplicate => 5,
-            Self::BadVersion => 6,
-            Self::Foreign => 7,
-            Self::Timeout => 8,
-            Self::Unknown(c) => c,
-        }
-    }
-
-    fn from_u32(c: u32) -> Self {
-        match c {
-            1 => Self::Mismatch,
-            2 => Self::RankLost,
-            3 => Self::Protocol,
-            4 => Self::BadRank,
-            5 => Self::Duplicate,
-            6 => Self::BadVersion,
-            7 => Self::Foreign,
-            8 => Self::Timeout,
-            c => Self::Unknown(c),
-        }
-    }
-}
+kpccl_core::codes!(Reason: u32 {
+    Mismatch = 1,
+    RankLost = 2,
+    Protocol = 3,
+    BadRank = 4,
+    Duplicate = 5,
+    BadVersion = 6,
+    Foreign = 7,
+    Timeout = 8,
+} else Unknown);
 
 /// The rank a failure is about, and what the hub knows of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,7 +134,7 @@ impl Msg<'_> {
             Self::Done { data } => (DONE, 0, data),
             Self::Fail { reason, culprit } => {
                 let c = culprit.unwrap_or(Culprit { rank: u32::MAX, pid: 0, status: -1, waited_ms: 0 });
-                head[5..9].copy_from_slice(&reason.to_u32().to_le_bytes());
+                head[5..9].copy_from_slice(&reason.code().to_le_bytes());
                 head[9..13].copy_from_slice(&c.rank.to_le_bytes());
                 head[13..17].copy_from_slice(&c.pid.to_le_bytes());
                 head[17..21].copy_from_slice(&c.status.to_le_bytes());
@@ -253,7 +234,7 @@ pub fn decode(tag: u8, body: Vec<u8>) -> io::Result<Msg<'static>> {
                 status: i32::from_le_bytes([body[12], body[13], body[14], body[15]]),
                 waited_ms: u32_at(16),
             });
-            Msg::Fail { reason: Reason::from_u32(u32_at(0)), culprit }
+            Msg::Fail { reason: Reason::from_code(u32_at(0)), culprit }
         }
         _ => return Err(invalid("unknown message tag")),
     })
@@ -307,6 +288,17 @@ mod tests {
         for m in &msgs {
             assert_eq!(&round_trip(m), m);
         }
+    }
+
+    #[test]
+    fn reason_codes_are_stable_and_unknown_ones_survive() {
+        assert_eq!((Reason::Mismatch.code(), Reason::Timeout.code()), (1, 8));
+        for code in 0..=12 {
+            assert_eq!(Reason::from_code(code).code(), code);
+        }
+        assert_eq!(Reason::from_code(0), Reason::Unknown(0));
+        assert_eq!(Reason::from_code(9), Reason::Unknown(9));
+        assert_eq!(Reason::from_code(6), Reason::BadVersion);
     }
 
     #[test]

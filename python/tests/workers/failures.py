@@ -28,6 +28,22 @@ def free_anyway(win):
     except kpccl.Error:
         pass  # abandoned: released anyway
 
+
+def rank0_gives_up(win, caught, report):
+    """Rank 0 waits for rank 1 until ``caught`` ends the wait, says how
+    (``report(e)``) and after how long; rank 1 comes late. Both free."""
+    if r == 0:
+        t = time.monotonic()
+        try:
+            win.peer_fence(1)
+        except caught as e:
+            report(e)
+            say("seconds", time.monotonic() - t)
+    else:
+        come_late(win, 0)
+    free_anyway(win)
+
+
 comm = communicator()
 r = comm.rank
 
@@ -47,33 +63,25 @@ if case == "dead":
 
 elif case == "timeout":
     win = comm.alloc(64, timeout=0.3)
-    if r == 0:
-        t = time.monotonic()
-        try:
-            win.peer_fence(1)
-        except TimeoutError as e:  # the built-in: kpccl.TimeoutError is one
-            say("raised", type(e).__name__)
-            say("is_kpccl", isinstance(e, kpccl.Error))
-            say("seconds", time.monotonic() - t)
-    else:
-        come_late(win, 0)
-    free_anyway(win)
+
+    def timed_out(e):
+        say("raised", type(e).__name__)
+        say("is_kpccl", isinstance(e, kpccl.Error))
+
+    # The built-in TimeoutError: kpccl.TimeoutError is one.
+    rank0_gives_up(win, TimeoutError, timed_out)
 
 elif case == "interrupt":
     win = comm.alloc(64)
     if r == 0:
         main = threading.main_thread().ident
         threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
-        t = time.monotonic()
-        try:
-            win.peer_fence(1)
-        except KeyboardInterrupt:
-            say("raised", "KeyboardInterrupt")
-            say("seconds", time.monotonic() - t)
-            say("poisoned", win.poisoned is not None)
-    else:
-        come_late(win, 0)
-    free_anyway(win)
+
+    def interrupted(_):
+        say("raised", "KeyboardInterrupt")
+        say("poisoned", win.poisoned is not None)
+
+    rank0_gives_up(win, KeyboardInterrupt, interrupted)
 
 elif case == "gil":
     win = comm.alloc(64)
