@@ -81,10 +81,12 @@ fn device(e: &DeviceError) -> kpccl_error_code_t {
         DeviceFailure::Unknown => KPCCL_ERR_INTERNAL,
         _ => KPCCL_ERR_DEVICE_RUNTIME,
     };
+    if let Some(f) = e.failure() {
+        return failure(&f);
+    }
     match e {
         DeviceError::Host(e) => e.kind().into(),
-        DeviceError::Local(f) | DeviceError::Peer { failure: f, .. } => failure(f),
-        DeviceError::Mismatch { .. } | DeviceError::OutOfBounds { .. } | DeviceError::MultiNode { .. } => {
+        DeviceError::Collective(_) | DeviceError::OutOfBounds { .. } | DeviceError::MultiNode { .. } => {
             KPCCL_ERR_INVALID_ARGUMENT
         }
         _ => KPCCL_ERR_DEVICE_RUNTIME,
