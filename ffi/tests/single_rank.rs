@@ -37,12 +37,17 @@ fn a_window_lives_and_dies() {
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_ERROR);
 }
 
+/// The attributes `kpccl_shm_win_attr_init` gives.
+fn default_attr() -> kpccl_shm_win_attr_t {
+    let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
+    assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
+    unsafe { attr.assume_init() }
+}
+
 #[test]
 fn size_zero_has_no_base_and_attributes_apply() {
     let (_, comm) = create(GOOD);
-    let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
-    assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
-    let mut attr = unsafe { attr.assume_init() };
+    let mut attr = default_attr();
     attr.layout = kpccl_shm_layout_t::KPCCL_SHM_LAYOUT_ALIGNED as c_int;
     let (mut base, mut win) = (core::ptr::dangling_mut::<c_void>(), null_mut());
     assert_eq!(unsafe { kpccl_shm_win_alloc_ex(0, comm, &attr, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
@@ -66,9 +71,7 @@ fn size_zero_has_no_base_and_attributes_apply() {
 #[test]
 fn a_host_only_library_refuses_device_windows() {
     let (_, comm) = create(GOOD);
-    let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
-    assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
-    let mut attr = unsafe { attr.assume_init() };
+    let mut attr = default_attr();
     attr.memory_kind = kpccl_shm_memory_kind_t::KPCCL_SHM_MEMORY_ASCEND as c_int;
     let (mut base, mut win) = (core::ptr::dangling_mut::<c_void>(), core::ptr::dangling_mut());
     assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_ERROR);
