@@ -227,6 +227,7 @@ impl<P: Platform> Window<P> {
         for (from, to) in [(0, poison), (poison + 4, arrivals), (arrivals + 8, bytes.len())] {
             self.mem.read_bytes(from as u64, &mut bytes[from..to]);
         }
+        // Acquire: pairs with the swap in `fence::poison`, as `fence::poison_state` does.
         h.poison = self.sync.header().poison.load(Acquire);
         // Relaxed: only compared with 0 at attach, before anyone has fenced.
         h.arrivals = self.sync.header().arrivals.load(Relaxed);
