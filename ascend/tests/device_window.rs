@@ -14,7 +14,7 @@ use kpccl_ascend::codes::{
     ACL_ERROR_RT_INVALID_DEVICEID, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
 };
 use kpccl_ascend::sim::Chip;
-use kpccl_ascend::window::{Call, Error, Failure, Fault};
+use kpccl_ascend::window::{Call, Collective, Error, Failure, Fault, Setting};
 use kpccl_ascend::{DeviceWindow, sim::HostSim};
 use kpccl_posix::{Comm, Oob};
 use kpccl_run::{Launch, RunOob};
@@ -188,7 +188,7 @@ fn unwhitelisted<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
         return Err(format!("unexpected text: {text}"));
     }
     if me != n - 1
-        && !matches!(err, Error::Local(Failure::Acl { call: Call::ImportByKey, peer: Some(p), .. }) if p == n - 1)
+        && !matches!(err, Error::Collective(Collective::Local(Failure::Acl { call: Call::ImportByKey, peer: Some(p), .. })) if p == n - 1)
     {
         return Err(format!("rank {me} should report its own failed import of rank {}'s segment: {err:?}", n - 1));
     }
@@ -204,7 +204,7 @@ fn bad_device<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
         ACL_ERROR_RT_INVALID_DEVICEID,
         "device 99",
     )?;
-    if me != 1 && !matches!(err, Error::Peer { rank: 1, .. }) {
+    if me != 1 && !matches!(err, Error::Collective(Collective::Peer { rank: 1, .. })) {
         return Err(format!("expected rank 1's failure, got {err:?}"));
     }
     Ok(())
@@ -221,7 +221,7 @@ fn no_runtime<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     match b.alloc() {
         Ok(_) => Err("a window without a runtime".into()),
         Err(err) if me == 0 && err.to_string().contains("set KPCCL_ASCEND=sim") => Ok(()),
-        Err(Error::Peer { rank: 0, failure: Failure::NoRuntime }) if me != 0 => Ok(()),
+        Err(Error::Collective(Collective::Peer { rank: 0, failure: Failure::NoRuntime })) if me != 0 => Ok(()),
         Err(err) => Err(format!("unexpected error: {err}")),
     }
 }
@@ -260,8 +260,8 @@ fn flaky_oob(oob: RunOob) -> Result<(), String> {
     let comm = Comm::new(flaky, rank, n).map_err(|e| e.to_string())?;
     match DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc() {
         Ok(_) => return Err(format!("the window was made though rank 1's allgather {call} failed")),
-        Err(Error::Local(Failure::Oob(INJECTED))) if rank == 1 => {}
-        Err(Error::Peer { rank: 1, failure: Failure::Oob(_) }) if rank != 1 => {}
+        Err(Error::Collective(Collective::Local(Failure::Oob(INJECTED)))) if rank == 1 => {}
+        Err(Error::Collective(Collective::Peer { rank: 1, failure: Failure::Oob(_) })) if rank != 1 => {}
         Err(err) => return Err(format!("unexpected error: {err:?}")),
     }
     // The ranks are still in step.
@@ -304,7 +304,11 @@ fn no_validation<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     }
     w.free().map_err(e)?;
     match DeviceWindow::builder(comm, 4096).device(me as i32).disable_pid_validation(me != 0).alloc() {
-        Err(Error::Mismatch { rank: 1, .. }) => Ok(()),
+        Err(err @ Error::Collective(Collective::Mismatch { rank: 1, field: Setting::PidValidation }))
+            if err.to_string() == "rank 1 disagrees with rank 0 on the PID validation setting" =>
+        {
+            Ok(())
+        }
         other => Err(format!("disagreeing validation settings gave {other:?}")),
     }
 }

@@ -341,24 +341,31 @@ impl fmt::Display for Field {
 
 /// Why a collective (communicator or window creation) failed. Every rank of
 /// the collective returns an error; the rank that caused it is named.
+///
+/// The lockstep part (`Local`, `Peer`, `Mismatch`) is generic over what a
+/// rank reports (`F`) and what ranks can disagree on (`M`), so that every
+/// lockstep protocol (this crate's communicators and windows, and
+/// `kpccl-ascend`'s device windows with their own failures) shares one shape
+/// and one wording; `Layout` and `LocalRank` come from host windows and
+/// communicators only.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CollectiveError {
+pub enum CollectiveError<F = Failure, M = Field> {
     /// This rank failed.
-    Local(Failure),
+    Local(F),
     /// Another rank failed; this rank is fine but cannot go on alone.
     Peer {
         /// The failing rank (the lowest, if several failed).
         rank: u32,
         /// What happened there.
-        failure: Failure,
+        failure: F,
     },
     /// `rank`'s request disagrees with rank 0's on `field`.
     Mismatch {
         /// The first disagreeing rank.
         rank: u32,
         /// What it disagrees on.
-        field: Field,
+        field: M,
     },
     /// The layout of the requested window cannot be built (e.g. sizes overflow).
     Layout(LayoutError),
@@ -378,7 +385,7 @@ pub enum CollectiveError {
     },
 }
 
-impl fmt::Display for CollectiveError {
+impl<F: fmt::Display, M: fmt::Display> fmt::Display for CollectiveError<F, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Local(e) => e.fmt(f),
@@ -412,7 +419,7 @@ impl fmt::Display for CollectiveError {
     }
 }
 
-impl core::error::Error for CollectiveError {}
+impl<F: fmt::Display + fmt::Debug, M: fmt::Display + fmt::Debug> core::error::Error for CollectiveError<F, M> {}
 
 impl From<FenceError> for CollectiveError {
     fn from(e: FenceError) -> Self {

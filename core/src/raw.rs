@@ -1,15 +1,16 @@
 //! The crate's unsafe views over mapped shared memory. Everything here
 //! checks bounds and alignment before it casts (the sync blocks once, when
-//! a window is built; see [`SyncWords`]).
+//! a window is built; see [`SyncBlocks`]).
 #![allow(unsafe_code)]
 
-use core::mem::{align_of, size_of};
+use core::mem::{align_of, offset_of, size_of};
 use core::ptr::NonNull;
 
 use bytemuck::Pod;
 
+use crate::fence::{self, SyncArea};
 use crate::layout::Layout;
-use crate::layout::shared::{Header, LINE};
+use crate::layout::shared::{Header, LINE, PeerLine, WaitRecord};
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// A mapped segment seen as bytes. Other processes write it concurrently, so
@@ -76,85 +77,290 @@ impl Mapped {
 const LINE_BYTES: usize = 128;
 const _: () = assert!(LINE_BYTES as u64 == LINE);
 
-/// A window's sync blocks, bounds-checked once when the window is built, so
-/// that the fence path computes a slot's address from two range checks on
-/// ranks instead of re-checking a byte offset at every access (measured: a
-/// 2-rank `peer_fence` ping-pong 75 ns with per-access checks, 58 ns
-/// without, the bare flag exchange with `pause` 58 ns).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SyncWords {
-    /// The window's header.
-    header: NonNull<u8>,
-    /// Rank 0's sync block.
-    base: NonNull<u8>,
-    /// Ranks, hence sync blocks.
-    nranks: u32,
-    /// Lines in one sync block.
-    lines: u32,
-    /// Bytes from one sync block to the next.
-    stride: usize,
+/// [`Header`] as the atomics the fences use (the poison word and the flat
+/// barrier's arrivals); the fields before them are read as plain data.
+#[repr(C)]
+pub(crate) struct HeaderWords {
+    _fields: [AtomicU64; 16],
+    /// [`Header::poison`].
+    pub(crate) poison: AtomicU32,
+    _padding: [AtomicU32; 31],
+    /// [`Header::arrivals`].
+    pub(crate) arrivals: AtomicU64,
+    _padding2: [AtomicU64; 15],
 }
 
-impl SyncWords {
-    /// The sync blocks of `layout` inside `mem`. Panics if they do not lie
-    /// inside it, 8-byte aligned: the layout was verified, so that is a bug.
+/// Line [`Layout::WAIT_LINE`] of a sync block: [`WaitRecord`] as atomics.
+#[repr(C)]
+pub(crate) struct WaitLine {
+    /// [`WaitRecord::doorbell`].
+    pub(crate) doorbell: AtomicU32,
+    /// [`WaitRecord::sleeping`].
+    pub(crate) sleeping: AtomicU32,
+    /// [`WaitRecord::flat_arrived`].
+    pub(crate) flat_arrived: AtomicU64,
+    _reserved: [AtomicU64; 14],
+}
+
+/// Every other line of a sync block, as atomics: a window-fence round's slot
+/// (`epoch`), or the [`PeerLine`] one writer keeps for the block's reader.
+#[repr(C)]
+pub(crate) struct SyncLine {
+    /// [`PeerLine::fence`], or the slot of a window-fence round.
+    pub(crate) epoch: AtomicU64,
+    /// [`PeerLine::signals`].
+    pub(crate) signals: AtomicU64,
+    /// [`PeerLine::taken`].
+    pub(crate) taken: AtomicU64,
+    _reserved: [AtomicU64; 13],
+}
+
+// The atomic views are the bytemuck-checked `Pod` structures of the shared
+// format, word for word (an atomic has its integer's size), and need no more
+// alignment than the 8 bytes `SyncBlocks::new` checks.
+const _: () = {
+    assert!(size_of::<HeaderWords>() == size_of::<Header>());
+    assert!(offset_of!(HeaderWords, poison) == offset_of!(Header, poison));
+    assert!(offset_of!(HeaderWords, arrivals) == offset_of!(Header, arrivals));
+    assert!(size_of::<WaitLine>() == LINE_BYTES && size_of::<WaitRecord>() == LINE_BYTES);
+    assert!(offset_of!(WaitLine, doorbell) == offset_of!(WaitRecord, doorbell));
+    assert!(offset_of!(WaitLine, sleeping) == offset_of!(WaitRecord, sleeping));
+    assert!(offset_of!(WaitLine, flat_arrived) == offset_of!(WaitRecord, flat_arrived));
+    assert!(size_of::<SyncLine>() == LINE_BYTES && size_of::<PeerLine>() == LINE_BYTES);
+    assert!(offset_of!(SyncLine, epoch) == offset_of!(PeerLine, fence));
+    assert!(offset_of!(SyncLine, signals) == offset_of!(PeerLine, signals));
+    assert!(offset_of!(SyncLine, taken) == offset_of!(PeerLine, taken));
+    assert!(align_of::<HeaderWords>() <= 8 && align_of::<WaitLine>() <= 8 && align_of::<SyncLine>() <= 8);
+};
+
+/// A window's sync blocks and header words as typed lines, bounds-checked
+/// once when the window is built: a slot is reached by indexing, with no
+/// check left on the fence path (measured: a 2-rank `peer_fence` ping-pong
+/// 75 ns with per-access byte-offset checks, 58 ns without, the bare flag
+/// exchange with `pause` 58 ns).
+///
+/// Crate-private, and reached only through [`SyncArea`] by the fences of a
+/// [`crate::Window`], which pass their own rank (checked when the window is
+/// made) and ranks the fences check (`partner`, `check_member`) or compute
+/// modulo the rank count, and rounds below `rounds(nranks)`: so the rank and
+/// round bounds are `debug_assert!`s (a caller outside that argument would
+/// need a real check).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SyncBlocks {
+    /// The window's header.
+    header: NonNull<HeaderWords>,
+    /// Line 0 of rank 0's sync block; rank `r`'s line `l` is `r * block_lines + l` lines on.
+    base: NonNull<SyncLine>,
+    /// Ranks, hence sync blocks.
+    nranks: u32,
+    /// Window-fence rounds: lines `1..=rounds` of a block.
+    rounds: u32,
+    /// The line of a block written by rank 0 ([`Layout::peer_line_index`]`(0)`).
+    first_peer_line: u32,
+    /// Lines from one sync block to the next.
+    block_lines: usize,
+}
+
+impl SyncBlocks {
+    /// The header and sync blocks of `layout` inside `mem`. Panics if they do
+    /// not lie inside it, aligned, or the lines the fences index do not fit a
+    /// block: the layout was verified, so that is a bug.
     pub(crate) fn new(mem: &Mapped, layout: &Layout) -> Self {
+        let (nranks, rounds) = (layout.nranks(), layout.rounds());
         let region = layout.sync_region(0);
         let stride = usize::try_from(region.len).expect("a sync block fits the mapping");
-        let total = stride.checked_mul(layout.nranks() as usize).expect("sync blocks fit the mapping");
-        let base = mem.at(region.offset, total, 8).expect("sync blocks lie inside the window");
-        let lines = u32::try_from(region.len / LINE).expect("a sync block has few lines");
-        assert!(stride.is_multiple_of(8) && u64::from(lines) * LINE <= region.len);
-        let header = mem.at(0, size_of::<Header>(), 8).expect("the header lies inside the window");
-        Self { header, base, nranks: layout.nranks(), lines, stride }
+        assert!(stride.is_multiple_of(LINE_BYTES), "sync blocks are whole lines");
+        let block_lines = stride / LINE_BYTES;
+        // Line indices grow with their rank or round: the last ones bound them all.
+        let last_line = layout.peer_line_index(nranks.checked_sub(1).expect("a window has ranks"));
+        assert!(rounds == fence::rounds(nranks), "the layout's rounds are the window fence's");
+        assert!(
+            Layout::WAIT_LINE < Layout::round_line_index(0)
+                && Layout::round_line_index(rounds) <= layout.peer_line_index(0)
+                && (last_line as usize) < block_lines,
+            "every line the fences use fits a sync block"
+        );
+        let total = stride.checked_mul(nranks as usize).expect("sync blocks fit the mapping");
+        let base = mem.at(region.offset, total, align_of::<SyncLine>()).expect("sync blocks lie inside the window");
+        let header = mem.at(0, size_of::<HeaderWords>(), align_of::<HeaderWords>()).expect("the header lies inside");
+        Self {
+            header: header.cast(),
+            base: base.cast(),
+            nranks,
+            rounds,
+            first_peer_line: layout.peer_line_index(0),
+            block_lines,
+        }
     }
 
-    /// The header's 32-bit atomic word at `byte` (e.g. `offset_of!(Header, poison)`).
+    /// The header's atomic words.
     #[inline]
-    pub(crate) fn header_u32(&self, byte: usize) -> &AtomicU32 {
-        // SAFETY: `header_word` checks that it lies inside the header, 4-aligned; accessed only atomically.
-        unsafe { AtomicU32::from_ptr(self.header_word(byte, 4).as_ptr().cast()) }
+    pub(crate) fn header(&self) -> &HeaderWords {
+        // SAFETY: `new` checked that the header lies inside the mapping,
+        // aligned; every field is an atomic, and the mapping outlives `self`.
+        unsafe { self.header.as_ref() }
     }
 
-    /// The header's 64-bit atomic word at `byte` (e.g. `offset_of!(Header, arrivals)`).
+    /// Line `line` of `reader`'s sync block, seen as `T`.
+    ///
+    /// # Safety
+    /// `reader < nranks`, and `line` is [`Layout::WAIT_LINE`], a round's line
+    /// or a rank's peer line (below `first_peer_line + nranks`).
     #[inline]
-    pub(crate) fn header_u64(&self, byte: usize) -> &AtomicU64 {
-        // SAFETY: as in `header_u32`, 8-aligned.
-        unsafe { AtomicU64::from_ptr(self.header_word(byte, 8).as_ptr().cast()) }
+    unsafe fn line<T: LineView>(&self, reader: u32, line: u32) -> &T {
+        debug_assert!(reader < self.nranks && (line as usize) < self.block_lines, "rank {reader}, line {line}");
+        // SAFETY: `new` checked that `nranks` blocks of `block_lines` lines lie
+        // inside the mapping, 8-aligned, and that every line the caller may
+        // name is below `block_lines`.
+        let at = unsafe { self.base.add(reader as usize * self.block_lines + line as usize) };
+        // SAFETY: a line inside the mapping; a `LineView` is one line of
+        // atomics, no more than 8-aligned; the mapping outlives `self`.
+        unsafe { at.cast::<T>().as_ref() }
     }
 
-    /// A pointer to `size` bytes at `byte` of the header, `size`-aligned (the mapping is page-aligned).
+    /// `rank`'s wait line.
     #[inline]
-    fn header_word(&self, byte: usize, size: usize) -> NonNull<u8> {
-        assert!(byte + size <= size_of::<Header>() && byte.is_multiple_of(size));
-        // SAFETY: `new` checked that the header lies inside the mapping.
-        unsafe { self.header.add(byte) }
+    fn wait_line(&self, rank: u32) -> &WaitLine {
+        debug_assert!(rank < self.nranks, "rank {rank} of {}", self.nranks);
+        // SAFETY: `rank < nranks` (see the type: the fences' ranks are checked
+        // or computed modulo `nranks`), and `WAIT_LINE` is a line of every block.
+        unsafe { self.line(rank, Layout::WAIT_LINE) }
     }
 
-    /// The 64-bit word `byte` bytes into line `line` of the sync block read
-    /// by `reader`. Panics on a rank or line out of range.
+    /// The line `writer` keeps in `reader`'s block.
     #[inline]
-    pub(crate) fn u64_at(&self, reader: u32, line: u32, byte: usize) -> &AtomicU64 {
-        // SAFETY: `word` checks the block and line and that `byte + 8` fits the line; 8-aligned (as `word` states).
-        unsafe { AtomicU64::from_ptr(self.word(reader, line, byte, 8).as_ptr().cast()) }
+    fn peer_line(&self, writer: u32, reader: u32) -> &SyncLine {
+        // Another rank's line would be another slot: the block's bound is not enough.
+        debug_assert!(writer < self.nranks && reader < self.nranks, "ranks {writer}, {reader} of {}", self.nranks);
+        // SAFETY: both ranks below `nranks` (see the type), so the line is a
+        // peer line of a block.
+        unsafe { self.line(reader, self.first_peer_line + writer) }
     }
 
-    /// The 32-bit word `byte` bytes into line `line` of the sync block read by `reader`.
+    /// The line of `round` in `reader`'s block.
     #[inline]
-    pub(crate) fn u32_at(&self, reader: u32, line: u32, byte: usize) -> &AtomicU32 {
-        // SAFETY: as in `u64_at`, 4-aligned.
-        unsafe { AtomicU32::from_ptr(self.word(reader, line, byte, 4).as_ptr().cast()) }
+    fn round_line(&self, round: u32, reader: u32) -> &SyncLine {
+        debug_assert!(round < self.rounds && reader < self.nranks, "round {round}, rank {reader}");
+        // SAFETY: `round < rounds` (the fences loop below `rounds(nranks)`,
+        // which `new` checked is the layout's) and `reader < nranks` (see the
+        // type), so the line is a round's line of a block.
+        unsafe { self.line(reader, Layout::round_line_index(round)) }
+    }
+}
+
+/// A view of one sync-block line.
+///
+/// # Safety
+/// The type is one [`LINE`] of atomics only, no more than 8-byte aligned.
+unsafe trait LineView {}
+// SAFETY: checked at compile time above.
+unsafe impl LineView for SyncLine {}
+// SAFETY: checked at compile time above.
+unsafe impl LineView for WaitLine {}
+
+/// The fences' words of a mapped window, for the fences of [`crate::Window`]
+/// only (see [`SyncBlocks`] for why the bounds are debug-checked).
+impl SyncArea for SyncBlocks {
+    #[inline]
+    fn nranks(&self) -> u32 {
+        self.nranks
+    }
+    #[inline]
+    fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
+        &self.peer_line(writer, reader).epoch
+    }
+    #[inline]
+    fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
+        &self.peer_line(writer, reader).signals
+    }
+    #[inline]
+    fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64 {
+        &self.peer_line(taker, signaller).taken
+    }
+    #[inline]
+    fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
+        &self.round_line(round, reader).epoch
+    }
+    #[inline]
+    fn doorbell(&self, rank: u32) -> &AtomicU32 {
+        &self.wait_line(rank).doorbell
+    }
+    #[inline]
+    fn sleeping(&self, rank: u32) -> &AtomicU32 {
+        &self.wait_line(rank).sleeping
+    }
+    #[inline]
+    fn poison_word(&self) -> &AtomicU32 {
+        &self.header().poison
+    }
+    #[inline]
+    fn arrivals(&self) -> &AtomicU64 {
+        &self.header().arrivals
+    }
+    #[inline]
+    fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
+        &self.wait_line(rank).flat_arrived
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::vec;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::layout::{LayoutMode, LayoutParams};
+
+    /// A zeroed, 8-aligned heap window of `nranks` empty segments, and its layout.
+    fn window(nranks: u32, mode: LayoutMode) -> (Vec<u64>, Layout) {
+        let layout = Layout::new(LayoutParams { nranks, mode, align: 64, page: 4096 }, |_| 0).expect("a layout");
+        (vec![0; usize::try_from(layout.total()).expect("small") / 8], layout)
     }
 
-    /// A pointer to `size` bytes at `byte` in line `line` of `reader`'s block,
-    /// aligned to `size` when `byte` is (blocks and lines are 8-aligned).
-    #[inline]
-    fn word(&self, reader: u32, line: u32, byte: usize, size: usize) -> NonNull<u8> {
-        assert!(reader < self.nranks && line < self.lines && byte + size <= LINE_BYTES && byte.is_multiple_of(size));
-        let offset = reader as usize * self.stride + line as usize * LINE_BYTES + byte;
-        // SAFETY: `new` checked that all `nranks` blocks of `stride` bytes lie
-        // inside the mapping, and `lines` lines of `LINE` bytes fit a block;
-        // the assert keeps the offset inside them.
-        unsafe { self.base.add(offset) }
+    fn blocks(buf: &mut [u64], layout: &Layout) -> SyncBlocks {
+        // SAFETY: the buffer outlives the view (both live in the test's frame).
+        let mem = unsafe { Mapped::new(NonNull::from(&mut *buf).cast(), buf.len() * 8) };
+        SyncBlocks::new(&mem, layout)
+    }
+
+    /// Every word the typed lines reach is the one the layout's byte offsets name.
+    #[test]
+    fn typed_lines_are_the_layouts_offsets() {
+        for mode in [LayoutMode::Contiguous, LayoutMode::Aligned] {
+            for n in [1, 2, 3, 5, 8] {
+                let (mut buf, layout) = window(n, mode);
+                let base = buf.as_ptr() as usize;
+                let s = blocks(&mut buf, &layout);
+                let at = |p: *const u8| (p as usize - base) as u64;
+                let at64 = |w: &AtomicU64| at(w.as_ptr().cast());
+                let at32 = |w: &AtomicU32| at(w.as_ptr().cast());
+                assert_eq!(at32(s.poison_word()), offset_of!(Header, poison) as u64);
+                assert_eq!(at64(s.arrivals()), offset_of!(Header, arrivals) as u64);
+                for r in 0..n {
+                    let wait = layout.wait_record(r);
+                    assert_eq!(at32(s.doorbell(r)), wait + offset_of!(WaitRecord, doorbell) as u64);
+                    assert_eq!(at32(s.sleeping(r)), wait + offset_of!(WaitRecord, sleeping) as u64);
+                    assert_eq!(at64(s.flat_arrived(r)), wait + offset_of!(WaitRecord, flat_arrived) as u64);
+                    for round in 0..layout.rounds() {
+                        assert_eq!(at64(s.round_slot(round, r)), layout.round_slot(round, r), "round {round} of {n}");
+                    }
+                    for w in 0..n {
+                        assert_eq!(at64(s.peer_slot(w, r)), layout.peer_slot(w, r), "{w} -> {r} of {n}");
+                        assert_eq!(at64(s.signal_slot(w, r)), layout.signal_slot(w, r));
+                        assert_eq!(at64(s.taken_slot(w, r)), layout.taken_slot(w, r));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bounds are debug-asserted: a rank the fences should have refused is
+    /// caught in debug builds (and by the tests, Miri and loom).
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "ranks 3, 0 of 3")]
+    fn an_unchecked_rank_is_caught_in_debug_builds() {
+        let (mut buf, layout) = window(3, LayoutMode::Contiguous);
+        let _ = blocks(&mut buf, &layout).peer_slot(3, 0);
     }
 }

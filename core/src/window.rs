@@ -1,18 +1,17 @@
 //! A window this process has mapped: its sync area, its data segments, its
 //! fences.
 
-use core::mem::offset_of;
 use core::ptr::NonNull;
 use core::task::Poll;
 
 use crate::error::FenceError;
-use crate::fence::{self, Barrier, Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy};
+use crate::fence::{self, Barrier, Poison, PoisonKind, WaitEnv, WaitPolicy};
 use crate::layout::Layout;
-use crate::layout::shared::{Header, PeerLine, RankEntry, WaitRecord};
+use crate::layout::shared::{Header, RankEntry};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
-use crate::raw::{Mapped, SyncWords};
+use crate::raw::{Mapped, SyncBlocks};
+use crate::sync::AtomicU32;
 use crate::sync::Ordering::{Acquire, Relaxed};
-use crate::sync::{AtomicU32, AtomicU64};
 
 /// A rank's data segment inside the window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +35,7 @@ pub struct Pending<'w, P: Platform> {
 impl<P: Platform> Pending<'_, P> {
     /// Takes every step that is ready (see [`fence::PendingFence::poll`]).
     pub fn poll(&mut self) -> Poll<Result<(), FenceError>> {
-        self.fence.poll(self.window, self.window)
+        self.fence.poll(&self.window.sync, self.window)
     }
 
     /// Whether the fence is complete.
@@ -54,7 +53,7 @@ impl<P: Platform> core::fmt::Debug for Pending<'_, P> {
 
 impl<P: Platform> Drop for Pending<'_, P> {
     fn drop(&mut self) {
-        if self.fence.strands_peers(self.window) {
+        if self.fence.strands_peers(&self.window.sync) {
             self.window.poison(Poison { kind: PoisonKind::Aborted, rank: self.window.rank });
         }
     }
@@ -68,7 +67,7 @@ impl<P: Platform> Drop for Pending<'_, P> {
 pub struct Window<P: Platform> {
     platform: P,
     mem: Mapped,
-    sync: SyncWords,
+    sync: SyncBlocks,
     layout: Layout,
     rank: u32,
     policy: WaitPolicy,
@@ -96,7 +95,9 @@ impl<P: Platform> Window<P> {
         // after every borrow of `mem` (they borrow `self`).
         #[allow(unsafe_code)]
         let mem = unsafe { Mapped::new(segment.base(), segment.len()) };
-        let sync = SyncWords::new(&mem, &layout);
+        // The fences index the sync blocks with this rank unchecked (see `SyncBlocks`).
+        assert!(rank < layout.nranks(), "rank {rank} of a window of {}", layout.nranks());
+        let sync = SyncBlocks::new(&mem, &layout);
         Self { platform, mem, sync, layout, rank, policy, barrier, segment }
     }
 
@@ -138,19 +139,19 @@ impl<P: Platform> Window<P> {
     /// The pairwise fence with `peer` (see [`fence::peer_fence`]).
     #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), FenceError> {
-        fence::peer_fence(self, self, self.rank, peer, &self.policy)
+        fence::peer_fence(&self.sync, self, self.rank, peer, &self.policy)
     }
 
     /// Signals `peer` once, without waiting (see [`fence::peer_signal`]).
     #[inline]
     pub fn signal(&self, peer: u32) -> Result<(), FenceError> {
-        fence::peer_signal(self, self, self.rank, peer)
+        fence::peer_signal(&self.sync, self, self.rank, peer)
     }
 
     /// Waits for and consumes the next signal from `peer` (see [`fence::peer_wait`]).
     #[inline]
     pub fn wait(&self, peer: u32) -> Result<(), FenceError> {
-        fence::peer_wait(self, self, self.rank, peer, &self.policy)
+        fence::peer_wait(&self.sync, self, self.rank, peer, &self.policy)
     }
 
     /// The fence with every rank of the window (see [`fence::window_fence`]
@@ -158,8 +159,8 @@ impl<P: Platform> Window<P> {
     #[inline]
     pub fn fence(&self) -> Result<(), FenceError> {
         match self.barrier {
-            Barrier::Dissemination => fence::window_fence(self, self, self.rank, &self.policy),
-            Barrier::Flat => fence::flat_fence(self, self, self.rank, &self.policy),
+            Barrier::Dissemination => fence::window_fence(&self.sync, self, self.rank, &self.policy),
+            Barrier::Flat => fence::flat_fence(&self.sync, self, self.rank, &self.policy),
         }
     }
 
@@ -167,30 +168,30 @@ impl<P: Platform> Window<P> {
     /// result until it is ready (see [`fence::PendingFence`]). It borrows the
     /// window exclusively, so no other call of this rank interleaves.
     pub fn start_peer_fence(&mut self, peer: u32) -> Result<Pending<'_, P>, FenceError> {
-        let fence = fence::PendingFence::peer_fence(self, self, self.rank, peer, &self.policy)?;
+        let fence = fence::PendingFence::peer_fence(&self.sync, self, self.rank, peer, &self.policy)?;
         Ok(Pending { window: self, fence })
     }
 
     /// Starts a wait for the next signal from `peer` without blocking.
     pub fn start_wait(&mut self, peer: u32) -> Result<Pending<'_, P>, FenceError> {
-        let fence = fence::PendingFence::wait(self, self, self.rank, peer, &self.policy)?;
+        let fence = fence::PendingFence::wait(&self.sync, self, self.rank, peer, &self.policy)?;
         Ok(Pending { window: self, fence })
     }
 
     /// Starts the fence with every rank of the window without blocking.
     pub fn start_fence(&mut self) -> Result<Pending<'_, P>, FenceError> {
-        let fence = fence::PendingFence::window_fence(self, self, self.rank, self.barrier, &self.policy)?;
+        let fence = fence::PendingFence::window_fence(&self.sync, self, self.rank, self.barrier, &self.policy)?;
         Ok(Pending { window: self, fence })
     }
 
     /// Why the window was abandoned, if it was.
     pub fn poisoned(&self) -> Option<Poison> {
-        fence::poison_state(self)
+        fence::poison_state(&self.sync)
     }
 
     /// Marks the window abandoned, so that every rank's waits fail fast.
     pub fn poison(&self, p: Poison) -> Poison {
-        fence::poison(self, self, p)
+        fence::poison(&self.sync, self, p)
     }
 
     /// Rank `rank`'s entry in the shared rank table.
@@ -226,9 +227,10 @@ impl<P: Platform> Window<P> {
         for (from, to) in [(0, poison), (poison + 4, arrivals), (arrivals + 8, bytes.len())] {
             self.mem.read_bytes(from as u64, &mut bytes[from..to]);
         }
-        h.poison = self.poison_word().load(Acquire);
+        // Acquire: pairs with the swap in `fence::poison`, as `fence::poison_state` does.
+        h.poison = self.sync.header().poison.load(Acquire);
         // Relaxed: only compared with 0 at attach, before anyone has fenced.
-        h.arrivals = self.arrivals().load(Relaxed);
+        h.arrivals = self.sync.header().arrivals.load(Relaxed);
         h
     }
 
@@ -252,58 +254,6 @@ impl<P: Platform> Window<P> {
         unsafe {
             Mapped::new(segment.base(), segment.len())
         }
-    }
-}
-
-impl<P: Platform> Window<P> {
-    #[inline]
-    fn peer_word(&self, writer: u32, reader: u32, byte: usize) -> &AtomicU64 {
-        // Another rank's line would be another slot: the block's check is not enough.
-        assert!(writer < self.layout.nranks(), "writer {writer} out of range");
-        self.sync.u64_at(reader, self.layout.peer_line_index(writer), byte)
-    }
-}
-
-impl<P: Platform> SyncArea for Window<P> {
-    fn nranks(&self) -> u32 {
-        self.layout.nranks()
-    }
-    #[inline]
-    fn peer_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
-        self.peer_word(writer, reader, offset_of!(PeerLine, fence))
-    }
-    #[inline]
-    fn signal_slot(&self, writer: u32, reader: u32) -> &AtomicU64 {
-        self.peer_word(writer, reader, offset_of!(PeerLine, signals))
-    }
-    #[inline]
-    fn taken_slot(&self, taker: u32, signaller: u32) -> &AtomicU64 {
-        self.peer_word(taker, signaller, offset_of!(PeerLine, taken))
-    }
-    #[inline]
-    fn round_slot(&self, round: u32, reader: u32) -> &AtomicU64 {
-        assert!(round < self.layout.rounds(), "round {round} out of range");
-        self.sync.u64_at(reader, Layout::round_line_index(round), 0)
-    }
-    #[inline]
-    fn doorbell(&self, rank: u32) -> &AtomicU32 {
-        self.sync.u32_at(rank, Layout::WAIT_LINE, offset_of!(WaitRecord, doorbell))
-    }
-    #[inline]
-    fn sleeping(&self, rank: u32) -> &AtomicU32 {
-        self.sync.u32_at(rank, Layout::WAIT_LINE, offset_of!(WaitRecord, sleeping))
-    }
-    #[inline]
-    fn poison_word(&self) -> &AtomicU32 {
-        self.sync.header_u32(offset_of!(Header, poison))
-    }
-    #[inline]
-    fn arrivals(&self) -> &AtomicU64 {
-        self.sync.header_u64(offset_of!(Header, arrivals))
-    }
-    #[inline]
-    fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
-        self.sync.u64_at(rank, Layout::WAIT_LINE, offset_of!(WaitRecord, flat_arrived))
     }
 }
 

@@ -1,18 +1,18 @@
 //! Windows of either memory kind behind one handle: host shared memory, or
-//! Ascend device memory (`KPCCL_SHM_MEMORY_ASCEND`, through `kpccl-ascend`).
-//! Queries of a device window return device addresses; fences use its host
-//! fence slots.
+//! Ascend device memory (`KPCCL_SHM_MEMORY_ASCEND`, through `kpccl-ascend`,
+//! with the cargo feature `ascend`). Queries of a device window return device
+//! addresses; fences use its host fence slots. A library built without the
+//! feature keeps every C function and refuses device windows when asked for
+//! one, so that every rank fails alike and none waits.
 
 use core::ffi::c_void;
 
-use kpccl_ascend::{DeviceWindow, PutGet};
+#[cfg(feature = "ascend")]
+use kpccl_ascend::{AclStream, DeviceWindow};
 use kpccl_posix::{Comm, Oob, Window};
 
 use crate::attr::Options;
 use crate::error::Error;
-
-/// Errors of both kinds: a host window's error is the `Host` case.
-pub(crate) type WinError = kpccl_ascend::window::Error;
 
 /// The window behind a handle.
 #[derive(Debug)]
@@ -20,6 +20,7 @@ pub(crate) enum AnyWindow {
     /// Host shared memory.
     Host(Window),
     /// Ascend device memory.
+    #[cfg(feature = "ascend")]
     Device(DeviceWindow),
 }
 
@@ -29,6 +30,7 @@ impl AnyWindow {
     pub(crate) fn rank(&self) -> u32 {
         match self {
             Self::Host(w) => w.rank(),
+            #[cfg(feature = "ascend")]
             Self::Device(w) => w.rank(),
         }
     }
@@ -37,92 +39,135 @@ impl AnyWindow {
     pub(crate) fn nranks(&self) -> u32 {
         match self {
             Self::Host(w) => w.nranks(),
+            #[cfg(feature = "ascend")]
             Self::Device(w) => w.nranks(),
         }
     }
 
     #[inline]
-    pub(crate) fn peer_fence(&self, peer: u32) -> Result<(), WinError> {
+    pub(crate) fn peer_fence(&self, peer: u32) -> Result<(), Error> {
         match self {
             Self::Host(w) => Ok(w.peer_fence(peer)?),
-            Self::Device(w) => w.peer_fence(peer),
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.peer_fence(peer)?),
         }
     }
 
     #[inline]
-    pub(crate) fn signal(&self, peer: u32) -> Result<(), WinError> {
+    pub(crate) fn signal(&self, peer: u32) -> Result<(), Error> {
         match self {
             Self::Host(w) => Ok(w.signal(peer)?),
-            Self::Device(w) => w.signal(peer),
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.signal(peer)?),
         }
     }
 
     #[inline]
-    pub(crate) fn wait(&self, peer: u32) -> Result<(), WinError> {
+    pub(crate) fn wait(&self, peer: u32) -> Result<(), Error> {
         match self {
             Self::Host(w) => Ok(w.wait(peer)?),
-            Self::Device(w) => w.wait(peer),
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.wait(peer)?),
         }
     }
 
     #[inline]
-    pub(crate) fn fence(&self) -> Result<(), WinError> {
+    pub(crate) fn fence(&self) -> Result<(), Error> {
         match self {
             Self::Host(w) => Ok(w.fence()?),
-            Self::Device(w) => w.fence(),
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.fence()?),
         }
     }
 
-    /// Copies `src` to byte `offset` of `rank`'s segment (see [`PutGet`]).
-    pub(crate) fn put(&self, rank: u32, offset: usize, src: &[u8]) -> Result<(), WinError> {
+    /// The fence with every rank, after the work queued on `stream` (an
+    /// `aclrtStream`, or `NULL` for none) and on the window's stream is done.
+    pub(crate) fn fence_on(&self, stream: *mut c_void) -> Result<(), Error> {
         match self {
-            Self::Host(w) => w.put(rank, offset, src),
-            Self::Device(w) => w.put(rank, offset, src),
+            Self::Host(w) => {
+                host_stream(stream)?;
+                Ok(w.fence()?)
+            }
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.fence_on(device_stream(stream))?),
         }
     }
 
-    /// Copies from byte `offset` of `rank`'s segment into `dst` (see [`PutGet`]).
-    pub(crate) fn get(&self, rank: u32, offset: usize, dst: &mut [u8]) -> Result<(), WinError> {
+    /// The fence with `peer`, after the work on `stream` as [`Self::fence_on`].
+    pub(crate) fn peer_fence_on(&self, peer: u32, stream: *mut c_void) -> Result<(), Error> {
         match self {
-            Self::Host(w) => w.get(rank, offset, dst),
-            Self::Device(w) => w.get(rank, offset, dst),
+            Self::Host(w) => {
+                host_stream(stream)?;
+                Ok(w.peer_fence(peer)?)
+            }
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.peer_fence_on(peer, device_stream(stream))?),
         }
     }
 
-    /// The device window, for the calls that take a device stream.
-    pub(crate) fn device(&self) -> Option<&DeviceWindow> {
+    /// Copies `src` to byte `offset` of `rank`'s segment, complete on return.
+    pub(crate) fn put(&self, rank: u32, offset: usize, src: &[u8]) -> Result<(), Error> {
         match self {
-            Self::Host(_) => None,
-            Self::Device(w) => Some(w),
+            Self::Host(w) => Ok(w.write(rank, offset, src)?),
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.write(rank, offset, src)?),
+        }
+    }
+
+    /// Copies from byte `offset` of `rank`'s segment into `dst`, complete on return.
+    pub(crate) fn get(&self, rank: u32, offset: usize, dst: &mut [u8]) -> Result<(), Error> {
+        match self {
+            Self::Host(w) => Ok(w.read(rank, offset, dst)?),
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.read(rank, offset, dst)?),
         }
     }
 
     /// Rank `rank`'s segment: its address in this process (a device address
     /// for device windows; `NULL` when empty) and its length.
-    pub(crate) fn segment(&self, rank: u32) -> Result<(*mut c_void, usize), WinError> {
+    pub(crate) fn segment(&self, rank: u32) -> Result<(*mut c_void, usize), Error> {
         let (ptr, len) = match self {
             Self::Host(w) => w.segment(rank).map(|s| (s.ptr.as_ptr().cast::<c_void>(), s.len))?,
+            #[cfg(feature = "ascend")]
             Self::Device(w) => w.segment(rank).map(|s| (s.ptr, s.len))?,
         };
         Ok((if len == 0 { core::ptr::null_mut() } else { ptr }, len))
     }
 
     /// Frees the window (collective).
-    pub(crate) fn free(self) -> Result<(), WinError> {
+    pub(crate) fn free(self) -> Result<(), Error> {
         match self {
             Self::Host(w) => Ok(w.free()?),
-            Self::Device(w) => w.free(),
+            #[cfg(feature = "ascend")]
+            Self::Device(w) => Ok(w.free()?),
         }
     }
 }
 
+/// A host window has no device stream to wait for: `stream` must be `NULL`.
+fn host_stream(stream: *mut c_void) -> Result<(), Error> {
+    if stream.is_null() {
+        Ok(())
+    } else {
+        Err(Error::Invalid { arg: "stream", why: "a host window has no device stream: pass NULL" })
+    }
+}
+
+/// The caller's stream a device fence also waits for, if any.
+#[cfg(feature = "ascend")]
+fn device_stream(stream: *mut c_void) -> Option<AclStream> {
+    (!stream.is_null()).then(|| AclStream::from_ptr(stream))
+}
+
 /// The variable that turns the PID whitelist off (`0`) when the attribute
 /// leaves it to the environment; every rank must end up with the same choice.
+#[cfg(feature = "ascend")]
 const VALIDATION_ENV: &str = "KPCCL_ASCEND_PID_VALIDATION";
 
 /// Allocates a device window on `device`, with the runtime `KPCCL_ASCEND` names
 /// (and without a PID whitelist if the attribute, or else
 /// `KPCCL_ASCEND_PID_VALIDATION=0`, says so).
+#[cfg(feature = "ascend")]
 pub(crate) fn alloc<O: Oob>(comm: &Comm<O>, size: usize, device: i32, options: &Options) -> Result<AnyWindow, Error> {
     let validation = options.pid_validation.unwrap_or_else(|| std::env::var(VALIDATION_ENV).map_or(true, |v| v != "0"));
     let mut builder = DeviceWindow::builder(comm, size)
@@ -133,4 +178,17 @@ pub(crate) fn alloc<O: Oob>(comm: &Comm<O>, size: usize, device: i32, options: &
         builder = builder.timeout(timeout);
     }
     Ok(AnyWindow::Device(builder.alloc()?))
+}
+
+/// Refuses a device window in a library built without the Ascend backend,
+/// taking part in the window's collective refused so that no rank waits.
+#[cfg(not(feature = "ascend"))]
+pub(crate) fn alloc<O: Oob>(
+    comm: &Comm<O>,
+    _size: usize,
+    _device: i32,
+    _options: &Options,
+) -> Result<AnyWindow, Error> {
+    let _ = comm.window(0).fail();
+    Err(Error::NoAscend)
 }

@@ -78,7 +78,11 @@ pub(crate) enum Error {
     /// The Rust API failed.
     Api(kpccl_posix::Error),
     /// A device window failed (ACL errors carry their code in the text).
+    #[cfg(feature = "ascend")]
     Device(kpccl_ascend::window::Error),
+    /// A device window was asked of a library built without the Ascend backend.
+    #[cfg(not(feature = "ascend"))]
+    NoAscend,
     /// The launcher cannot be reached or refused this process.
     Launcher(String),
     /// A panic was caught at the boundary (a bug in the library).
@@ -122,7 +126,12 @@ impl fmt::Display for Error {
                  (rank {rank}'s kpccl_last_error says which)"
             ),
             Self::Api(e) => e.fmt(f),
+            #[cfg(feature = "ascend")]
             Self::Device(e) => e.fmt(f),
+            #[cfg(not(feature = "ascend"))]
+            Self::NoAscend => {
+                f.write_str("this libkpccl was built without the Ascend backend (cargo feature `ascend`)")
+            }
             Self::Launcher(e) => write!(f, "the launcher: {e}"),
             Self::Panic(m) => write!(f, "internal error (a panic): {m}"),
         }
@@ -144,6 +153,7 @@ impl From<kpccl_posix::Error> for Error {
     }
 }
 
+#[cfg(feature = "ascend")]
 impl From<kpccl_ascend::window::Error> for Error {
     fn from(e: kpccl_ascend::window::Error) -> Self {
         match e {

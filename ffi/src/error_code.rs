@@ -4,6 +4,7 @@
 
 use core::cell::Cell;
 
+#[cfg(feature = "ascend")]
 use kpccl_ascend::window::{Error as DeviceError, Failure as DeviceFailure};
 use kpccl_posix::ErrorKind;
 
@@ -67,12 +68,17 @@ pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
         | Error::PeerArgument { .. } => KPCCL_ERR_INVALID_ARGUMENT,
         Error::NoHandle { .. } => KPCCL_ERR_NO_SPACE,
         Error::Api(e) => e.kind().into(),
+        #[cfg(feature = "ascend")]
         Error::Device(e) => device(e),
+        // Like a build with the backend on a machine without a device runtime.
+        #[cfg(not(feature = "ascend"))]
+        Error::NoAscend => KPCCL_ERR_DEVICE_RUNTIME,
         Error::Launcher(_) => KPCCL_ERR_OUT_OF_BAND,
         Error::Panic(_) => KPCCL_ERR_INTERNAL,
     }
 }
 
+#[cfg(feature = "ascend")]
 fn device(e: &DeviceError) -> kpccl_error_code_t {
     use kpccl_error_code_t::*;
     let failure = |f: &DeviceFailure| match f {
@@ -81,10 +87,12 @@ fn device(e: &DeviceError) -> kpccl_error_code_t {
         DeviceFailure::Unknown => KPCCL_ERR_INTERNAL,
         _ => KPCCL_ERR_DEVICE_RUNTIME,
     };
+    if let Some(f) = e.failure() {
+        return failure(&f);
+    }
     match e {
         DeviceError::Host(e) => e.kind().into(),
-        DeviceError::Local(f) | DeviceError::Peer { failure: f, .. } => failure(f),
-        DeviceError::Mismatch { .. } | DeviceError::OutOfBounds { .. } | DeviceError::MultiNode { .. } => {
+        DeviceError::Collective(_) | DeviceError::OutOfBounds { .. } | DeviceError::MultiNode { .. } => {
             KPCCL_ERR_INVALID_ARGUMENT
         }
         _ => KPCCL_ERR_DEVICE_RUNTIME,

@@ -4,8 +4,6 @@
 
 use core::ffi::{c_int, c_void};
 
-use kpccl_ascend::AclStream;
-
 use crate::error::{Error, RangeOf};
 use crate::handle;
 use crate::win::{get, kpccl_shm_win_h};
@@ -54,7 +52,7 @@ pub unsafe extern "C" fn kpccl_shm_win_put(
             // SAFETY: non-NULL and readable for `len` bytes (the caller's contract).
             unsafe { core::slice::from_raw_parts(src.cast::<u8>(), len) }
         };
-        Ok(w.put(rank, offset, bytes)?)
+        w.put(rank, offset, bytes)
     })
 }
 
@@ -85,19 +83,8 @@ pub unsafe extern "C" fn kpccl_shm_win_get(
             // Rust holds (the caller's contract).
             unsafe { core::slice::from_raw_parts_mut(dst.cast::<u8>(), len) }
         };
-        Ok(w.get(rank, offset, bytes)?)
+        w.get(rank, offset, bytes)
     })
-}
-
-/// The device stream a fence also waits for: a device window's, or none.
-fn stream_of(w: &crate::device::AnyWindow, stream: *mut c_void) -> Result<Option<AclStream>, Error> {
-    if stream.is_null() {
-        return Ok(None);
-    }
-    if w.device().is_none() {
-        return Err(Error::Invalid { arg: "stream", why: "a host window has no device stream: pass NULL" });
-    }
-    Ok(Some(AclStream::from_ptr(stream)))
 }
 
 /// `kpccl_shm_win_fence` ordered after device work: first waits until the
@@ -115,11 +102,7 @@ pub unsafe extern "C" fn kpccl_shm_win_fence_stream(win: kpccl_shm_win_h, stream
     ffi_boundary!("kpccl_shm_win_fence_stream", {
         // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
-        let s = stream_of(&w, stream)?;
-        match w.device() {
-            Some(d) => Ok(d.fence_on(s)?),
-            None => Ok(w.fence()?),
-        }
+        w.fence_on(stream)
     })
 }
 
@@ -140,10 +123,6 @@ pub unsafe extern "C" fn kpccl_shm_peer_fence_stream(
         // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
         let peer = handle::rank(remote_rank, "remote_rank", w.nranks(), RangeOf::WindowRanks)?;
-        let s = stream_of(&w, stream)?;
-        match w.device() {
-            Some(d) => Ok(d.peer_fence_on(peer, s)?),
-            None => Ok(w.peer_fence(peer)?),
-        }
+        w.peer_fence_on(peer, stream)
     })
 }

@@ -57,12 +57,12 @@ const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, nranks) == size_of:
 fn with_peer(
     win: kpccl_shm_win_h,
     remote_rank: c_int,
-    op: impl FnOnce(&AnyWindow, u32) -> Result<(), crate::device::WinError>,
+    op: impl FnOnce(&AnyWindow, u32) -> Result<(), Error>,
 ) -> Result<(), Error> {
     // SAFETY: none needed (see `get`).
     let w = unsafe { get(win) }?;
     let peer = handle::rank(remote_rank, "remote_rank", w.nranks(), RangeOf::WindowRanks)?;
-    Ok(op(&w, peer)?)
+    op(&w, peer)
 }
 
 /// Checks that `h` is a live window handle and takes exclusive use of its
@@ -203,7 +203,7 @@ unsafe fn finish(window: AnyWindow, baseptr: NonNull<*mut c_void>, win: NonNull<
 pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
     ffi_boundary!("kpccl_shm_win_free", {
         let window = handle::take::<AnyWindow, _>(win, "win")?;
-        Ok(window.free()?)
+        window.free()
     })
 }
 
@@ -266,7 +266,7 @@ pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
     ffi_boundary!("kpccl_shm_win_fence", {
         // SAFETY: none needed (see `get`).
         let w = unsafe { get(win) }?;
-        Ok(w.fence()?)
+        w.fence()
     })
 }
 
@@ -289,7 +289,7 @@ pub unsafe extern "C" fn kpccl_shm_win_query(
     ffi_boundary!("kpccl_shm_win_query", {
         // Beside a fence on another thread, but never beside the free.
         let (base, len) = handle::shared(win, "win", |w: &AnyWindow| {
-            Ok(w.segment(handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?)?)
+            w.segment(handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?)
         })?;
         let (size, baseptr) = (handle::out(size, "size")?, handle::out(baseptr, "baseptr")?);
         // SAFETY: checked not NULL and aligned; writable by the caller's contract.

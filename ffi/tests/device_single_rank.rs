@@ -2,6 +2,7 @@
 //! rank, on the host simulator (`KPCCL_ASCEND=sim`): the address returned is
 //! device memory, fences and free work, and ACL failures read as their code.
 //! One test in its own binary: it sets the process's environment.
+#![cfg(feature = "ascend")]
 #![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
 use core::ffi::c_int;

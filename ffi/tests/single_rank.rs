@@ -36,12 +36,17 @@ fn a_window_lives_and_dies() {
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_ERROR);
 }
 
+/// The attributes `kpccl_shm_win_attr_init` gives.
+fn default_attr() -> kpccl_shm_win_attr_t {
+    let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
+    assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
+    unsafe { attr.assume_init() }
+}
+
 #[test]
 fn size_zero_has_no_base_and_attributes_apply() {
     let (_, comm) = create(GOOD);
-    let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
-    assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
-    let mut attr = unsafe { attr.assume_init() };
+    let mut attr = default_attr();
     attr.layout = kpccl_shm_layout_t::KPCCL_SHM_LAYOUT_ALIGNED as c_int;
     let (mut base, mut win) = (core::ptr::dangling_mut::<c_void>(), null_mut());
     assert_eq!(unsafe { kpccl_shm_win_alloc_ex(0, comm, &attr, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
@@ -51,9 +56,36 @@ fn size_zero_has_no_base_and_attributes_apply() {
     assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_ERROR);
     assert!(base.is_null() && win.is_null());
     // Without KPCCL_ASCEND, and without CANN, the error says how to simulate.
+    #[cfg(feature = "ascend")]
     if std::env::var_os("KPCCL_ASCEND").is_none() {
         assert!(last_error().contains("set KPCCL_ASCEND=sim"), "{}", last_error());
     }
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+}
+
+/// A host-only libkpccl (`--no-default-features`) has every C function; a
+/// device window fails with a text naming the missing feature and the class
+/// of a missing device runtime, and the communicator stays usable.
+#[cfg(not(feature = "ascend"))]
+#[test]
+fn a_host_only_library_refuses_device_windows() {
+    let (_, comm) = create(GOOD);
+    let mut attr = default_attr();
+    attr.memory_kind = kpccl_shm_memory_kind_t::KPCCL_SHM_MEMORY_ASCEND as c_int;
+    let (mut base, mut win) = (core::ptr::dangling_mut::<c_void>(), core::ptr::dangling_mut());
+    assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_ERROR);
+    assert!(base.is_null() && win.is_null());
+    assert_eq!(
+        last_error(),
+        "kpccl_shm_win_alloc_ex: this libkpccl was built without the Ascend backend (cargo feature `ascend`)"
+    );
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_DEVICE_RUNTIME);
+    // The refusal took part in the window collective: the next window is made.
+    assert_eq!(unsafe { kpccl_shm_win_alloc(64, comm, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_win_fence_stream(win, core::ptr::dangling_mut()) }, KPCCL_ERROR);
+    assert!(last_error().contains("a host window has no device stream"), "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_win_fence_stream(win, null_mut()) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
 }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use kpccl_core::error::CollectiveError;
+
 use crate::backend::BackendError;
 use crate::runtime::AclError;
 
@@ -138,6 +140,33 @@ impl fmt::Display for Failure {
     }
 }
 
+/// What the ranks of a device window's creation can disagree on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Setting {
+    /// The protocol stage (a rank runs another step or another version).
+    Stage,
+    /// The rank numbering (rank number or rank count).
+    Ranks,
+    /// Whether imports validate the importer's PID.
+    PidValidation,
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Stage => "protocol stage",
+            Self::Ranks => "rank numbering",
+            Self::PidValidation => "PID validation setting",
+        })
+    }
+}
+
+/// How a device window's creation failed across its ranks: this rank
+/// (`Local`), another (`Peer`), or a disagreement with rank 0 (`Mismatch`) —
+/// the shape and wording of host collectives, over device failures.
+pub type Collective = CollectiveError<Failure, Setting>;
+
 /// A device window's error.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -146,22 +175,9 @@ pub enum Error {
     Host(kpccl_posix::Error),
     /// This process has no device runtime.
     Backend(BackendError),
-    /// This rank failed.
-    Local(Failure),
-    /// Rank `rank` failed, so every rank failed.
-    Peer {
-        /// The rank.
-        rank: u32,
-        /// What it reported.
-        failure: Failure,
-    },
-    /// The ranks disagree on `what` (first differing from rank 0: `rank`).
-    Mismatch {
-        /// The first rank that differs from rank 0.
-        rank: u32,
-        /// The option.
-        what: &'static str,
-    },
+    /// The device part of the creation failed on this rank or another, or
+    /// the ranks disagree.
+    Collective(Collective),
     /// An access fell outside a rank's segment.
     OutOfBounds {
         /// The rank whose segment was accessed.
@@ -183,18 +199,29 @@ pub enum Error {
 }
 
 impl Error {
+    /// This rank failed with `failure`.
+    pub fn local(failure: Failure) -> Self {
+        Self::Collective(Collective::Local(failure))
+    }
+
+    /// The failure behind the error, this rank's or the peer's, if there is one.
+    pub fn failure(&self) -> Option<Failure> {
+        match self {
+            Self::Collective(Collective::Local(f) | Collective::Peer { failure: f, .. }) => Some(*f),
+            _ => None,
+        }
+    }
+
     /// The ACL code behind the error, this rank's or the peer's, if there is one.
     pub fn acl_code(&self) -> Option<i32> {
-        match self {
-            Self::Local(Failure::Acl { code, .. }) | Self::Peer { failure: Failure::Acl { code, .. }, .. } => {
-                Some(*code)
-            }
+        match self.failure()? {
+            Failure::Acl { code, .. } => Some(code),
             _ => None,
         }
     }
 
     pub(crate) fn acl(call: Call, e: AclError) -> Self {
-        Self::Local(Failure::Acl { call, code: e.code(), peer: None })
+        Self::local(Failure::Acl { call, code: e.code(), peer: None })
     }
 }
 
@@ -203,9 +230,7 @@ impl fmt::Display for Error {
         match self {
             Self::Host(e) => e.fmt(f),
             Self::Backend(e) => e.fmt(f),
-            Self::Local(failure) => failure.fmt(f),
-            Self::Peer { rank, failure } => write!(f, "rank {rank} failed: {failure}"),
-            Self::Mismatch { rank, what } => write!(f, "rank {rank} asked for a different {what} than rank 0"),
+            Self::Collective(e) => e.fmt(f),
             Self::OutOfBounds { rank, offset, len, size } => {
                 write!(f, "{len} bytes at {offset} are outside rank {rank}'s device segment of {size} bytes")
             }
@@ -229,5 +254,11 @@ impl From<kpccl_posix::Error> for Error {
 impl From<BackendError> for Error {
     fn from(e: BackendError) -> Self {
         Self::Backend(e)
+    }
+}
+
+impl From<Collective> for Error {
+    fn from(e: Collective) -> Self {
+        Self::Collective(e)
     }
 }

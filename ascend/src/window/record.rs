@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use kpccl_core::OobError;
 use kpccl_core::protocol::lockstep::{self, LockstepRecord};
 
-use super::error::{Call, Error, Failure};
+use super::error::{Call, Collective, Error, Failure, Setting};
 use crate::codes::ACL_IPC_KEY_LEN;
 use crate::runtime::IpcKey;
 
@@ -148,19 +148,19 @@ pub(crate) fn verdict(table: &[Record], stage: Stage, local: Option<Error>) -> R
         return Err(e);
     }
     if let Some((rank, failure)) = lockstep::first_failure(table) {
-        return Err(Error::Peer { rank, failure });
+        return Err(Collective::Peer { rank, failure }.into());
     }
     for (r, rec) in (0u32..).zip(table) {
-        let what = if rec.magic != MAGIC || rec.stage != stage as u32 {
-            "protocol stage"
+        let field = if rec.magic != MAGIC || rec.stage != stage as u32 {
+            Setting::Stage
         } else if rec.rank != r || rec.nranks as usize != table.len() {
-            "rank numbering"
+            Setting::Ranks
         } else if rec.options != table[0].options {
-            "PID validation setting"
+            Setting::PidValidation
         } else {
             continue;
         };
-        return Err(Error::Mismatch { rank: r, what });
+        return Err(Collective::Mismatch { rank: r, field }.into());
     }
     Ok(())
 }

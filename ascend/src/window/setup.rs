@@ -25,7 +25,7 @@ use kpccl_core::protocol::lockstep::{self, LockstepRecord as _};
 use kpccl_posix::{Comm, Window};
 
 use super::Options;
-use super::error::{Call, Error, Failure};
+use super::error::{Call, Collective, Error, Failure};
 use super::record::{self, NO_VALIDATION, Record, Stage};
 use super::state::{DeviceState, Segment};
 use crate::backend::Runtime;
@@ -75,7 +75,7 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    lockstep::exchange(oob, &mine, &mut table, poison).map_err(Error::Local)?;
+    lockstep::exchange(oob, &mine, &mut table, poison).map_err(Error::local)?;
     record::verdict(&table, Stage::Ident, local)?;
     let mut state = state.take().expect("a rank without a runtime reported a failure");
     let tgids: Vec<i32> = table.iter().map(|r| r.tgid).collect();
@@ -91,7 +91,7 @@ pub(crate) fn create<O: Oob>(
     if let Some(e) = &local {
         mine.fail(local_failure(e));
     }
-    lockstep::exchange(oob, &mine, &mut table, poison).map_err(Error::Local)?;
+    lockstep::exchange(oob, &mine, &mut table, poison).map_err(Error::local)?;
     record::verdict(&table, Stage::Export, local)?;
     let keys: Vec<_> = table.iter().map(Record::key).collect();
 
@@ -103,13 +103,13 @@ pub(crate) fn create<O: Oob>(
         mine.fail(local_failure(e));
     }
     let verdict = lockstep::exchange(oob, &mine, &mut table, poison)
-        .map_err(Error::Local)
+        .map_err(Error::local)
         .and_then(|()| record::verdict(&table, Stage::Import, local));
     if let Err(e) = verdict {
         // Importers close before exporters destroy: the fence is the barrier
         // (it fails fast on the poison of a rank that left the protocol).
         let _ = state.close_imports();
-        if !matches!(e, Error::Local(Failure::Oob(_))) {
+        if !matches!(e, Error::Collective(Collective::Local(Failure::Oob(_)))) {
             let _ = host.fence();
         }
         return Err(e);
@@ -123,7 +123,7 @@ pub(crate) fn create<O: Oob>(
             if let Some(Poison { kind: PoisonKind::Flush, rank }) = host.poisoned() {
                 lockstep::flush(oob, &mine, Failure::Oob(-1), &mut table);
                 let _ = state.close_imports();
-                return Err(Error::Peer { rank, failure: Failure::Oob(-1) });
+                return Err(Collective::Peer { rank, failure: Failure::Oob(-1) }.into());
             }
             let _ = state.close_imports();
             Err(e.into())
@@ -134,7 +134,7 @@ pub(crate) fn create<O: Oob>(
 /// What a rank's own error tells the others.
 fn local_failure(e: &Error) -> Failure {
     match e {
-        Error::Local(f) => *f,
+        Error::Collective(Collective::Local(f)) => *f,
         Error::Backend(_) => Failure::NoRuntime,
         _ => Failure::Argument,
     }
@@ -145,7 +145,7 @@ fn local_failure(e: &Error) -> Failure {
 /// inference chips need before another device may import it).
 fn ident(state: &mut DeviceState, opts: &Options, mine: &mut Record) -> Result<(), Error> {
     if isize::try_from(opts.size).is_err() || opts.device < 0 {
-        return Err(Error::Local(Failure::Argument));
+        return Err(Error::local(Failure::Argument));
     }
     let rt = state.rt.clone();
     match rt.init() {
@@ -203,16 +203,16 @@ fn import(state: &mut DeviceState, keys: &[Option<crate::IpcKey>]) -> Result<(),
         let mut flags = ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT;
         if their != state.device {
             let can = rt.device_can_access_peer(state.device, their).map_err(|e| {
-                Error::Local(Failure::Acl { call: Call::CanAccessPeer, code: e.code(), peer: Some(peer) })
+                Error::local(Failure::Acl { call: Call::CanAccessPeer, code: e.code(), peer: Some(peer) })
             })?;
             if !can {
-                return Err(Error::Local(Failure::NoPeerAccess { peer }));
+                return Err(Error::local(Failure::NoPeerAccess { peer }));
             }
             flags = ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS;
         }
         let ptr = rt
             .ipc_mem_import_by_key(&key, flags)
-            .map_err(|e| Error::Local(Failure::Acl { call: Call::ImportByKey, code: e.code(), peer: Some(peer) }))?;
+            .map_err(|e| Error::local(Failure::Acl { call: Call::ImportByKey, code: e.code(), peer: Some(peer) }))?;
         let seg = &mut state.segs[peer as usize];
         seg.ptr = ptr;
         seg.imported = Some(key);
