@@ -144,19 +144,22 @@ fn fences(comm: &Comm<RunOob>, job: &Job<'_>) -> Result<(), Error> {
     if n >= 2 {
         let peer = me ^ 1;
         let has_peer = peer < n;
-        let (mine, theirs) = flags(&win, peer.min(n - 1))?;
-        let (s, r) = job.budget.sample_paired(
-            agree(comm),
-            || if has_peer { win.peer_fence(peer).map_err(err) } else { Ok(()) },
-            || {
-                if has_peer {
-                    reference::exchange(mine, theirs, Spin::Hint);
-                }
+        let fence = || if has_peer { win.peer_fence(peer).map_err(err) } else { Ok(()) };
+        // Paired with the reference only while every rank has a CPU: its
+        // spinning would take the CPUs that other pairs' fences need.
+        if n == 2 {
+            let (mine, theirs) = flags(&win, peer)?;
+            let reference = || {
+                reference::exchange(mine, theirs, Spin::Hint);
                 Ok(())
-            },
-        )?;
-        report(comm, job.out, &format!("{tag}/peer/{n}"), "ns", &s, has_peer)?;
-        report(comm, job.out, &format!("{tag}/peer-ref/{n}"), "ns", &r, has_peer)?;
+            };
+            let (s, r) = job.budget.sample_paired(agree(comm), fence, reference)?;
+            report(comm, job.out, &format!("{tag}/peer/{n}"), "ns", &s, has_peer)?;
+            report(comm, job.out, &format!("{tag}/peer-ref/{n}"), "ns", &r, has_peer)?;
+        } else {
+            let s = job.budget.sample(agree(comm), fence)?;
+            report(comm, job.out, &format!("{tag}/peer/{n}"), "ns", &s, has_peer)?;
+        }
     }
     let s = job.budget.sample(agree(comm), || win.fence().map_err(err))?;
     report(comm, job.out, &format!("{tag}/fence/{n}"), "ns", &s, true)?;

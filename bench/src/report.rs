@@ -445,8 +445,9 @@ const METHOD: &str = "## Method
   CPU per exchange, the floor of any synchronisation of ranks that outnumber the CPUs (a window
   fence of `n` ranks on `c` CPUs needs `⌈n / c⌉ − 1` hand-offs per CPU: the targets quote that
   floor).
-- **Paired reference** (`*/peer-ref`): the `peer_fence` programs (Rust and C) alternate each
-  sample of fences with as many `pause` exchanges between the same two processes, on the first
+- **Paired reference** (`*/peer-ref`): with 2 ranks the `peer_fence` programs (Rust and C)
+  alternate each sample of fences with as many `pause` exchanges between the same two processes
+  (not with more ranks than CPUs: their spinning would starve the other pairs), on the first
   word of each rank's segment. The 2-rank `peer_fence` target is judged on the median of the
   per-sample ratios: it does not move when the host places the two vCPUs differently between
   runs, which moves the separate reference by up to 5×.

@@ -126,8 +126,8 @@ fn pipeline_table(w: &mut String, r: &Results, svg: Option<&str>) {
          waits for r-1 to finish it, computes its rows of it reading r-1's last row in place, and hands \
          it to r+1; after each sweep the last rank hands the corner back to rank 0. One warm-up sweep, \
          then {} timed; every run is checked as PRK checks it (the corner equals (sweeps+1)(m+n-2)). The \
-         four hand-offs run in one `mpirun` job on the same strips, interleaved ({} repetitions of \
-         A B C D): Open MPI's zero-byte `MPI_Send`/`MPI_Recv` (PRK's MPI+SHM code), a count of finished \
+         four hand-offs (and the floor below) run in one `mpirun` job on the same strips, interleaved \
+         ({} repetitions of A B C D E): Open MPI's zero-byte `MPI_Send`/`MPI_Recv` (PRK's MPI+SHM code), a count of finished \
          columns polled in the shared window with `MPI_Win_sync` (spinning then yielding, like kpccl), \
          kpccl `peer_fence` with the left neighbour before a column and the right one after it, and \
          kpccl `peer_wait(left)` / `peer_signal(right)`. Time per timed sweep of the slowest rank, \
