@@ -28,15 +28,16 @@
  *   this path is faster up to 4 KiB at every rank count, the large one from
  *   64 KiB; 16 KiB depends on the rank count.
  *
- * Where the input copies go: a peer reads a rank's copy of its input right
- * after the rank wrote it. Ranks that share a last-level cache read it from
- * there; ranks far apart (other dies or sockets, or vCPUs a hypervisor put
- * far apart) pull every line out of the writer's cache one by one, and are
- * faster when the copy is written with non-temporal stores, to memory. Which
- * is faster depends on where the ranks run, so the context times the large
- * path both ways on one chunk when it is made and keeps the faster (measured
- * on 2 vCPUs placed far apart, 2 ranks: 256 KiB 2.1x MPI_Allreduce's time
- * cached, 0.67x streamed; placed close: 0.53x cached, 0.84x streamed).
+ * Where the shared copies go: a peer reads a rank's copy of its input, and
+ * its reduced share, right after the rank wrote them. Ranks that share a
+ * last-level cache read them from there; ranks far apart (other dies or
+ * sockets, or vCPUs a hypervisor put far apart) pull every line out of the
+ * writer's cache one by one, and are faster when the copies are written with
+ * non-temporal stores, to memory. Which is faster depends on where the ranks
+ * run, so the context times the large path both ways on one chunk when it is
+ * made and keeps the faster (measured on 2 vCPUs placed far apart, 2 ranks,
+ * × MPI_Allreduce's time: 256 KiB 2.1 cached, 0.7 streamed; 1 MiB 1.35 and
+ * 0.6; placed close: 256 KiB 0.53 cached, 0.84 with the inputs streamed).
  * Streaming needs SSE2 (x86-64); elsewhere the copies are cached.
  *
  * Reuse without an extra fence: a call (or chunk) writes its input into the
@@ -50,13 +51,16 @@
  *
  *   mpicc -O2 -I include kpccl_allreduce.c -lkpccl -o allreduce
  *   mpirun -np 4 ./allreduce [--max BYTES] [--small BYTES] [--chunk BYTES] [--rounds R] [--results FILE]
+ *                            [--copies cached|streamed|auto]
  *
  * main() checks the result exactly (the inputs are small integers, so every
  * order of summing gives the same doubles) against the expected sums and
  * against MPI_Allreduce, for every size from 8 bytes to --max (default
  * 16 MiB), then times both, interleaved, and prints their ratio. --small is
  * the largest vector (bytes) reduced by every rank whole (default 4 KiB),
- * --chunk the large path's chunk (default 1 MiB); --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
+ * --chunk the large path's chunk (default 1 MiB), --copies how the large
+ * path writes what peers read (default auto: timed at set-up, see above);
+ * --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
  * (for the project's benchmark suite). Exit status 0 when verified.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
@@ -120,12 +124,14 @@ static void free_tables(struct win_allreduce *a)
     free(a->sources);
 }
 
-static int choose_copy(struct win_allreduce *a);
+static int choose_copy(struct win_allreduce *a, int copies);
 
 /* Collective: an allreduce context that reduces vectors of up to `small`
- * doubles whole on every rank, and larger ones `chunk` doubles at a time. */
+ * doubles whole on every rank, and larger ones `chunk` doubles at a time;
+ * `copies`: COPIES_CACHED, COPIES_STREAMED or COPIES_AUTO (timed). */
+enum { COPIES_CACHED, COPIES_STREAMED, COPIES_AUTO };
 static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, int rank, int nranks, size_t small,
-                              size_t chunk)
+                              size_t chunk, int copies)
 {
     memset(a, 0, sizeof *a);
     a->rank = rank;
@@ -157,17 +163,23 @@ static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, in
         a->buffer[0][r] = a->share[r] + share_len;
         a->buffer[1][r] = a->buffer[0][r] + small_len;
     }
-    return choose_copy(a);
+    return choose_copy(a, copies);
 }
+
+static void copy_input(double *dst, const double *src, size_t n, int stream);
 
 /* dst[0..n) = src[0][at..at+n) + src[1][at..at+n) + ... + src[nranks-1][at..at+n),
  * added in rank order, so that every rank gets the same bits; also copied to
- * `copy` (when not NULL) while each block is still in L1. */
-static void sum_ranks(double *restrict dst, double *copy, const double *const *src, int nranks, size_t at, size_t n)
+ * `copy` (when not NULL) while each block is still in L1; with `stream`, dst
+ * is written with non-temporal stores (see copy_input). */
+static void sum_ranks(double *restrict dst, double *copy, const double *const *src, int nranks, size_t at, size_t n,
+                      int stream)
 {
+    double block[BLOCK_DOUBLES];
     for (size_t b = 0; b < n; b += BLOCK_DOUBLES) {
         size_t len = n - b < BLOCK_DOUBLES ? n - b : BLOCK_DOUBLES;
-        double *restrict d = dst + b;
+        /* Streamed, the sum is made in `block` and then written out. */
+        double *restrict d = stream ? block : dst + b;
         for (int r = 0; r < nranks; r++) {
             /* `copy` may be an input (in place): it is written after the last read of this block. */
             const double *restrict s = src[r] + at + b;
@@ -178,6 +190,8 @@ static void sum_ranks(double *restrict dst, double *copy, const double *const *s
                 for (size_t i = 0; i < len; i++)
                     d[i] += s[i];
         }
+        if (stream)
+            copy_input(dst + b, block, len, 1);
         if (copy)
             memcpy(copy + b, d, len * sizeof(double));
     }
@@ -220,7 +234,7 @@ static int large_step(struct win_allreduce *a, const double *in, double *out, si
     for (int r = 0; r < a->nranks; r++)
         a->sources[r] = r == a->rank ? in : a->input[r];
     /* The share goes to the segment (for the peers) and to `out` at once. */
-    sum_ranks(a->share[a->rank], out + lo, a->sources, a->nranks, lo, hi - lo);
+    sum_ranks(a->share[a->rank], out + lo, a->sources, a->nranks, lo, hi - lo, a->stream);
     if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
         return KPCCL_ERROR;
     for (int r = 0; r < a->nranks; r++) {
@@ -246,7 +260,7 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
         memcpy(buf[a->rank], in, count * sizeof(double));
         if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
             return KPCCL_ERROR;
-        sum_ranks(out, NULL, (const double *const *)buf, a->nranks, 0, count);
+        sum_ranks(out, NULL, (const double *const *)buf, a->nranks, 0, count, 0);
         return KPCCL_OK;
     }
     /* Chunk by chunk: the segments stay in cache between a rank's copy and
@@ -267,17 +281,19 @@ static double seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Collective: times the large path on one chunk with cached and with
- * streamed input copies, alternately, and keeps the faster. Rank 0's times
- * decide, handed to every rank through its small-path buffer. */
-static int choose_copy(struct win_allreduce *a)
+/* Collective: for COPIES_AUTO, times the large path on one chunk with cached
+ * and with streamed copies, alternately, and keeps the faster. Rank 0's
+ * times decide, handed to every rank through its small-path buffer. */
+static int choose_copy(struct win_allreduce *a, int copies)
 {
-    if (!HAVE_STREAMING || a->nranks == 1)
+    if (!HAVE_STREAMING || a->nranks == 1 || copies != COPIES_AUTO) {
+        a->stream = HAVE_STREAMING && copies == COPIES_STREAMED;
         return KPCCL_OK;
+    }
     double *in = calloc(a->chunk, sizeof(double)), *out = malloc(a->chunk * sizeof(double));
     double best[2] = {1e30, 1e30};
     int rc = in && out ? KPCCL_OK : KPCCL_ERROR;
-    for (int i = 0; rc == KPCCL_OK && i < 8; i++) {
+    for (int i = 0; rc == KPCCL_OK && i < 12; i++) {
         a->stream = i & 1;
         double t = seconds();
         rc = win_allreduce(a, in, out, a->chunk);
@@ -403,7 +419,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     size_t max_bytes = 16u << 20, small_bytes = 4096, chunk_bytes = 1u << 20;
-    int rounds = 5;
+    int rounds = 5, copies = COPIES_AUTO;
     const char *results = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--max"))
@@ -416,6 +432,11 @@ int main(int argc, char **argv)
             rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--results"))
             results = argv[i + 1];
+        else if (!strcmp(argv[i], "--copies"))
+            copies = !strcmp(argv[i + 1], "cached")     ? COPIES_CACHED
+                     : !strcmp(argv[i + 1], "streamed") ? COPIES_STREAMED
+                     : !strcmp(argv[i + 1], "auto")     ? COPIES_AUTO
+                                                        : (rounds = 0);
         else
             rounds = 0;
     }
@@ -423,7 +444,8 @@ int main(int argc, char **argv)
         chunk_bytes > (1u << 30)) {
         if (me == 0)
             fprintf(stderr,
-                    "usage: %s [--max BYTES (8..1 GiB)] [--small BYTES] [--chunk BYTES] [--rounds R] [--results FILE]\n",
+                    "usage: %s [--max BYTES (8..1 GiB)] [--small BYTES] [--chunk BYTES] [--rounds R] [--results FILE] "
+                    "[--copies cached|streamed|auto]\n",
                     argv[0]);
         MPI_Finalize();
         return 2;
@@ -435,7 +457,7 @@ int main(int argc, char **argv)
     TRY(kpccl_shm_comm_create_mpi(MPI_COMM_WORLD, &comm));
     struct win_allreduce a;
     size_t capacity = max_bytes / sizeof(double);
-    TRY(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double)));
+    TRY(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double), copies));
     double *in = malloc(capacity * sizeof(double));
     double *out = malloc(capacity * sizeof(double));
     double *ref = malloc(capacity * sizeof(double));
