@@ -17,6 +17,7 @@ mod window;
 pub use flat::flat_fence;
 pub use peer::peer_fence;
 pub use pending::PendingFence;
+pub(crate) use poison::NAMEABLE_RANKS;
 pub use poison::{Poison, PoisonKind, poison, poison_state};
 pub use signal::{peer_signal, peer_wait};
 pub use wait::WaitPolicy;

@@ -49,7 +49,8 @@ impl Poison {
 /// is about, and for a timeout the one it waited for).
 const RANK_BITS: u32 = 12;
 const RANK_MASK: u32 = (1 << RANK_BITS) - 1;
-const _: () = assert!(crate::layout::MAX_RANKS <= RANK_MASK + 1, "two ranks fit the poison word");
+/// The most ranks the poison word can name (the layout's rank limit stays within it).
+pub(crate) const NAMEABLE_RANKS: u32 = RANK_MASK + 1;
 
 fn encode(p: Poison) -> u32 {
     let (kind, other) = match p.kind {
@@ -99,11 +100,10 @@ pub fn poison<A: SyncArea + ?Sized, E: super::WaitEnv + ?Sized>(area: &A, env: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::MAX_RANKS;
 
     #[test]
     fn every_poison_survives_the_word() {
-        let last = MAX_RANKS - 1;
+        let last = NAMEABLE_RANKS - 1;
         for kind in [
             PoisonKind::Dead,
             PoisonKind::Aborted,

@@ -33,6 +33,7 @@ const _: () = assert!(size_of::<Header>() == HEADER_SIZE as usize);
 
 /// The most ranks a window may have.
 pub const MAX_RANKS: u32 = 1024;
+const _: () = assert!(MAX_RANKS <= crate::fence::NAMEABLE_RANKS, "two ranks fit the poison word");
 
 /// The smallest alignment of a data segment in contiguous mode.
 pub const MIN_SEGMENT_ALIGN: u64 = 64;
