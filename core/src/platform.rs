@@ -126,6 +126,11 @@ pub trait Platform {
 
     /// Gives the CPU to another runnable thread.
     fn yield_now(&self);
+    /// The CPU the caller runs on now, if the platform can tell cheaply (a
+    /// scheduling hint for the flat barrier; `None` keeps it yielding).
+    fn current_cpu(&self) -> Option<u32> {
+        None
+    }
     /// Sleeps while `*word == expected`, until woken or until the monotonic
     /// clock reaches `deadline_ns`. `word` may be in memory shared between
     /// processes. Spurious returns are allowed.

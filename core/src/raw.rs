@@ -99,7 +99,10 @@ pub(crate) struct WaitLine {
     pub(crate) sleeping: AtomicU32,
     /// [`WaitRecord::flat_arrived`].
     pub(crate) flat_arrived: AtomicU64,
-    _reserved: [AtomicU64; 14],
+    /// [`WaitRecord::cpu`].
+    pub(crate) cpu: AtomicU32,
+    _padding: AtomicU32,
+    _reserved: [AtomicU64; 13],
 }
 
 /// Every other line of a sync block, as atomics: a window-fence round's slot
@@ -126,6 +129,7 @@ const _: () = {
     assert!(offset_of!(WaitLine, doorbell) == offset_of!(WaitRecord, doorbell));
     assert!(offset_of!(WaitLine, sleeping) == offset_of!(WaitRecord, sleeping));
     assert!(offset_of!(WaitLine, flat_arrived) == offset_of!(WaitRecord, flat_arrived));
+    assert!(offset_of!(WaitLine, cpu) == offset_of!(WaitRecord, cpu));
     assert!(size_of::<SyncLine>() == LINE_BYTES && size_of::<PeerLine>() == LINE_BYTES);
     assert!(offset_of!(SyncLine, epoch) == offset_of!(PeerLine, fence));
     assert!(offset_of!(SyncLine, signals) == offset_of!(PeerLine, signals));
@@ -301,6 +305,9 @@ impl SyncArea for SyncBlocks {
     fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
         &self.wait_line(rank).flat_arrived
     }
+    fn last_cpu(&self, rank: u32) -> &AtomicU32 {
+        &self.wait_line(rank).cpu
+    }
 }
 
 #[cfg(test)]
@@ -341,6 +348,7 @@ mod tests {
                     assert_eq!(at32(s.doorbell(r)), wait + offset_of!(WaitRecord, doorbell) as u64);
                     assert_eq!(at32(s.sleeping(r)), wait + offset_of!(WaitRecord, sleeping) as u64);
                     assert_eq!(at64(s.flat_arrived(r)), wait + offset_of!(WaitRecord, flat_arrived) as u64);
+                    assert_eq!(at32(s.last_cpu(r)), wait + offset_of!(WaitRecord, cpu) as u64);
                     for round in 0..layout.rounds() {
                         assert_eq!(at64(s.round_slot(round, r)), layout.round_slot(round, r), "round {round} of {n}");
                     }

@@ -264,6 +264,9 @@ impl<P: Platform> WaitEnv for Window<P> {
     fn yield_now(&self) {
         self.platform.yield_now();
     }
+    fn current_cpu(&self) -> Option<u32> {
+        self.platform.current_cpu()
+    }
     fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
         self.platform.wait(word, expected, deadline_ns)
     }

@@ -374,6 +374,41 @@ fn flat_rank0_polled<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPol
     }
 }
 
+/// A rank's wait environment that reports it running on CPU `cpu`: the
+/// flat barrier's placement hint.
+struct OnCpu<'a, E> {
+    env: &'a E,
+    cpu: u32,
+}
+
+impl<E: WaitEnv> WaitEnv for OnCpu<'_, E> {
+    fn now_ns(&self) -> u64 {
+        self.env.now_ns()
+    }
+    fn yield_now(&self) {
+        self.env.yield_now();
+    }
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
+        self.env.wait(word, expected, deadline_ns)
+    }
+    fn wake(&self, word: &AtomicU32) {
+        self.env.wake(word);
+    }
+    fn is_alive(&self, rank: u32) -> bool {
+        self.env.is_alive(rank)
+    }
+    fn current_cpu(&self) -> Option<u32> {
+        Some(self.cpu)
+    }
+}
+
+/// The flat fence with rank `r` on CPU `r % 2`: a waiter polls while the
+/// late ranks run on the other CPU (the clock stands still, so it never
+/// stops polling for time), and yields or sleeps while one shares its CPU.
+fn flat_placed<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPolicy) -> Result<(), FenceError> {
+    flat_fence(area, &OnCpu { env, cpu: me % 2 }, me, policy)
+}
+
 // Polling waits: `wait` yields and returns. With three ranks every poll is a
 // choice of which other rank runs, and the executions explode, so the
 // three-rank models use the futex below; with two there is no such choice.
@@ -463,6 +498,19 @@ fn flat_fences_back_to_back_two_ranks_sleeping() {
 #[test]
 fn flat_fence_three_ranks_sleeping() {
     window::<Futex>(3, 1, flat_fence);
+}
+
+// The flat barrier with the ranks' CPUs known: polling while the late ranks
+// run elsewhere must order the same accesses, and never keep a sleeper asleep.
+
+#[test]
+fn flat_fences_back_to_back_two_ranks_on_two_cpus() {
+    window::<Yielding>(2, 2, flat_placed);
+}
+
+#[test]
+fn flat_fence_three_ranks_on_two_cpus_sleeping() {
+    window::<Futex>(3, 1, flat_placed);
 }
 
 // Polled fences (started, then polled by an event loop) against blocking

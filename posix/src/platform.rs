@@ -256,6 +256,12 @@ impl kpccl_core::Platform for PosixPlatform {
         std::thread::yield_now();
     }
 
+    fn current_cpu(&self) -> Option<u32> {
+        // getcpu: a vDSO call on x86_64 (a few ns), a system call on aarch64
+        // (made once per flat-barrier arrival and per yield, each dearer).
+        u32::try_from(rustix::thread::sched_getcpu()).ok()
+    }
+
     fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
         let timeout = match deadline_ns {
             u64::MAX => None,

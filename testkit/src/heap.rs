@@ -49,6 +49,7 @@ pub struct HeapArea {
     poison: Line32,
     arrivals: Line,
     flat_arrived: Vec<Line>,
+    last_cpu: Vec<Line32>,
 }
 
 impl HeapArea {
@@ -69,6 +70,7 @@ impl HeapArea {
             poison: Line32::new(),
             arrivals: Line::new(),
             flat_arrived: lines(n_us),
+            last_cpu: words(n_us),
         }
     }
 }
@@ -104,5 +106,8 @@ impl SyncArea for HeapArea {
     }
     fn flat_arrived(&self, rank: u32) -> &AtomicU64 {
         &self.flat_arrived[rank as usize].word
+    }
+    fn last_cpu(&self, rank: u32) -> &AtomicU32 {
+        &self.last_cpu[rank as usize].0
     }
 }

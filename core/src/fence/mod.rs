@@ -52,6 +52,9 @@ pub trait SyncArea {
     /// How many flat-barrier fences `rank` has arrived at (written by `rank`
     /// only; read to name the rank a timed-out flat fence waited for).
     fn flat_arrived(&self, rank: u32) -> &AtomicU64;
+    /// The CPU `rank` last ran on, plus one (0: not known); written by `rank`
+    /// only, a scheduling hint for the flat barrier's waiters.
+    fn last_cpu(&self, rank: u32) -> &AtomicU32;
 }
 
 /// How a window's window-wide fence runs; every rank of a window uses the same.
@@ -62,7 +65,8 @@ pub enum Barrier {
     #[default]
     Dissemination,
     /// [`flat_fence`]: one shared arrival counter; one hand-off per rank, for
-    /// windows whose ranks outnumber the CPUs.
+    /// windows whose ranks outnumber the CPUs (its waiters yield only to
+    /// ranks that have not arrived).
     Flat,
 }
 
@@ -95,6 +99,10 @@ pub trait WaitEnv {
     fn wake(&self, word: &AtomicU32);
     /// Whether `rank`'s process still runs.
     fn is_alive(&self, rank: u32) -> bool;
+    /// The CPU the caller runs on now, if the platform can tell cheaply.
+    fn current_cpu(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Advances the single-writer counter `slot` (written by this rank only) by

@@ -153,7 +153,37 @@ where
         }
         spin_loop();
     }
-    slow_wait(area, env, me, awaited, policy, &mut ready)
+    slow_wait(area, env, me, awaited, policy, &mut ready, &mut |_| false)
+}
+
+/// How long a wait may poll, rather than yield, while the ranks it waits for
+/// run on other CPUs: a few hand-offs of a CPU (about 1 µs each in a virtual
+/// machine), so that a misplaced hint (a rank that migrated, or one
+/// descheduled behind an unrelated process) costs little before the wait
+/// yields and sleeps as usual.
+pub(super) const SPIN_ELSEWHERE_NS: u64 = 20_000;
+
+/// Waits like [`wait_for`] without its spin phase, except that while
+/// `elsewhere(moved)` says the ranks still awaited run on other CPUs, it polls
+/// with a spin hint instead of yielding (for at most [`SPIN_ELSEWHERE_NS`]):
+/// a yield would only hand this CPU to a rank that waits too. `moved` tells
+/// `elsewhere` that this rank yielded since the last call, so its own CPU
+/// may have changed.
+#[inline]
+pub(super) fn wait_placed<A, E>(
+    area: &A,
+    env: &E,
+    me: u32,
+    awaited: Awaited,
+    policy: &WaitPolicy,
+    mut ready: impl FnMut() -> bool,
+    mut elsewhere: impl FnMut(bool) -> bool,
+) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    slow_wait(area, env, me, awaited, policy, &mut ready, &mut elsewhere)
 }
 
 #[cold]
@@ -164,6 +194,7 @@ fn slow_wait<A, E>(
     awaited: Awaited,
     policy: &WaitPolicy,
     ready: &mut dyn FnMut() -> bool,
+    elsewhere: &mut dyn FnMut(bool) -> bool,
 ) -> Result<(), FenceError>
 where
     A: SyncArea + ?Sized,
@@ -172,16 +203,23 @@ where
     let start = env.now_ns();
     let deadline = deadline_after(start, policy);
     let yield_until = start.saturating_add(policy.yield_ns);
+    let spin_until = start.saturating_add(SPIN_ELSEWHERE_NS).min(deadline);
     let mut yielded: u32 = 0;
+    let mut moved = false;
     loop {
         if ready() {
             return Ok(());
+        }
+        if elsewhere(core::mem::take(&mut moved)) && env.now_ns() < spin_until {
+            spin_loop();
+            continue;
         }
         if yielded >= policy.yields && (policy.yield_ns == 0 || env.now_ns() >= yield_until.min(deadline)) {
             break;
         }
         env.yield_now();
         yielded = yielded.saturating_add(1);
+        moved = true;
     }
     let result = sleep_until(area, env, me, awaited, policy, deadline, ready);
     // Relaxed: a stale 1 only costs a signaller one spurious wake-up.

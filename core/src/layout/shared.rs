@@ -91,8 +91,14 @@ pub struct WaitRecord {
     /// How many flat-barrier fences the rank has arrived at (written by the
     /// rank only; read after a timeout, to name a rank that never came).
     pub flat_arrived: u64,
+    /// The CPU the rank last ran on, plus one (0: not known), published as
+    /// it arrives at a flat-barrier fence: a hint that lets the ranks
+    /// waiting for it choose between spinning and giving their CPU away.
+    pub cpu: u32,
     /// Zero.
-    pub reserved: [u64; 14],
+    pub padding: u32,
+    /// Zero.
+    pub reserved: [u64; 13],
 }
 
 /// The line rank `i` writes for rank `j` (in `j`'s sync block, so `j` spins
@@ -120,4 +126,5 @@ const _: () = {
     assert!(size_of::<WaitRecord>() as u64 == LINE);
     assert!(offset_of!(WaitRecord, sleeping) == 4);
     assert!(offset_of!(WaitRecord, flat_arrived) == 8);
+    assert!(offset_of!(WaitRecord, cpu) == 16);
 };
