@@ -101,7 +101,8 @@ pub(crate) struct WaitLine {
     pub(crate) flat_arrived: AtomicU64,
     /// [`WaitRecord::cpu`].
     pub(crate) cpu: AtomicU32,
-    _padding: AtomicU32,
+    /// [`WaitRecord::blocked`].
+    pub(crate) blocked: AtomicU32,
     _reserved: [AtomicU64; 13],
 }
 
@@ -130,6 +131,7 @@ const _: () = {
     assert!(offset_of!(WaitLine, sleeping) == offset_of!(WaitRecord, sleeping));
     assert!(offset_of!(WaitLine, flat_arrived) == offset_of!(WaitRecord, flat_arrived));
     assert!(offset_of!(WaitLine, cpu) == offset_of!(WaitRecord, cpu));
+    assert!(offset_of!(WaitLine, blocked) == offset_of!(WaitRecord, blocked));
     assert!(size_of::<SyncLine>() == LINE_BYTES && size_of::<PeerLine>() == LINE_BYTES);
     assert!(offset_of!(SyncLine, epoch) == offset_of!(PeerLine, fence));
     assert!(offset_of!(SyncLine, signals) == offset_of!(PeerLine, signals));
@@ -308,6 +310,9 @@ impl SyncArea for SyncBlocks {
     fn last_cpu(&self, rank: u32) -> &AtomicU32 {
         &self.wait_line(rank).cpu
     }
+    fn blocked(&self, rank: u32) -> &AtomicU32 {
+        &self.wait_line(rank).blocked
+    }
 }
 
 #[cfg(test)]
@@ -349,6 +354,7 @@ mod tests {
                     assert_eq!(at32(s.sleeping(r)), wait + offset_of!(WaitRecord, sleeping) as u64);
                     assert_eq!(at64(s.flat_arrived(r)), wait + offset_of!(WaitRecord, flat_arrived) as u64);
                     assert_eq!(at32(s.last_cpu(r)), wait + offset_of!(WaitRecord, cpu) as u64);
+                    assert_eq!(at32(s.blocked(r)), wait + offset_of!(WaitRecord, blocked) as u64);
                     for round in 0..layout.rounds() {
                         assert_eq!(at64(s.round_slot(round, r)), layout.round_slot(round, r), "round {round} of {n}");
                     }

@@ -375,7 +375,7 @@ fn flat_rank0_polled<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPol
 }
 
 /// A rank's wait environment that reports it running on CPU `cpu`: the
-/// flat barrier's placement hint.
+/// placement hints' source.
 struct OnCpu<'a, E> {
     env: &'a E,
     cpu: u32,
@@ -403,10 +403,26 @@ impl<E: WaitEnv> WaitEnv for OnCpu<'_, E> {
 }
 
 /// The flat fence with rank `r` on CPU `r % 2`: a waiter polls while the
-/// late ranks run on the other CPU (the clock stands still, so it never
-/// stops polling for time), and yields or sleeps while one shares its CPU.
+/// ranks beside it are blocked (the clock stands still, so it never stops
+/// polling for time), and yields or sleeps while one of them could run.
 fn flat_placed<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPolicy) -> Result<(), FenceError> {
     flat_fence(area, &OnCpu { env, cpu: me % 2 }, me, policy)
+}
+
+/// Ranks 0 and 1 peer-fence twice, each alone on its CPU, so that every
+/// slow wait polls: polling must order the same accesses as yielding.
+fn peer_twice_placed<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        ranks(2, move |me| {
+            let placed = OnCpu { env: &*env, cpu: me };
+            data.write(me, 1);
+            peer_fence(&*area, &placed, me, 1 - me, &E::POLICY).unwrap();
+            assert_eq!(data.read(1 - me), 1);
+            peer_fence(&*area, &placed, me, 1 - me, &E::POLICY).unwrap();
+            data.write(me, 2);
+        });
+    });
 }
 
 // Polling waits: `wait` yields and returns. With three ranks every poll is a
@@ -500,8 +516,8 @@ fn flat_fence_three_ranks_sleeping() {
     window::<Futex>(3, 1, flat_fence);
 }
 
-// The flat barrier with the ranks' CPUs known: polling while the late ranks
-// run elsewhere must order the same accesses, and never keep a sleeper asleep.
+// The ranks' CPUs known: polling while no other rank could use the CPU must
+// order the same accesses, and never keep a sleeper asleep.
 
 #[test]
 fn flat_fences_back_to_back_two_ranks_on_two_cpus() {
@@ -511,6 +527,16 @@ fn flat_fences_back_to_back_two_ranks_on_two_cpus() {
 #[test]
 fn flat_fence_three_ranks_on_two_cpus_sleeping() {
     window::<Futex>(3, 1, flat_placed);
+}
+
+#[test]
+fn peer_fences_each_rank_alone_on_its_cpu() {
+    peer_twice_placed::<Yielding>();
+}
+
+#[test]
+fn peer_fences_each_rank_alone_on_its_cpu_sleeping() {
+    peer_twice_placed::<Futex>();
 }
 
 // Polled fences (started, then polled by an event loop) against blocking

@@ -50,6 +50,7 @@ pub struct HeapArea {
     arrivals: Line,
     flat_arrived: Vec<Line>,
     last_cpu: Vec<Line32>,
+    blocked: Vec<Line32>,
 }
 
 impl HeapArea {
@@ -71,6 +72,7 @@ impl HeapArea {
             arrivals: Line::new(),
             flat_arrived: lines(n_us),
             last_cpu: words(n_us),
+            blocked: words(n_us),
         }
     }
 }
@@ -109,5 +111,8 @@ impl SyncArea for HeapArea {
     }
     fn last_cpu(&self, rank: u32) -> &AtomicU32 {
         &self.last_cpu[rank as usize].0
+    }
+    fn blocked(&self, rank: u32) -> &AtomicU32 {
+        &self.blocked[rank as usize].0
     }
 }

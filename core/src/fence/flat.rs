@@ -2,7 +2,8 @@
 //! fence instead of dissemination's ⌈log2 n⌉, for windows whose ranks
 //! outnumber the CPUs, where every hand-off is a trip through the scheduler.
 
-use super::wait::{Awaited, notify_all, wait_placed};
+use super::placement::publish_cpu;
+use super::wait::{Awaited, notify_all, wait_for};
 use super::window::check_member;
 use super::{SyncArea, WaitEnv, WaitPolicy, reached};
 use crate::error::FenceError;
@@ -24,22 +25,11 @@ where
     let Some(target) = arrive_flat(area, env, me) else {
         return Ok(());
     };
-    // No blind spinning: with more ranks than CPUs a late rank may well be
-    // waiting for this very CPU. Polling pays only while every late rank
-    // runs elsewhere: a yield would then hand this CPU to a rank that has
-    // arrived and can do nothing but wait (4 ranks on 2 CPUs: about one
-    // hand-off per fence instead of two).
+    // No spinning: with more ranks than CPUs a late rank may well be
+    // waiting for this very CPU (the wait polls only while the placement
+    // hints say that no rank that could use this CPU is on it).
     let policy = WaitPolicy { spins: 0, ..*policy };
-    let fence = target / u64::from(area.nranks());
-    // Relaxed: this rank's own word, just written by `arrive_flat`.
-    let mut here = area.last_cpu(me).load(Relaxed);
-    let elsewhere = |moved: bool| {
-        if moved {
-            here = publish_cpu(area, env, me);
-        }
-        late_ranks_elsewhere(area, me, fence, here)
-    };
-    wait_placed(area, env, me, flat_awaited(area, target), &policy, || all_arrived(area, target), elsewhere)
+    wait_for(area, env, me, flat_awaited(area, target), &policy, || all_arrived(area, target))
 }
 
 /// Counts `me` in; `None` if it was the last arrival (and woke the others),
@@ -82,31 +72,4 @@ pub(super) fn all_arrived<A: SyncArea + ?Sized>(area: &A, target: u64) -> bool {
     // Acquire: pairs with every arrival's Release (through the release
     // sequence of RMWs), so all ranks' accesses before the fence happen-before ours after.
     reached(area.arrivals().load(Acquire), target)
-}
-
-/// Records the CPU `me` runs on, plus one (0: not known), for the waits of
-/// the others; returns it.
-#[inline]
-fn publish_cpu<A, E>(area: &A, env: &E, me: u32) -> u32
-where
-    A: SyncArea + ?Sized,
-    E: WaitEnv + ?Sized,
-{
-    let cpu = env.current_cpu().map_or(0, |c| c.saturating_add(1));
-    // Relaxed: a scheduling hint that orders nothing (see `late_ranks_elsewhere`).
-    area.last_cpu(me).store(cpu, Relaxed);
-    cpu
-}
-
-/// Whether every rank but `me` that has not arrived at flat fence number
-/// `fence` last ran on a known CPU other than `here` (`me`'s, plus one).
-fn late_ranks_elsewhere<A: SyncArea + ?Sized>(area: &A, me: u32, fence: u64, here: u32) -> bool {
-    // Relaxed, both loads: hints. A stale one costs at most a needless yield,
-    // or polling for `SPIN_ELSEWHERE_NS` before the wait yields as usual;
-    // what the fence acquires comes from `all_arrived` alone.
-    let late_here = |r: u32| {
-        let cpu = area.last_cpu(r).load(Relaxed);
-        !reached(area.flat_arrived(r).load(Relaxed), fence) && (cpu == 0 || cpu == here)
-    };
-    here != 0 && !(0..area.nranks()).filter(|&r| r != me).any(late_here)
 }

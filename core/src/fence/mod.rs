@@ -9,6 +9,7 @@
 mod flat;
 mod peer;
 mod pending;
+mod placement;
 mod poison;
 mod signal;
 mod wait;
@@ -53,8 +54,11 @@ pub trait SyncArea {
     /// only; read to name the rank a timed-out flat fence waited for).
     fn flat_arrived(&self, rank: u32) -> &AtomicU64;
     /// The CPU `rank` last ran on, plus one (0: not known); written by `rank`
-    /// only, a scheduling hint for the flat barrier's waiters.
+    /// only, a scheduling hint for the others' waits.
     fn last_cpu(&self, rank: u32) -> &AtomicU32;
+    /// Non-zero while `rank` is blocked in a wait that nobody has signalled
+    /// since (written by `rank` and by its signallers; a scheduling hint).
+    fn blocked(&self, rank: u32) -> &AtomicU32;
 }
 
 /// How a window's window-wide fence runs; every rank of a window uses the same.

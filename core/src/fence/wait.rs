@@ -3,7 +3,7 @@
 //! liveness while sleeping. The signaller wakes only a rank that announced it
 //! sleeps, so the fast path makes no system call.
 
-use super::{Poison, PoisonKind, SyncArea, WaitEnv, poison, poison_state, reached};
+use super::{Poison, PoisonKind, SyncArea, WaitEnv, placement, poison, poison_state, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use crate::sync::{fence, spin_loop};
@@ -93,6 +93,8 @@ pub(super) fn notify<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &
         area.doorbell(target).fetch_add(1, Release);
         env.wake(area.doorbell(target));
     }
+    // `target` may be runnable now: ranks beside it should yield to it.
+    placement::unblock(area, target);
 }
 
 /// Wakes every rank but `me` that announced it may sleep. Call after the
@@ -153,37 +155,7 @@ where
         }
         spin_loop();
     }
-    slow_wait(area, env, me, awaited, policy, &mut ready, &mut |_| false)
-}
-
-/// How long a wait may poll, rather than yield, while the ranks it waits for
-/// run on other CPUs: a few hand-offs of a CPU (about 1 µs each in a virtual
-/// machine), so that a misplaced hint (a rank that migrated, or one
-/// descheduled behind an unrelated process) costs little before the wait
-/// yields and sleeps as usual.
-pub(super) const SPIN_ELSEWHERE_NS: u64 = 20_000;
-
-/// Waits like [`wait_for`] without its spin phase, except that while
-/// `elsewhere(moved)` says the ranks still awaited run on other CPUs, it polls
-/// with a spin hint instead of yielding (for at most [`SPIN_ELSEWHERE_NS`]):
-/// a yield would only hand this CPU to a rank that waits too. `moved` tells
-/// `elsewhere` that this rank yielded since the last call, so its own CPU
-/// may have changed.
-#[inline]
-pub(super) fn wait_placed<A, E>(
-    area: &A,
-    env: &E,
-    me: u32,
-    awaited: Awaited,
-    policy: &WaitPolicy,
-    mut ready: impl FnMut() -> bool,
-    mut elsewhere: impl FnMut(bool) -> bool,
-) -> Result<(), FenceError>
-where
-    A: SyncArea + ?Sized,
-    E: WaitEnv + ?Sized,
-{
-    slow_wait(area, env, me, awaited, policy, &mut ready, &mut elsewhere)
+    slow_wait(area, env, me, awaited, policy, &mut ready)
 }
 
 #[cold]
@@ -194,7 +166,6 @@ fn slow_wait<A, E>(
     awaited: Awaited,
     policy: &WaitPolicy,
     ready: &mut dyn FnMut() -> bool,
-    elsewhere: &mut dyn FnMut(bool) -> bool,
 ) -> Result<(), FenceError>
 where
     A: SyncArea + ?Sized,
@@ -203,27 +174,29 @@ where
     let start = env.now_ns();
     let deadline = deadline_after(start, policy);
     let yield_until = start.saturating_add(policy.yield_ns);
-    let spin_until = start.saturating_add(SPIN_ELSEWHERE_NS).min(deadline);
+    let poll_until = start.saturating_add(placement::POLL_NS).min(deadline);
+    let mut here = placement::publish_cpu(area, env, me);
     let mut yielded: u32 = 0;
-    let mut moved = false;
-    loop {
+    let result = loop {
+        placement::block(area, me);
         if ready() {
-            return Ok(());
+            break Ok(());
         }
-        if elsewhere(core::mem::take(&mut moved)) && env.now_ns() < spin_until {
+        // Polling beats yielding while no other rank could use this CPU.
+        if placement::alone_on_cpu(area, me, here) && env.now_ns() < poll_until {
             spin_loop();
             continue;
         }
         if yielded >= policy.yields && (policy.yield_ns == 0 || env.now_ns() >= yield_until.min(deadline)) {
-            break;
+            break sleep_until(area, env, me, awaited, policy, deadline, ready);
         }
         env.yield_now();
         yielded = yielded.saturating_add(1);
-        moved = true;
-    }
-    let result = sleep_until(area, env, me, awaited, policy, deadline, ready);
+        here = placement::publish_cpu(area, env, me);
+    };
     // Relaxed: a stale 1 only costs a signaller one spurious wake-up.
     area.sleeping(me).store(0, Relaxed);
+    placement::unblock(area, me);
     result
 }
 
@@ -253,6 +226,8 @@ where
             return Ok(());
         }
         watch.check(area, env, me, awaited)?;
+        // Marked again: a signal for something else may have cleared it.
+        placement::block(area, me);
         env.wait(doorbell, seq, watch.deadline.min(watch.next_check));
     }
 }

@@ -91,12 +91,12 @@ pub struct WaitRecord {
     /// How many flat-barrier fences the rank has arrived at (written by the
     /// rank only; read after a timeout, to name a rank that never came).
     pub flat_arrived: u64,
-    /// The CPU the rank last ran on, plus one (0: not known), published as
-    /// it arrives at a flat-barrier fence: a hint that lets the ranks
-    /// waiting for it choose between spinning and giving their CPU away.
+    /// The CPU the rank last ran on, plus one (0: not known): with `blocked`,
+    /// a hint that lets the waiters beside it choose between polling and
+    /// giving their CPU away.
     pub cpu: u32,
-    /// Zero.
-    pub padding: u32,
+    /// Non-zero while the rank is blocked in a wait nobody has signalled since.
+    pub blocked: u32,
     /// Zero.
     pub reserved: [u64; 13],
 }
@@ -127,4 +127,5 @@ const _: () = {
     assert!(offset_of!(WaitRecord, sleeping) == 4);
     assert!(offset_of!(WaitRecord, flat_arrived) == 8);
     assert!(offset_of!(WaitRecord, cpu) == 16);
+    assert!(offset_of!(WaitRecord, blocked) == 20);
 };
