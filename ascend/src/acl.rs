@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use libloading::Library;
 
 use crate::codes::ACL_IPC_KEY_LEN;
-use crate::runtime::{AclResult, AclRuntime, AclStream, IpcKey, check};
+use crate::runtime::{AclResult, AclRuntime, AclStream, IpcKey, Memcpy, check};
 
 /// The library's file name.
 pub const LIBRARY: &str = "libascendcl.so";
@@ -305,16 +305,9 @@ impl AclRuntime for AclBackend {
         check(unsafe { (self.api.free)(ptr) })
     }
 
-    unsafe fn memcpy(
-        &self,
-        dst: *mut c_void,
-        dst_max: usize,
-        src: *const c_void,
-        count: usize,
-        kind: u32,
-    ) -> AclResult<()> {
+    unsafe fn memcpy(&self, c: Memcpy) -> AclResult<()> {
         // SAFETY: the caller guarantees the ranges, as the trait requires.
-        check(unsafe { (self.api.memcpy)(dst, dst_max, src, count, kind) })
+        check(unsafe { (self.api.memcpy)(c.dst, c.dst_max, c.src, c.count, c.kind) })
     }
 
     fn malloc_host(&self, size: usize) -> AclResult<*mut c_void> {
@@ -347,17 +340,9 @@ impl AclRuntime for AclBackend {
         check(unsafe { (self.api.synchronize_stream)(stream.as_ptr()) })
     }
 
-    unsafe fn memcpy_async(
-        &self,
-        dst: *mut c_void,
-        dst_max: usize,
-        src: *const c_void,
-        count: usize,
-        kind: u32,
-        stream: AclStream,
-    ) -> AclResult<()> {
+    unsafe fn memcpy_async(&self, c: Memcpy, stream: AclStream) -> AclResult<()> {
         // SAFETY: the caller guarantees the ranges until the stream is synchronised.
-        check(unsafe { (self.api.memcpy_async)(dst, dst_max, src, count, kind, stream.as_ptr()) })
+        check(unsafe { (self.api.memcpy_async)(c.dst, c.dst_max, c.src, c.count, c.kind, stream.as_ptr()) })
     }
 
     fn synchronize_device(&self) -> AclResult<()> {

@@ -113,6 +113,30 @@ impl From<AclStream> for usize {
     }
 }
 
+/// The arguments of one copy, as `aclrtMemcpy` and `aclrtMemcpyAsync` both take
+/// them: `count` bytes from `src` to `dst`, which has room for `dst_max`, in the
+/// memory spaces `kind` names (`ACL_MEMCPY_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memcpy {
+    /// Where the bytes go.
+    pub dst: *mut c_void,
+    /// The room at `dst`; a `count` above it is refused.
+    pub dst_max: usize,
+    /// Where the bytes come from.
+    pub src: *const c_void,
+    /// How many bytes.
+    pub count: usize,
+    /// The direction, an `ACL_MEMCPY_*` code.
+    pub kind: u32,
+}
+
+impl Memcpy {
+    /// `n` bytes from `src` to `dst`, the destination room exactly `n`.
+    pub fn exact(dst: *mut c_void, src: *const c_void, n: usize, kind: u32) -> Self {
+        Self { dst, dst_max: n, src, count: n, kind }
+    }
+}
+
 /// The result of an ACL call.
 pub type AclResult<T> = Result<T, AclError>;
 
@@ -141,16 +165,9 @@ pub trait AclRuntime {
     /// `aclrtMemcpy(dst, dst_max, src, count, kind)`.
     ///
     /// # Safety
-    /// `dst` must be valid for `dst_max` bytes and `src` for `count` bytes, in the
-    /// memory space `kind` names.
-    unsafe fn memcpy(
-        &self,
-        dst: *mut c_void,
-        dst_max: usize,
-        src: *const c_void,
-        count: usize,
-        kind: u32,
-    ) -> AclResult<()>;
+    /// `copy.dst` must be valid for `dst_max` bytes and `copy.src` for `count`
+    /// bytes, in the memory space `kind` names.
+    unsafe fn memcpy(&self, copy: Memcpy) -> AclResult<()>;
     /// `aclrtMallocHost(&ptr, size)`: page-locked host memory, 64-byte aligned.
     fn malloc_host(&self, size: usize) -> AclResult<*mut c_void>;
     /// `aclrtFreeHost(ptr)`: only memory from [`AclRuntime::malloc_host`].
@@ -165,17 +182,9 @@ pub trait AclRuntime {
     /// on `stream`; it is done only after [`AclRuntime::synchronize_stream`].
     ///
     /// # Safety
-    /// `dst` must stay valid for `dst_max` bytes and `src` for `count` bytes, in the
-    /// memory space `kind` names, until the stream is synchronised.
-    unsafe fn memcpy_async(
-        &self,
-        dst: *mut c_void,
-        dst_max: usize,
-        src: *const c_void,
-        count: usize,
-        kind: u32,
-        stream: AclStream,
-    ) -> AclResult<()>;
+    /// `copy.dst` must stay valid for `dst_max` bytes and `copy.src` for `count`
+    /// bytes, in the memory space `kind` names, until the stream is synchronised.
+    unsafe fn memcpy_async(&self, copy: Memcpy, stream: AclStream) -> AclResult<()>;
     /// `aclrtSynchronizeDevice()`.
     fn synchronize_device(&self) -> AclResult<()>;
     /// `aclrtDeviceCanAccessPeer(&can, device, peer)`.

@@ -3,9 +3,9 @@
 
 use kpccl_testkit::acl;
 
-use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::HostSim;
+use kpccl_ascend::{AclRuntime, Memcpy};
 
 use acl::ipc::Exported;
 
@@ -69,29 +69,33 @@ fn stream_work_runs_in_order_at_synchronisation() {
             let s = rt.create_stream().unwrap();
             let (a, b) = ([1u8; 64], [2u8; 64]);
             // SAFETY: a device block of 64 bytes and two host arrays alive until the sync.
-            unsafe { rt.memcpy_async(dev, 64, a.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE, s) }.unwrap();
+            unsafe { rt.memcpy_async(Memcpy::exact(dev, a.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE), s) }
+                .unwrap();
             // SAFETY: as above.
-            unsafe { rt.memcpy_async(dev, 64, b.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE, s) }.unwrap();
+            unsafe { rt.memcpy_async(Memcpy::exact(dev, b.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE), s) }
+                .unwrap();
             let mut seen = [9u8; 64];
             // SAFETY: synchronous read of the device block.
-            unsafe { rt.memcpy(seen.as_mut_ptr().cast(), 64, dev, 64, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
+            unsafe { rt.memcpy(Memcpy::exact(seen.as_mut_ptr().cast(), dev, 64, ACL_MEMCPY_DEVICE_TO_HOST)) }.unwrap();
             assert_eq!(seen, [0u8; 64], "queued copies have not run before the sync");
             rt.synchronize_stream(s).unwrap();
             // SAFETY: as above.
-            unsafe { rt.memcpy(seen.as_mut_ptr().cast(), 64, dev, 64, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
+            unsafe { rt.memcpy(Memcpy::exact(seen.as_mut_ptr().cast(), dev, 64, ACL_MEMCPY_DEVICE_TO_HOST)) }.unwrap();
             assert_eq!(seen, [2u8; 64], "the later copy ran last");
             // Destroying a stream first runs what it still holds.
             // SAFETY: as above.
-            unsafe { rt.memcpy_async(dev, 64, a.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE, s) }.unwrap();
+            unsafe { rt.memcpy_async(Memcpy::exact(dev, a.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE), s) }
+                .unwrap();
             rt.destroy_stream(s).unwrap();
             // SAFETY: as above.
-            unsafe { rt.memcpy(seen.as_mut_ptr().cast(), 64, dev, 64, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
+            unsafe { rt.memcpy(Memcpy::exact(seen.as_mut_ptr().cast(), dev, 64, ACL_MEMCPY_DEVICE_TO_HOST)) }.unwrap();
             assert_eq!(seen, [1u8; 64]);
             assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), ACL_ERROR_RT_PARAM_INVALID);
             let other = rt.create_stream().unwrap();
             rt.set_device(1).unwrap();
             // SAFETY: refused before any byte moves.
-            let r = unsafe { rt.memcpy_async(dev, 64, a.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE, other) };
+            let r =
+                unsafe { rt.memcpy_async(Memcpy::exact(dev, a.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE), other) };
             assert_eq!(r.unwrap_err().code(), ACL_ERROR_RT_STREAM_CONTEXT);
             rt.set_device(0).unwrap();
             rt.destroy_stream(other).unwrap();

@@ -15,7 +15,7 @@ use kpccl_ascend::codes::{
 };
 use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Collective, Error, Failure, Fault, Setting};
-use kpccl_ascend::{DeviceWindow, sim::HostSim};
+use kpccl_ascend::{DeviceWindow, Memcpy, sim::HostSim};
 use kpccl_posix::{Comm, Oob};
 use kpccl_run::{Launch, RunOob};
 use kpccl_testkit::{FailingOob, INJECTED, ScratchDir, When, entries};
@@ -412,13 +412,14 @@ fn stream_fence<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     let local = rt.malloc(4096, ACL_MEM_MALLOC_HUGE_FIRST).map_err(|x| x.to_string())?;
     let bytes = [0x40 + me as u8; 4096];
     // SAFETY: `local` is 4096 bytes of this rank's own device memory.
-    unsafe { rt.memcpy(local, 4096, bytes.as_ptr().cast(), 4096, ACL_MEMCPY_HOST_TO_DEVICE) }
+    unsafe { rt.memcpy(Memcpy::exact(local, bytes.as_ptr().cast(), 4096, ACL_MEMCPY_HOST_TO_DEVICE)) }
         .map_err(|x| x.to_string())?;
     let s = rt.create_stream().map_err(|x| x.to_string())?;
     let peer = w.segment(right).map_err(e)?.ptr;
     // SAFETY: `peer` is the neighbour's imported segment of 4096 bytes and `local`
     // 4096 bytes, both alive until the stream is synchronised below.
-    unsafe { rt.memcpy_async(peer, 4096, local, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE, s) }.map_err(|x| x.to_string())?;
+    unsafe { rt.memcpy_async(Memcpy::exact(peer, local, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE), s) }
+        .map_err(|x| x.to_string())?;
     let left = u8::try_from((me + n - 1) % n).unwrap();
     let mut got = [0u8; 4096];
     w.fence().map_err(e)?;
@@ -465,7 +466,7 @@ fn sync_copy_is_logged<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     let local = rt.malloc(4096, ACL_MEM_MALLOC_HUGE_FIRST).map_err(|x| x.to_string())?;
     let peer = w.segment((me + 1) % n).map_err(e)?.ptr;
     // SAFETY: both are 4096-byte device blocks.
-    unsafe { rt.memcpy(local, 4096, peer, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) }.map_err(|x| x.to_string())?;
+    unsafe { rt.memcpy(Memcpy::exact(local, peer, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE)) }.map_err(|x| x.to_string())?;
     if kpccl_ascend::sim::sync_import_copies() != 1 {
         return Err("the in-process counter missed the copy".into());
     }

@@ -10,7 +10,7 @@ use core::ffi::c_void;
 
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::{Chip, HostSim, sync_import_copies};
-use kpccl_ascend::{AclRuntime, AclStream};
+use kpccl_ascend::{AclRuntime, AclStream, Memcpy};
 
 use acl::ipc::{Exported, SIZE, code, fill, read};
 
@@ -33,14 +33,14 @@ fn at(p: *mut c_void, off: usize) -> *mut c_void {
 /// A synchronous copy of `n` bytes; its ACL code.
 fn sync_copy(rt: &HostSim, dst: *mut c_void, src: *mut c_void, n: usize, kind: u32) -> i32 {
     // SAFETY: every caller passes blocks of at least `n` bytes (device or host).
-    code(unsafe { rt.memcpy(dst, n, src, n, kind) })
+    code(unsafe { rt.memcpy(Memcpy::exact(dst, src, n, kind)) })
 }
 
 /// An asynchronous copy of `n` bytes on `s`; its ACL code (the copy runs at the
 /// stream's synchronisation).
 fn async_copy(rt: &HostSim, dst: *mut c_void, src: *mut c_void, n: usize, kind: u32, s: AclStream) -> i32 {
     // SAFETY: as in `sync_copy`; the blocks outlive the stream's synchronisation.
-    code(unsafe { rt.memcpy_async(dst, n, src, n, kind, s) })
+    code(unsafe { rt.memcpy_async(Memcpy::exact(dst, src, n, kind), s) })
 }
 
 /// The importer's side across devices: every rule, then a write into the

@@ -24,60 +24,48 @@ pub(crate) enum AnyWindow {
     Device(DeviceWindow),
 }
 
+/// `body` for the window of either kind, bound to `w`: a method that reads the
+/// same on both is written once, and each arm still calls its own type's method.
+macro_rules! either {
+    ($win:expr, |$w:ident| $body:expr) => {
+        match $win {
+            AnyWindow::Host($w) => $body,
+            #[cfg(feature = "ascend")]
+            AnyWindow::Device($w) => $body,
+        }
+    };
+}
+
 // The fence calls stay inlined from the C entry point to the epoch slot: a
 // host window pays one predictable branch.
 impl AnyWindow {
     pub(crate) fn rank(&self) -> u32 {
-        match self {
-            Self::Host(w) => w.rank(),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => w.rank(),
-        }
+        either!(self, |w| w.rank())
     }
 
     #[inline]
     pub(crate) fn nranks(&self) -> u32 {
-        match self {
-            Self::Host(w) => w.nranks(),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => w.nranks(),
-        }
+        either!(self, |w| w.nranks())
     }
 
     #[inline]
     pub(crate) fn peer_fence(&self, peer: u32) -> Result<(), Error> {
-        match self {
-            Self::Host(w) => Ok(w.peer_fence(peer)?),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => Ok(w.peer_fence(peer)?),
-        }
+        either!(self, |w| Ok(w.peer_fence(peer)?))
     }
 
     #[inline]
     pub(crate) fn signal(&self, peer: u32) -> Result<(), Error> {
-        match self {
-            Self::Host(w) => Ok(w.signal(peer)?),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => Ok(w.signal(peer)?),
-        }
+        either!(self, |w| Ok(w.signal(peer)?))
     }
 
     #[inline]
     pub(crate) fn wait(&self, peer: u32) -> Result<(), Error> {
-        match self {
-            Self::Host(w) => Ok(w.wait(peer)?),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => Ok(w.wait(peer)?),
-        }
+        either!(self, |w| Ok(w.wait(peer)?))
     }
 
     #[inline]
     pub(crate) fn fence(&self) -> Result<(), Error> {
-        match self {
-            Self::Host(w) => Ok(w.fence()?),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => Ok(w.fence()?),
-        }
+        either!(self, |w| Ok(w.fence()?))
     }
 
     /// The fence with every rank, after the work queued on `stream` (an
@@ -107,20 +95,12 @@ impl AnyWindow {
 
     /// Copies `src` to byte `offset` of `rank`'s segment, complete on return.
     pub(crate) fn put(&self, rank: u32, offset: usize, src: &[u8]) -> Result<(), Error> {
-        match self {
-            Self::Host(w) => Ok(w.write(rank, offset, src)?),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => Ok(w.write(rank, offset, src)?),
-        }
+        either!(self, |w| Ok(w.write(rank, offset, src)?))
     }
 
     /// Copies from byte `offset` of `rank`'s segment into `dst`, complete on return.
     pub(crate) fn get(&self, rank: u32, offset: usize, dst: &mut [u8]) -> Result<(), Error> {
-        match self {
-            Self::Host(w) => Ok(w.read(rank, offset, dst)?),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => Ok(w.read(rank, offset, dst)?),
-        }
+        either!(self, |w| Ok(w.read(rank, offset, dst)?))
     }
 
     /// Rank `rank`'s segment: its address in this process (a device address
@@ -136,11 +116,7 @@ impl AnyWindow {
 
     /// Frees the window (collective).
     pub(crate) fn free(self) -> Result<(), Error> {
-        match self {
-            Self::Host(w) => Ok(w.free()?),
-            #[cfg(feature = "ascend")]
-            Self::Device(w) => Ok(w.free()?),
-        }
+        either!(self, |w| Ok(w.free()?))
     }
 }
 

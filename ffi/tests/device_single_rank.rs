@@ -11,9 +11,9 @@ use core::ptr::null_mut;
 use kpccl::*;
 
 mod support;
-use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::{ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE};
 use kpccl_ascend::sim::HostSim;
+use kpccl_ascend::{AclRuntime, Memcpy};
 use support::{barrier, copy, last_error};
 
 #[test]
@@ -43,10 +43,19 @@ fn a_device_window_on_the_simulator() {
     let rt = HostSim::new();
     let data = [7u8; 64];
     let mut back = [0u8; 64];
-    unsafe { rt.memcpy(base, 4096, data.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE) }.unwrap();
+    unsafe {
+        rt.memcpy(Memcpy {
+            dst: base,
+            dst_max: 4096,
+            src: data.as_ptr().cast(),
+            count: 64,
+            kind: ACL_MEMCPY_HOST_TO_DEVICE,
+        })
+    }
+    .unwrap();
     assert_eq!(unsafe { kpccl_shm_win_fence(win) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_peer_fence(win, 0) }, KPCCL_OK);
-    unsafe { rt.memcpy(back.as_mut_ptr().cast(), 64, base, 64, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
+    unsafe { rt.memcpy(Memcpy::exact(back.as_mut_ptr().cast(), base, 64, ACL_MEMCPY_DEVICE_TO_HOST)) }.unwrap();
     assert_eq!(back, data);
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK, "{}", last_error());
 

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use kpccl_ascend::backend::{self, BackendError, Runtime};
 use kpccl_ascend::codes::{ACL_ERROR_RT_PARAM_INVALID, ACL_IPC_KEY_LEN, ACL_SUCCESS};
-use kpccl_ascend::{AclResult, AclStream, IpcKey};
+use kpccl_ascend::{AclResult, AclStream, IpcKey, Memcpy};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -142,13 +142,8 @@ struct CopyArgs {
 }
 
 impl CopyArgs {
-    fn new(
-        dst: &Bound<'_, PyAny>,
-        dest_max: &Bound<'_, PyAny>,
-        src: &Bound<'_, PyAny>,
-        count: &Bound<'_, PyAny>,
-        kind: &Bound<'_, PyAny>,
-    ) -> PyResult<Self> {
+    /// From the Python arguments `dst, dest_max, src, count, kind`, in that order.
+    fn new([dst, dest_max, src, count, kind]: [&Bound<'_, PyAny>; 5]) -> PyResult<Self> {
         Ok(Self {
             dst: int(dst, "dst")?,
             dst_max: int(dest_max, "dest_max")?,
@@ -156,6 +151,17 @@ impl CopyArgs {
             count: int(count, "count")?,
             kind: int(kind, "kind")?,
         })
+    }
+
+    /// The runtime's form of the copy (pointers again).
+    fn memcpy(&self) -> Memcpy {
+        Memcpy {
+            dst: self.dst as *mut c_void,
+            dst_max: self.dst_max,
+            src: self.src as *const c_void,
+            count: self.count,
+            kind: self.kind,
+        }
     }
 }
 
@@ -171,13 +177,12 @@ fn memcpy(
     count: &Bound<'_, PyAny>,
     kind: &Bound<'_, PyAny>,
 ) -> PyResult<i32> {
-    let c = CopyArgs::new(dst, dest_max, src, count, kind)?;
+    let c = CopyArgs::new([dst, dest_max, src, count, kind])?;
     let rt = rt()?;
     // SAFETY: the caller vouches for the addresses, as with pyACL's memcpy
     // (documented); the runtime checks what it can (its own allocations, sizes).
     #[allow(unsafe_code)]
-    let r =
-        py.detach(|| unsafe { rt.memcpy(c.dst as *mut c_void, c.dst_max, c.src as *const c_void, c.count, c.kind) });
+    let r = py.detach(|| unsafe { rt.memcpy(c.memcpy()) });
     Ok(ret(r))
 }
 
@@ -228,13 +233,13 @@ fn memcpy_async(
     kind: &Bound<'_, PyAny>,
     stream: &Bound<'_, PyAny>,
 ) -> PyResult<i32> {
-    let c = CopyArgs::new(dst, dest_max, src, count, kind)?;
+    let c = CopyArgs::new([dst, dest_max, src, count, kind])?;
     let st = AclStream::from_raw(int(stream, "stream")?);
     let rt = rt()?;
     // SAFETY: the caller vouches for the addresses until the stream is
     // synchronised, as with pyACL's memcpy_async (documented).
     #[allow(unsafe_code)]
-    let r = unsafe { rt.memcpy_async(c.dst as *mut c_void, c.dst_max, c.src as *const c_void, c.count, c.kind, st) };
+    let r = unsafe { rt.memcpy_async(c.memcpy(), st) };
     Ok(ret(r))
 }
 

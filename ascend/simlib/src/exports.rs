@@ -5,7 +5,7 @@ use core::ffi::{c_char, c_void};
 
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::HostSim;
-use kpccl_ascend::{AclResult, AclRuntime, AclStream, IpcKey};
+use kpccl_ascend::{AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
 
 fn rt() -> HostSim {
     HostSim::new()
@@ -122,7 +122,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
     kind: u32,
 ) -> i32 {
     // SAFETY: forwarded from the caller.
-    code(unsafe { rt().memcpy(dst, dest_max, src, count, kind) })
+    code(unsafe { rt().memcpy(Memcpy { dst, dst_max: dest_max, src, count, kind }) })
 }
 
 /// `aclError aclrtSynchronizeDevice(void)`.
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     stream: *mut c_void,
 ) -> i32 {
     // SAFETY: forwarded from the caller.
-    code(unsafe { rt().memcpy_async(dst, dest_max, src, count, kind, AclStream::from_ptr(stream)) })
+    code(unsafe { rt().memcpy_async(Memcpy { dst, dst_max: dest_max, src, count, kind }, AclStream::from_ptr(stream)) })
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use super::registry::{self, Importer, Record, WlEntry};
 use super::state::{self, Alloc, Import};
 use super::{Chip, HostSim, copylog, device_count, procinfo, stream};
 use crate::codes::*;
-use crate::runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey};
+use crate::runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
 
 fn fail<T>(code: i32) -> AclResult<T> {
     Err(AclError::new(code))
@@ -57,14 +57,14 @@ fn valid_device(dev: i32) -> AclResult<()> {
 
 /// The argument checks shared by `aclrtMemcpy` and `aclrtMemcpyAsync`: NULL or an
 /// unknown kind is 100000, `count > dst_max` 107000; `Ok(false)` for nothing to copy.
-fn copy_args(dst: *mut c_void, dst_max: usize, src: *const c_void, count: usize, kind: u32) -> AclResult<bool> {
-    if dst.is_null() || src.is_null() || kind > 5 {
+fn copy_args(c: &Memcpy) -> AclResult<bool> {
+    if c.dst.is_null() || c.src.is_null() || c.kind > 5 {
         return fail(ACL_ERROR_INVALID_PARAM);
     }
-    if count == 0 {
+    if c.count == 0 {
         return Ok(false);
     }
-    if dst_max == 0 || count > dst_max {
+    if c.dst_max == 0 || c.count > c.dst_max {
         return fail(ACL_ERROR_RT_PARAM_INVALID);
     }
     Ok(true)
@@ -258,15 +258,9 @@ impl AclRuntime for HostSim {
         Ok(())
     }
 
-    unsafe fn memcpy(
-        &self,
-        dst: *mut c_void,
-        dst_max: usize,
-        src: *const c_void,
-        count: usize,
-        kind: u32,
-    ) -> AclResult<()> {
-        if !copy_args(dst, dst_max, src, count, kind)? {
+    unsafe fn memcpy(&self, c: Memcpy) -> AclResult<()> {
+        let Memcpy { dst, src, count, kind, .. } = c;
+        if !copy_args(&c)? {
             return Ok(());
         }
         let cur = current()?;
@@ -351,16 +345,9 @@ impl AclRuntime for HostSim {
         stream::drain(p, i)
     }
 
-    unsafe fn memcpy_async(
-        &self,
-        dst: *mut c_void,
-        dst_max: usize,
-        src: *const c_void,
-        count: usize,
-        kind: u32,
-        s: AclStream,
-    ) -> AclResult<()> {
-        if !copy_args(dst, dst_max, src, count, kind)? {
+    unsafe fn memcpy_async(&self, c: Memcpy, s: AclStream) -> AclResult<()> {
+        let Memcpy { dst, src, count, kind, .. } = c;
+        if !copy_args(&c)? {
             return Ok(());
         }
         if kind == ACL_MEMCPY_HOST_TO_HOST {

@@ -13,6 +13,7 @@ use super::{DeviceSegment, DeviceWindow};
 use crate::codes::{
     ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE,
 };
+use crate::runtime::Memcpy;
 
 /// A device buffer on this rank's device, freed on drop.
 struct Staging<'w> {
@@ -52,7 +53,7 @@ impl DeviceWindow {
     /// the stream is synchronised.
     unsafe fn queue(&self, dst: *mut c_void, src: *const c_void, n: usize, kind: u32) -> Result<(), Error> {
         // SAFETY: forwarded from the caller.
-        unsafe { self.dev.rt.memcpy_async(dst, n, src, n, kind, self.stream()) }
+        unsafe { self.dev.rt.memcpy_async(Memcpy::exact(dst, src, n, kind), self.stream()) }
             .map_err(|e| Error::acl(Call::MemcpyAsync, e))
     }
 

@@ -9,61 +9,61 @@ use crate::runtime::AclError;
 
 /// An ACL call a device window makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
 #[non_exhaustive]
 pub enum Call {
     /// `aclInit`.
-    Init = 1,
+    Init,
     /// `aclrtSetDevice`.
-    SetDevice = 2,
+    SetDevice,
     /// `aclrtDeviceGetBareTgid`.
-    GetBareTgid = 3,
+    GetBareTgid,
     /// `aclrtMalloc`.
-    Malloc = 4,
+    Malloc,
     /// `aclrtIpcMemGetExportKey`.
-    GetExportKey = 5,
+    GetExportKey,
     /// `aclrtIpcMemSetImportPid`.
-    SetImportPid = 6,
+    SetImportPid,
     /// `aclrtDeviceCanAccessPeer`.
-    CanAccessPeer = 7,
+    CanAccessPeer,
     /// `aclrtIpcMemImportByKey`.
-    ImportByKey = 8,
+    ImportByKey,
     /// `aclrtMemcpy`.
-    Memcpy = 9,
+    Memcpy,
     /// `aclrtSynchronizeDevice`.
-    Synchronize = 10,
+    Synchronize,
     /// `aclrtIpcMemClose`.
-    Close = 11,
+    Close,
     /// `aclrtFree`.
-    Free = 12,
+    Free,
     /// `aclrtCreateStream`.
-    CreateStream = 13,
+    CreateStream,
     /// `aclrtMemcpyAsync`.
-    MemcpyAsync = 14,
+    MemcpyAsync,
     /// `aclrtSynchronizeStream`.
-    SynchronizeStream = 15,
+    SynchronizeStream,
     /// `aclrtDestroyStream`.
-    DestroyStream = 16,
+    DestroyStream,
 }
 
-const CALLS: [Call; 16] = [
-    Call::Init,
-    Call::SetDevice,
-    Call::GetBareTgid,
-    Call::Malloc,
-    Call::GetExportKey,
-    Call::SetImportPid,
-    Call::CanAccessPeer,
-    Call::ImportByKey,
-    Call::Memcpy,
-    Call::Synchronize,
-    Call::Close,
-    Call::Free,
-    Call::CreateStream,
-    Call::MemcpyAsync,
-    Call::SynchronizeStream,
-    Call::DestroyStream,
-];
+// The codes a creation record carries.
+kpccl_core::codes!(Call: u32 {
+    Init = 1,
+    SetDevice = 2,
+    GetBareTgid = 3,
+    Malloc = 4,
+    GetExportKey = 5,
+    SetImportPid = 6,
+    CanAccessPeer = 7,
+    ImportByKey = 8,
+    Memcpy = 9,
+    Synchronize = 10,
+    Close = 11,
+    Free = 12,
+    CreateStream = 13,
+    MemcpyAsync = 14,
+    SynchronizeStream = 15,
+    DestroyStream = 16,
+});
 
 impl Call {
     /// The ACL function's name.
@@ -86,10 +86,6 @@ impl Call {
             Self::SynchronizeStream => "aclrtSynchronizeStream",
             Self::DestroyStream => "aclrtDestroyStream",
         }
-    }
-
-    pub(crate) fn from_u32(v: u32) -> Option<Self> {
-        CALLS.iter().copied().find(|c| *c as u32 == v)
     }
 }
 

@@ -114,7 +114,7 @@ impl LockstepRecord for Record {
             return;
         }
         let (status, call, code, about) = match f {
-            Failure::Acl { call, code, peer } => (ACL, call as u32, code, peer.unwrap_or(NOBODY)),
+            Failure::Acl { call, code, peer } => (ACL, call.code(), code, peer.unwrap_or(NOBODY)),
             Failure::NoRuntime => (NO_RUNTIME, 0, 0, NOBODY),
             Failure::Argument | Failure::Unknown => (ARGUMENT, 0, 0, NOBODY),
             Failure::Oob(code) => (OOB, 0, code, NOBODY),
@@ -127,7 +127,7 @@ impl LockstepRecord for Record {
         let peer = (self.about != NOBODY).then_some(self.about);
         Some(match self.status {
             OK => return None,
-            ACL => match Call::from_u32(self.call) {
+            ACL => match Call::from_code(self.call) {
                 Some(call) => Failure::Acl { call, code: self.code, peer },
                 None => Failure::Unknown,
             },

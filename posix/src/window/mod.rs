@@ -62,6 +62,20 @@ impl Window {
         }
     }
 
+    /// One pairwise call with `peer`, a rank of this node, counted in `counter`:
+    /// the rank renamed to the core's local one, and back in an error.
+    #[inline]
+    fn pairwise(
+        &self,
+        peer: u32,
+        counter: fn(&Counters) -> &kpccl_core::sync::AtomicU64,
+        call: impl FnOnce(&kpccl_core::Window<PosixPlatform>, u32) -> Result<(), FenceError>,
+    ) -> Result<(), Error> {
+        let local = self.nodes.local(peer)?;
+        self.count(counter);
+        call(&self.inner, local).map_err(|e| self.global(e))
+    }
+
     /// This rank (in the communicator).
     pub fn rank(&self) -> u32 {
         self.nodes.global(self.inner.rank())
@@ -88,9 +102,7 @@ impl Window {
     /// one to one. A rank of another node is an error ([`Error::OtherNode`]).
     #[inline]
     pub fn peer_fence(&self, peer: u32) -> Result<(), Error> {
-        let local = self.nodes.local(peer)?;
-        self.count(|s| &s.peer_fences);
-        self.inner.peer_fence(local).map_err(|e| self.global(e))
+        self.pairwise(peer, |s| &s.peer_fences, |w, local| w.peer_fence(local))
     }
 
     /// Signals `peer`, a rank of this node, once and returns without waiting:
@@ -100,9 +112,7 @@ impl Window {
     /// sends nor consumes one. A signal to oneself does nothing.
     #[inline]
     pub fn signal(&self, peer: u32) -> Result<(), Error> {
-        let local = self.nodes.local(peer)?;
-        self.count(|s| &s.signals);
-        self.inner.signal(local).map_err(|e| self.global(e))
+        self.pairwise(peer, |s| &s.signals, |w, local| w.signal(local))
     }
 
     /// Waits until `peer`, a rank of this node, has signalled this rank more
@@ -112,9 +122,7 @@ impl Window {
     /// Waiting for oneself returns at once.
     #[inline]
     pub fn wait(&self, peer: u32) -> Result<(), Error> {
-        let local = self.nodes.local(peer)?;
-        self.count(|s| &s.waits);
-        self.inner.wait(local).map_err(|e| self.global(e))
+        self.pairwise(peer, |s| &s.waits, |w, local| w.wait(local))
     }
 
     /// The fence with every rank of this node (each of them calls it).

@@ -5,7 +5,7 @@
 use core::ffi::c_void;
 
 use kpccl_ascend::codes::*;
-use kpccl_ascend::{AclError, AclRuntime, IpcKey};
+use kpccl_ascend::{AclError, AclRuntime, IpcKey, Memcpy};
 
 use super::proc::{Chan, Child, spawn};
 
@@ -32,7 +32,7 @@ pub fn recv_key(c: &mut Chan) -> IpcKey {
 pub fn fill<R: AclRuntime>(rt: &R, ptr: *mut c_void, byte: u8) {
     let host = vec![byte; 4096];
     // SAFETY: `ptr` is device memory of at least 4096 bytes, `host` is 4096 bytes.
-    unsafe { rt.memcpy(ptr, 4096, host.as_ptr().cast(), 4096, ACL_MEMCPY_HOST_TO_DEVICE) }.unwrap();
+    unsafe { rt.memcpy(Memcpy::exact(ptr, host.as_ptr().cast(), 4096, ACL_MEMCPY_HOST_TO_DEVICE)) }.unwrap();
 }
 
 /// The first 4096 bytes of device memory `ptr`.
@@ -40,7 +40,7 @@ pub fn fill<R: AclRuntime>(rt: &R, ptr: *mut c_void, byte: u8) {
 pub fn read<R: AclRuntime>(rt: &R, ptr: *mut c_void) -> Vec<u8> {
     let mut host = vec![0u8; 4096];
     // SAFETY: as in `fill`.
-    unsafe { rt.memcpy(host.as_mut_ptr().cast(), 4096, ptr, 4096, ACL_MEMCPY_DEVICE_TO_HOST) }.unwrap();
+    unsafe { rt.memcpy(Memcpy::exact(host.as_mut_ptr().cast(), ptr, 4096, ACL_MEMCPY_DEVICE_TO_HOST)) }.unwrap();
     host
 }
 

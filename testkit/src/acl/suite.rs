@@ -7,7 +7,7 @@
 use core::ffi::c_void;
 
 use kpccl_ascend::codes::*;
-use kpccl_ascend::{AclRuntime, IpcKey};
+use kpccl_ascend::{AclRuntime, IpcKey, Memcpy};
 
 use super::ipc::{Exported, SIZE, code, exporter, fill, importer, read, recv_key, send_key, whitelisted_importer};
 use super::proc::spawn;
@@ -48,11 +48,11 @@ pub fn happy_cross_device<R: AclRuntime>(rt: &R) {
             let q = rt.ipc_mem_import_by_key(k, flag).unwrap();
             let local = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
             // SAFETY: both are device blocks of at least 4096 bytes.
-            unsafe { rt.memcpy(local, 4096, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) }.unwrap();
+            unsafe { rt.memcpy(Memcpy::exact(local, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE)) }.unwrap();
             assert!(read(rt, local).iter().all(|&b| b == 0x33));
             let host = [0u8; 16];
             // SAFETY: `q` is an imported block of at least 16 bytes.
-            let r = unsafe { rt.memcpy(q, 16, host.as_ptr().cast(), 16, ACL_MEMCPY_HOST_TO_DEVICE) };
+            let r = unsafe { rt.memcpy(Memcpy::exact(q, host.as_ptr().cast(), 16, ACL_MEMCPY_HOST_TO_DEVICE)) };
             assert_eq!(code(r), ACL_ERROR_RT_PARAM_INVALID);
             rt.free(local).unwrap();
             rt.ipc_mem_close(k).unwrap();
@@ -239,10 +239,12 @@ pub fn runtime_checks<R: AclRuntime + Sync>(rt: &R) {
             assert_eq!(code(rt.device_enable_peer_access(1, 1)), ACL_ERROR_FEATURE_UNSUPPORTED);
             let p = rt.malloc(4096, 0).unwrap();
             // SAFETY: count > destMax is refused before any access.
-            let r = unsafe { rt.memcpy(p, 16, p, 32, ACL_MEMCPY_DEVICE_TO_DEVICE) };
+            let r = unsafe {
+                rt.memcpy(Memcpy { dst: p, dst_max: 16, src: p, count: 32, kind: ACL_MEMCPY_DEVICE_TO_DEVICE })
+            };
             assert_eq!(code(r), ACL_ERROR_RT_PARAM_INVALID);
             // SAFETY: bad kind is refused before any access.
-            let r = unsafe { rt.memcpy(p, 16, p, 16, 9) };
+            let r = unsafe { rt.memcpy(Memcpy::exact(p, p, 16, 9)) };
             assert_eq!(code(r), ACL_ERROR_INVALID_PARAM);
             rt.free(p).unwrap();
             assert_eq!(code(rt.free(p)), ACL_ERROR_RT_PARAM_INVALID);
@@ -304,7 +306,7 @@ pub fn cross_device_without_peer_access<R: AclRuntime>(rt: &R) {
         let q = rt.ipc_mem_import_by_key(k, ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT).unwrap();
         let local = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
         // SAFETY: both are device blocks of at least 4096 bytes.
-        let r = unsafe { rt.memcpy(local, 4096, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE) };
+        let r = unsafe { rt.memcpy(Memcpy::exact(local, q, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE)) };
         assert_ne!(code(r), 0, "copy without peer access must fail");
         rt.free(local).unwrap();
         rt.ipc_mem_close(k).unwrap();
@@ -376,9 +378,9 @@ pub fn streams_and_host_memory<R: AclRuntime>(rt: &R) {
     assert_ne!(s, kpccl_ascend::AclStream::DEFAULT);
     for stream in [s, kpccl_ascend::AclStream::DEFAULT] {
         // SAFETY: device and host blocks of `n` bytes, alive until the sync below.
-        unsafe { rt.memcpy_async(dev, n, src.cast(), n, ACL_MEMCPY_HOST_TO_DEVICE, stream) }.unwrap();
+        unsafe { rt.memcpy_async(Memcpy::exact(dev, src.cast(), n, ACL_MEMCPY_HOST_TO_DEVICE), stream) }.unwrap();
         // SAFETY: as above.
-        unsafe { rt.memcpy_async(back.cast(), n, dev, n, ACL_MEMCPY_DEVICE_TO_HOST, stream) }.unwrap();
+        unsafe { rt.memcpy_async(Memcpy::exact(back.cast(), dev, n, ACL_MEMCPY_DEVICE_TO_HOST), stream) }.unwrap();
         rt.synchronize_stream(stream).unwrap();
         // SAFETY: `back` is `n` host bytes, and the stream is synchronised.
         let got = unsafe { core::slice::from_raw_parts(back, n) };
@@ -387,10 +389,15 @@ pub fn streams_and_host_memory<R: AclRuntime>(rt: &R) {
         unsafe { core::ptr::write_bytes(back, 0, n) };
     }
     // SAFETY: two host blocks of `n` bytes.
-    let r = unsafe { rt.memcpy_async(back.cast(), n, src.cast(), n, ACL_MEMCPY_HOST_TO_HOST, s) };
+    let r = unsafe { rt.memcpy_async(Memcpy::exact(back.cast(), src.cast(), n, ACL_MEMCPY_HOST_TO_HOST), s) };
     assert_eq!(code(r), ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "no asynchronous copy within the host");
     // SAFETY: count > destMax is refused before anything is read.
-    let r = unsafe { rt.memcpy_async(dev, 16, src.cast(), 32, ACL_MEMCPY_HOST_TO_DEVICE, s) };
+    let r = unsafe {
+        rt.memcpy_async(
+            Memcpy { dst: dev, dst_max: 16, src: src.cast(), count: 32, kind: ACL_MEMCPY_HOST_TO_DEVICE },
+            s,
+        )
+    };
     assert_eq!(code(r), ACL_ERROR_RT_PARAM_INVALID);
     rt.destroy_stream(s).unwrap();
     rt.free(dev).unwrap();

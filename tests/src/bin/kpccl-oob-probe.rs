@@ -33,16 +33,9 @@ fn main() -> ExitCode {
         eprintln!("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang]");
         return ExitCode::from(2);
     }
-    let oob = match RunOob::from_env() {
-        Ok(Some(oob)) => oob,
-        Ok(None) => {
-            eprintln!("kpccl-oob-probe: run me under kpccl-run");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("kpccl-oob-probe: cannot reach the launcher: {e}");
-            return ExitCode::from(2);
-        }
+    let oob = match kpccl_tests::launched_oob("kpccl-oob-probe") {
+        Ok(oob) => oob,
+        Err(code) => return code,
     };
     let rank = oob.rank();
     let expected = match mode.as_str() {

@@ -17,8 +17,6 @@ mod signals;
 
 use std::process::ExitCode;
 
-use kpccl_posix::launch::RunOob;
-
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
     let Some(name) = argv.next() else {
@@ -32,16 +30,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let oob = match RunOob::from_env() {
-        Ok(Some(oob)) => oob,
-        Ok(None) => {
-            eprintln!("kpccl-scenario: run me under kpccl-run");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("kpccl-scenario: cannot reach the launcher: {e}");
-            return ExitCode::from(2);
-        }
+    let oob = match kpccl_tests::launched_oob("kpccl-scenario") {
+        Ok(oob) => oob,
+        Err(code) => return code,
     };
     let rank = oob.rank();
     match scenarios::run(&name, oob, &args) {
