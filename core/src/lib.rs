@@ -18,6 +18,7 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod bias;
 mod codes;
 pub mod error;
 pub mod fence;

@@ -120,6 +120,23 @@ pub fn fence(order: Ordering) {
     imp::fence(order);
 }
 
+/// The light half of an asymmetric fence: it only stops the compiler from
+/// moving memory accesses across it; the heavy half (a process-wide barrier,
+/// `membarrier`, run by another thread) makes it a full fence whenever the
+/// two meet (see [`crate::bias`]). loom has no heavy half, so under loom
+/// this is a sequentially consistent fence, and so is the heavy half in the
+/// models.
+#[inline]
+pub fn asymmetric_light_fence() {
+    cfg_if::cfg_if! {
+        if #[cfg(loom)] {
+            imp::fence(Ordering::SeqCst);
+        } else {
+            core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        }
+    }
+}
+
 /// The CPU's spin-wait hint (`pause` on x86_64, `isb` on aarch64); a yield under loom.
 #[inline]
 pub fn spin_loop() {

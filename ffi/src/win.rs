@@ -32,7 +32,7 @@ pub struct kpccl_shm_win_t {
 /// passed: `NULL`, a foreign pointer and a communicator are refused, and so
 /// is a freed window ("window handle 0x… was freed (stale handle)") even
 /// after new windows were made, because the library never hands out a freed
-/// handle's value again (until 2^29 handles have been made in the process):
+/// handle's value again (until 2^28 handles have been made in the process):
 /// a stale call never touches a live window.
 ///
 /// One thread at a time may fence, signal, wait on, put to, get from or free

@@ -65,3 +65,8 @@ pub fn page_size() -> usize {
 /// pattern a valid value (bytemuck's derive checks it for your own types).
 pub use bytemuck::Pod;
 pub use window::{PendingFence, Window};
+/// The system's halves of an owner-biased entry (`kpccl_core::bias`), for
+/// the C handles.
+pub mod bias {
+    pub use crate::sys::{heavy_fence, heavy_fence_works, thread_token};
+}

@@ -1,7 +1,8 @@
 //! Where handles come from: a region of address space reserved once and cut
-//! into 32-byte blocks, handed out in order. A block's address is never
-//! handed out again until the whole region has been (2^29 handles with the
-//! usual 16 GiB region), so a freed handle stays recognisable as freed while
+//! into 64-byte blocks (a cache line each: fences through two handles do not
+//! share one), handed out in order. A block's address is never handed out
+//! again until the whole region has been (2^28 handles with the usual 16 GiB
+//! region), so a freed handle stays recognisable as freed while
 //! new objects are made: a heap allocator would give its address to the next
 //! object at once.
 //!
@@ -19,14 +20,15 @@ use core::ptr::NonNull;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
+use kpccl_core::bias::Bias;
 use kpccl_core::sync::AtomicU64;
 use kpccl_core::sync::Ordering::Relaxed;
 
 use crate::win::kpccl_shm_win_t;
 
 /// What a handle points to: the fields C reads through a window handle,
-/// then the library's.
-#[repr(C, align(32))]
+/// then the library's. All zeros is a free block (pages given back read so).
+#[repr(C, align(64))]
 #[derive(Debug)]
 pub(super) struct Block {
     /// `rank`, `nranks` and the handle's serial number (C reads a window's).
@@ -36,14 +38,17 @@ pub(super) struct Block {
     pub(super) state: AtomicU64,
     /// The object (a leaked `Box`), valid while `state` is not 0.
     pub(super) object: UnsafeCell<*mut ()>,
+    /// The thread that made the handle uses it without the busy bit until
+    /// another thread takes it (see `kpccl_core::bias`).
+    pub(super) bias: Bias,
 }
 
 pub(super) const BLOCK: usize = size_of::<Block>();
-const _: () = assert!(BLOCK == 32);
+const _: () = assert!(BLOCK == 64);
 // A handle points at the block and at the public part alike.
 const _: () = assert!(core::mem::offset_of!(Block, head) == 0);
 
-/// The usual region: 16 GiB of address space (2^29 handles); halved until
+/// The usual region: 16 GiB of address space (2^28 handles); halved until
 /// the system grants it (`ulimit -v`, strict overcommit).
 const REGION: usize = 1 << 34;
 const SMALLEST: usize = 1 << 16;

@@ -1,14 +1,17 @@
 //! The crate's system calls, through rustix's safe wrappers: `unsafe` is left
 //! only around what rustix itself marks unsafe (mmap, munmap, madvise in
-//! `shm.rs`; the memory views are in `window/access.rs`).
+//! `shm.rs`; the memory views are in `window/access.rs`), and around the
+//! one instruction that reads the thread pointer (`thread.rs`).
 
 mod futex;
 mod shm;
 mod socket;
+mod thread;
 
 pub(crate) use futex::{futex_wait, futex_wake};
 pub(crate) use shm::{Fd, Mapping, free_space, map_shared};
 pub(crate) use socket::NoSigpipe;
+pub use thread::{heavy_fence, heavy_fence_works, thread_token};
 
 use std::io;
 
