@@ -73,38 +73,30 @@ impl Object {
     }
 }
 
-/// The owner's fast path against a thread that takes the lock and revokes:
-/// they never overlap (both may be refused, as two concurrent calls on one
-/// handle may), and a use that was not refused happened.
-#[test]
-fn owner_and_taker_exclude_each_other() {
-    loom::model(|| {
-        let o = Arc::new(Object::new(OWNER));
-        let t = {
-            let o = Arc::clone(&o);
-            thread::spawn(move || o.use_once(OTHER))
-        };
-        let a = o.use_once(OWNER);
-        let b = t.join().unwrap();
-        assert_eq!(o.uses(), u32::from(a) + u32::from(b));
-    });
+/// `owner_uses` uses by the owner against one by a thread that takes the
+/// lock and revokes the bias: they never overlap (both may be refused, as
+/// two concurrent calls on one handle may), and every use not refused
+/// happened.
+fn race(owner_uses: u32) {
+    let o = Arc::new(Object::new(OWNER));
+    let t = {
+        let o = Arc::clone(&o);
+        thread::spawn(move || o.use_once(OTHER))
+    };
+    let a: u32 = (0..owner_uses).map(|_| u32::from(o.use_once(OWNER))).sum();
+    let b = u32::from(t.join().unwrap());
+    assert_eq!(o.uses(), a + b);
 }
 
-/// Two uses by the owner against one by a taker: the owner's second use,
-/// after a revocation, takes the lock, and still nothing overlaps (each use
-/// may be refused while the other thread holds the object).
+#[test]
+fn owner_and_taker_exclude_each_other() {
+    loom::model(|| race(1));
+}
+
+/// The owner's second use, after a revocation, takes the lock.
 #[test]
 fn a_revoked_owner_takes_the_lock() {
-    loom::model(|| {
-        let o = Arc::new(Object::new(OWNER));
-        let t = {
-            let o = Arc::clone(&o);
-            thread::spawn(move || o.use_once(OTHER))
-        };
-        let a = u32::from(o.use_once(OWNER)) + u32::from(o.use_once(OWNER));
-        let b = u32::from(t.join().unwrap());
-        assert_eq!(o.uses(), a + b);
-    });
+    loom::model(|| race(2));
 }
 
 /// Sequential uses always get in, and the first use by another thread

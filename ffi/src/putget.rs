@@ -4,20 +4,31 @@
 
 use core::ffi::{c_int, c_void};
 
+use crate::device::AnyWindow;
 use crate::error::{Error, RangeOf};
 use crate::handle;
 use crate::win::{get, kpccl_shm_win_h};
 
-/// The bytes `[ptr, ptr + len)` of a caller's buffer, checked: `ptr` may be
-/// `NULL` only when `len` is 0.
-fn checked(ptr: *const c_void, len: usize, arg: &'static str) -> Result<(), Error> {
+/// The window, the rank (checked against `0..nranks`) and the caller's buffer
+/// `[ptr, ptr + len)` (checked: `ptr` may be `NULL` only when `len` is 0) of a
+/// put or a get.
+fn target<'a>(
+    win: kpccl_shm_win_h,
+    rank: c_int,
+    ptr: *const c_void,
+    len: usize,
+    arg: &'static str,
+) -> Result<(handle::Exclusive<'a, AnyWindow>, u32), Error> {
+    // SAFETY: none needed (see `get`).
+    let w = unsafe { get(win) }?;
+    let rank = handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?;
     if ptr.is_null() && len > 0 {
         return Err(Error::Null(arg));
     }
     if isize::try_from(len).is_err() {
         return Err(Error::Invalid { arg: "len", why: "larger than the address space allows" });
     }
-    Ok(())
+    Ok((w, rank))
 }
 
 /// Copies `len` bytes from `src` to byte `offset` of rank `rank`'s segment
@@ -42,10 +53,7 @@ pub unsafe extern "C" fn kpccl_shm_win_put(
     len: usize,
 ) -> c_int {
     ffi_boundary!("kpccl_shm_win_put", {
-        // SAFETY: none needed (see `get`).
-        let w = unsafe { get(win) }?;
-        let rank = handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?;
-        checked(src, len, "src")?;
+        let (w, rank) = target(win, rank, src, len, "src")?;
         let bytes: &[u8] = if len == 0 {
             &[]
         } else {
@@ -72,10 +80,7 @@ pub unsafe extern "C" fn kpccl_shm_win_get(
     len: usize,
 ) -> c_int {
     ffi_boundary!("kpccl_shm_win_get", {
-        // SAFETY: none needed (see `get`).
-        let w = unsafe { get(win) }?;
-        let rank = handle::rank(rank, "rank", w.nranks(), RangeOf::WindowRanks)?;
-        checked(dst, len, "dst")?;
+        let (w, rank) = target(win, rank, dst, len, "dst")?;
         let bytes: &mut [u8] = if len == 0 {
             &mut []
         } else {
