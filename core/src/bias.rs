@@ -102,22 +102,25 @@ impl Bias {
         self.inside.store(0, Release);
     }
 
-    /// Revokes the bias, with `heavy_fence` (a process-wide barrier; whether
-    /// it ran) if there was an owner; call it holding the caller's lock,
-    /// before using the object. Returns whether the object is free of its
-    /// owner: `false` while an owner's call that began before the revocation
-    /// runs, or if the barrier failed (the bias then stays); the caller then
-    /// releases its lock and refuses, as for a busy object.
+    /// Revokes the bias for thread `me`, with `heavy_fence` (a process-wide
+    /// barrier; whether it ran) if another thread owned it; call it holding
+    /// the caller's lock, before using the object. Returns whether the
+    /// object is free of its owner: `false` while an owner's call that began
+    /// before the revocation runs (or, for the owner itself, a call of its
+    /// own that this one is nested in), or if the barrier failed (the bias
+    /// then stays); the caller then releases its lock and refuses, as for a
+    /// busy object.
     #[inline]
-    pub fn revoke(&self, heavy_fence: impl FnOnce() -> bool) -> bool {
+    pub fn revoke(&self, me: u64, heavy_fence: impl FnOnce() -> bool) -> bool {
         // Relaxed: only lock holders write `owner` (or a new object's maker,
         // before publishing it), so this reads the last one's value.
         let owner = self.owner.load(Relaxed);
         if owner != 0 {
             // Relaxed: the heavy fence orders it before the read below, and
-            // before the owner's next read of it.
+            // before the owner's next read of it; the owner's own later reads
+            // follow it in program order, so it needs no fence.
             self.owner.store(0, Relaxed);
-            if !heavy_fence() {
+            if owner != me && !heavy_fence() {
                 // Relaxed: as above; without the barrier the owner may still
                 // enter, so it stays the owner and nobody else gets in.
                 self.owner.store(owner, Relaxed);
@@ -147,18 +150,28 @@ mod tests {
         assert!(!b.try_enter(8), "not the owner");
         assert!(b.try_enter(7));
         assert!(!b.try_enter(7), "nested in its own call");
-        assert!(!b.revoke(|| true), "the owner is inside");
+        assert!(!b.revoke(8, || true), "the owner is inside");
         b.leave();
         assert!(!b.try_enter(7), "revoked for good");
-        assert!(b.revoke(|| unreachable!("no owner left to fence")));
+        assert!(b.revoke(8, || unreachable!("no owner left to fence")));
     }
 
     #[test]
     fn a_failed_heavy_fence_keeps_the_bias() {
         let b = Bias::owned_by(7);
-        assert!(!b.revoke(|| false));
+        assert!(!b.revoke(8, || false));
         assert!(b.is_owner(7));
         b.renew(0);
-        assert!(b.revoke(|| unreachable!()));
+        assert!(b.revoke(8, || unreachable!()));
+    }
+
+    #[test]
+    fn the_owner_revokes_its_own_bias_without_the_heavy_fence() {
+        let b = Bias::owned_by(7);
+        assert!(b.revoke(7, || unreachable!("its own reads follow its store")));
+        assert!(!b.is_owner(7));
+        let b = Bias::owned_by(7);
+        assert!(b.try_enter(7));
+        assert!(!b.revoke(7, || unreachable!()), "nested in its own call");
     }
 }

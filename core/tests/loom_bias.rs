@@ -48,7 +48,7 @@ impl Object {
         if self.lock.compare_exchange(0, 1, Acquire, Relaxed).is_err() {
             return false;
         }
-        let free = self.bias.revoke(|| {
+        let free = self.bias.revoke(me, || {
             fence(SeqCst);
             true
         });

@@ -155,7 +155,8 @@ pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Resul
     let idle = T::KIND.tag();
     let block = Arena::global().and_then(|a| a.block(h.addr()));
     if let Some(b) = block {
-        if b.bias.try_enter(thread_token()) {
+        let me = thread_token();
+        if b.bias.try_enter(me) {
             // Acquire: pairs with `make`'s Release and the last busy user's,
             // so the block and the object are seen as they left them; not
             // idle: another thread holds the handle, or it was freed.
@@ -173,7 +174,7 @@ pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Resul
             // Acquire: as above.
             && b.state.compare_exchange(idle, idle | BUSY, Acquire, Relaxed).is_ok()
         {
-            if !b.bias.revoke(heavy_fence) {
+            if !b.bias.revoke(me, heavy_fence) {
                 // The owner is in a call on it: refused as busy.
                 // Release: nothing was done; pairs as the guard's store.
                 b.state.store(idle, Release);
@@ -239,8 +240,9 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
     if let Err(state) = block.state.compare_exchange(idle, 0, Acquire, Relaxed) {
         return Err(classify::<T>(arena, &cursor, block, h.addr(), arg, state));
     }
-    if !block.bias.revoke(heavy_fence) {
-        // The owner is in a call on it (from another thread than this free).
+    if !block.bias.revoke(thread_token(), heavy_fence) {
+        // The owner is in a call on it (on another thread, or this free is
+        // nested in one of its calls).
         // Release: back as it was; nothing was done.
         block.state.store(idle, Release);
         return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Busy });
