@@ -8,7 +8,7 @@
 //! stores ([`Bias::try_enter`]), and a thread that takes the lock revokes the
 //! bias first ([`Bias::revoke`]), paying a process-wide barrier
 //! (`membarrier`) once, after which the owner takes the lock like everyone
-//! (the bias is not given again: see [`Bias::owned_by`]).
+//! (the bias is given once in the life of the memory: see [`Bias::owned_by`]).
 //!
 //! This is an asymmetric Dekker handshake, as in biased locking:
 //!
@@ -82,13 +82,14 @@ impl Bias {
         false
     }
 
-    /// Gives the bias of memory reused for a new object to thread `me` (`0`:
-    /// nobody). Only for a bias that was revoked while nobody was inside
-    /// ([`Bias::revoke`] returned true) and that nobody has entered since:
-    /// the object's former life is over, and with it the rule of
-    /// [`Bias::owned_by`].
+    /// Gives a bias that was never given (a zeroed `Bias`, in memory
+    /// that never held an object) to thread `me`. Never for memory reused
+    /// after an object with a bias: a former owner's stale call can still be
+    /// between its two reads of `owner`, and its speculative write of
+    /// `inside` would then hide the new owner's (the rule of
+    /// [`Bias::owned_by`]; loom finds it across a reuse too).
     #[inline]
-    pub fn renew(&self, me: u64) {
+    pub fn give_first(&self, me: u64) {
         // Relaxed: the new object is published to other threads with Release
         // afterwards (the C handle's state), which orders this store.
         self.owner.store(me, Relaxed);
@@ -106,21 +107,30 @@ impl Bias {
     /// barrier; whether it ran) if another thread owned it; call it holding
     /// the caller's lock, before using the object. Returns whether the
     /// object is free of its owner: `false` while an owner's call that began
-    /// before the revocation runs (or, for the owner itself, a call of its
-    /// own that this one is nested in), or if the barrier failed (the bias
-    /// then stays); the caller then releases its lock and refuses, as for a
-    /// busy object.
+    /// before the revocation runs, or if the barrier failed (the bias then
+    /// stays); for the owner itself, `false` if this call is nested in one of
+    /// its own (the bias stays too). The caller then releases its lock and
+    /// refuses, as for a busy object.
     #[inline]
     pub fn revoke(&self, me: u64, heavy_fence: impl FnOnce() -> bool) -> bool {
         // Relaxed: only lock holders write `owner` (or a new object's maker,
         // before publishing it), so this reads the last one's value.
         let owner = self.owner.load(Relaxed);
+        if owner == me {
+            // Relaxed: `inside` is our own word. Set, this call is nested in
+            // our own (a callback, a signal handler): refused, bias kept.
+            if self.inside.load(Relaxed) != 0 {
+                return false;
+            }
+            // Relaxed: our own later reads follow it in program order.
+            self.owner.store(0, Relaxed);
+            return true;
+        }
         if owner != 0 {
             // Relaxed: the heavy fence orders it before the read below, and
-            // before the owner's next read of it; the owner's own later reads
-            // follow it in program order, so it needs no fence.
+            // before the owner's next read of it.
             self.owner.store(0, Relaxed);
-            if owner != me && !heavy_fence() {
+            if !heavy_fence() {
                 // Relaxed: as above; without the barrier the owner may still
                 // enter, so it stays the owner and nobody else gets in.
                 self.owner.store(owner, Relaxed);
@@ -161,8 +171,6 @@ mod tests {
         let b = Bias::owned_by(7);
         assert!(!b.revoke(8, || false));
         assert!(b.is_owner(7));
-        b.renew(0);
-        assert!(b.revoke(8, || unreachable!()));
     }
 
     #[test]
@@ -170,8 +178,10 @@ mod tests {
         let b = Bias::owned_by(7);
         assert!(b.revoke(7, || unreachable!("its own reads follow its store")));
         assert!(!b.is_owner(7));
-        let b = Bias::owned_by(7);
+        let b = Bias::new();
+        b.give_first(7);
         assert!(b.try_enter(7));
         assert!(!b.revoke(7, || unreachable!()), "nested in its own call");
+        assert!(b.is_owner(7), "a nested call leaves the bias");
     }
 }

@@ -98,7 +98,7 @@ pub(crate) fn make<T: Object, H>(
     let arena = Arena::global()
         .ok_or(Error::NoHandle { kind: T::KIND, why: "no address space could be reserved for handles" })?;
     let mut cursor = arena.lock();
-    let (block, serial) = arena
+    let (block, serial, first_life) = arena
         .claim(&mut cursor)
         .ok_or(Error::NoHandle { kind: T::KIND, why: "every handle of the region is live (free some)" })?;
     let head = kpccl_shm_win_t { rank, nranks, reserved: serial };
@@ -106,9 +106,12 @@ pub(crate) fn make<T: Object, H>(
     unsafe { block.head.get().write(head) };
     // SAFETY: as above.
     unsafe { block.object.get().write(Box::into_raw(object).cast::<()>()) };
-    // A claimed block's bias was revoked with nobody inside (`take`), or
-    // never given (zeros).
-    block.bias.renew(if heavy_fence_works() { thread_token() } else { 0 });
+    // A bias only in the block's first life: after a reuse, a stale call of
+    // the former owner could hide the new one's entry (`Bias::give_first`).
+    // A reused block's bias was revoked by `take` and stays so.
+    if first_life && heavy_fence_works() {
+        block.bias.give_first(thread_token());
+    }
     // Release: whoever finds the handle live also sees the block filled.
     block.state.store(T::KIND.tag(), Release);
     Ok(core::ptr::from_ref(block).cast_mut().cast::<H>())
@@ -392,6 +395,7 @@ mod tests {
         // Queries may run beside it.
         assert_eq!(shared::<W, _, _>(h, "h", |w| Ok(w.0)).unwrap(), 3);
         drop(guard);
+        assert_eq!(biased(h), heavy_fence_works(), "refused nested calls leave the maker's bias");
         assert!(exclusive::<W, _>(h, "h").is_ok());
         assert_eq!(take::<W, _>(h, "h").unwrap().0, 3);
     }

@@ -39,7 +39,8 @@ pub(super) struct Block {
     /// The object (a leaked `Box`), valid while `state` is not 0.
     pub(super) object: UnsafeCell<*mut ()>,
     /// The thread that made the handle uses it without the busy bit until
-    /// another thread takes it (see `kpccl_core::bias`).
+    /// another thread takes it (see `kpccl_core::bias`); only in the block's
+    /// first life, before the region wraps.
     pub(super) bias: Bias,
 }
 
@@ -162,9 +163,10 @@ impl Arena {
         cursor.wrapped || self.index(block) < cursor.next
     }
 
-    /// A free block, now counted live, and its serial number; `None` if
-    /// every block is live. The caller fills it and publishes it in `state`.
-    pub(super) fn claim(&self, cursor: &mut Cursor) -> Option<(&'static Block, u64)> {
+    /// A free block, now counted live, its serial number, and whether this is
+    /// its first life (the region has not wrapped); `None` if every block is
+    /// live. The caller fills it and publishes it in `state`.
+    pub(super) fn claim(&self, cursor: &mut Cursor) -> Option<(&'static Block, u64, bool)> {
         for _ in 0..self.len {
             if cursor.next == self.len {
                 cursor.next = 0;
@@ -186,7 +188,7 @@ impl Arena {
             }
             *cursor.live.entry(page).or_default() += 1;
             cursor.made += 1;
-            return Some((block, cursor.made));
+            return Some((block, cursor.made, !cursor.wrapped));
         }
         None
     }
@@ -236,13 +238,14 @@ mod tests {
     fn blocks_are_handed_out_once_until_the_region_wraps() {
         let arena = Arena::reserve(2 * page_bytes()).unwrap();
         let mut cursor = arena.lock();
-        let (first, serial) = arena.claim(&mut cursor).unwrap();
+        let (first, serial, fresh) = arena.claim(&mut cursor).unwrap();
+        assert!(fresh);
         assert_eq!(serial, 1);
         // Marked live, as `make` does.
         first.state.store(1, Relaxed);
         let mut seen = vec![core::ptr::from_ref(first).addr()];
         for _ in 1..arena.len {
-            let (b, _) = arena.claim(&mut cursor).unwrap();
+            let (b, ..) = arena.claim(&mut cursor).unwrap();
             arena.release(&mut cursor, b);
             seen.push(core::ptr::from_ref(b).addr());
         }
@@ -250,7 +253,8 @@ mod tests {
         seen.dedup();
         assert_eq!(seen.len(), arena.len, "no address twice before the wrap");
         // Wrapped: the live first block is skipped, the second comes again.
-        let (again, _) = arena.claim(&mut cursor).unwrap();
+        let (again, _, fresh) = arena.claim(&mut cursor).unwrap();
+        assert!(!fresh, "the region wrapped");
         assert_eq!(arena.index(again), 1);
         assert!(cursor.wrapped);
     }
@@ -274,7 +278,7 @@ mod tests {
         let mut cursor = arena.lock();
         let mut blocks = Vec::new();
         for _ in 0..arena.page_blocks + 1 {
-            let (b, _) = arena.claim(&mut cursor).unwrap();
+            let (b, ..) = arena.claim(&mut cursor).unwrap();
             b.state.store(7, Relaxed);
             blocks.push(b);
         }

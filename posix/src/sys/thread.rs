@@ -20,7 +20,7 @@ pub fn thread_token() -> u64 {
             // musl alike); no memory is written.
             #[allow(unsafe_code)]
             unsafe {
-                core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags));
+                core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(pure, nostack, readonly, preserves_flags));
             }
             tp
         } else if #[cfg(target_arch = "aarch64")] {
@@ -28,7 +28,7 @@ pub fn thread_token() -> u64 {
             // SAFETY: reads the EL0 thread pointer register; no memory is touched.
             #[allow(unsafe_code)]
             unsafe {
-                core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags));
+                core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(pure, nomem, nostack, preserves_flags));
             }
             tp
         } else {
