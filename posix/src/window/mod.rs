@@ -64,7 +64,7 @@ impl Window {
 
     /// One pairwise call with `peer`, a rank of this node, counted in `counter`:
     /// the rank renamed to the core's local one, and back in an error.
-    #[inline]
+    #[inline(always)]
     fn pairwise(
         &self,
         peer: u32,
