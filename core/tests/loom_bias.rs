@@ -104,16 +104,19 @@ impl Block {
     }
 }
 
+/// Runs `f` on `b` in a new thread.
+fn spawn<T: Send + 'static>(b: &Arc<Block>, f: impl FnOnce(&Block) -> T + Send + 'static) -> thread::JoinHandle<T> {
+    let b = Arc::clone(b);
+    thread::spawn(move || f(&b))
+}
+
 /// `owner_uses` uses by the owner against one by a thread that takes the
 /// busy bit and revokes the bias: they never overlap (both may be refused,
 /// as two concurrent calls on one handle may), and every use not refused
 /// happened.
 fn race(owner_uses: u32) {
     let b = Block::new(OWNER);
-    let t = {
-        let b = Arc::clone(&b);
-        thread::spawn(move || b.use_once(OTHER))
-    };
+    let t = spawn(&b, |b| b.use_once(OTHER));
     let a: u32 = (0..owner_uses).map(|_| u32::from(b.use_once(OWNER))).sum();
     let other = u32::from(t.join().unwrap());
     assert_eq!(b.uses(), a + other);
@@ -153,14 +156,8 @@ fn a_lone_user_is_never_refused() {
 fn the_owners_free_against_other_threads_use_and_free() {
     loom::model(|| {
         let b = Block::new(OWNER);
-        let user = {
-            let b = Arc::clone(&b);
-            thread::spawn(move || u32::from(b.use_once(OTHER)))
-        };
-        let freer = {
-            let b = Arc::clone(&b);
-            thread::spawn(move || b.free(THIRD))
-        };
+        let user = spawn(&b, |b| u32::from(b.use_once(OTHER)));
+        let freer = spawn(&b, |b| b.free(THIRD));
         let mut n = u32::from(b.use_once(OWNER));
         let owner_freed = b.free(OWNER);
         n += user.join().unwrap();
@@ -179,20 +176,14 @@ fn the_owners_free_against_other_threads_use_and_free() {
 fn a_stale_owner_call_across_a_reuse() {
     loom::model(|| {
         let b = Block::new(OWNER);
-        let stale = {
-            let b = Arc::clone(&b);
-            thread::spawn(move || b.use_once(OWNER))
-        };
-        let remaker = {
-            let b = Arc::clone(&b);
-            thread::spawn(move || {
-                let freed = b.free(OTHER);
-                if freed {
-                    b.remake();
-                }
-                (freed, freed && b.use_once(OTHER))
-            })
-        };
+        let stale = spawn(&b, |b| b.use_once(OWNER));
+        let remaker = spawn(&b, |b| {
+            let freed = b.free(OTHER);
+            if freed {
+                b.remake();
+            }
+            (freed, freed && b.use_once(OTHER))
+        });
         let third = b.use_once(THIRD);
         let owner_used = stale.join().unwrap();
         let (freed, used) = remaker.join().unwrap();
