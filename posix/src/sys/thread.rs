@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use rustix::thread::{MembarrierCommand, membarrier};
+use rustix::thread::{MembarrierCommand, membarrier, membarrier_query};
 
 /// A token of the calling thread: nonzero, and unique among the process's
 /// live threads (a thread that has exited may pass its token on). It is the
@@ -38,21 +38,35 @@ pub fn thread_token() -> u64 {
     }
 }
 
-/// Whether [`heavy_fence`] works in this process (`membarrier` with private
-/// expedited barriers, registered on the first call): where it does not (an
-/// old kernel, a sandbox, an emulator), no bias may be given.
+/// Whether [`heavy_fence`] can use private expedited barriers here
+/// (`membarrier` answers its query with them; an old kernel, a sandbox or
+/// an emulator may not): where it cannot, no bias may be given. Only asks:
+/// registering is left to the first [`heavy_fence`], since in a process that
+/// already runs several threads (an MPI library's progress threads) the
+/// kernel waits for a grace period to register, about 9 ms here, which
+/// every first `kpccl_shm_comm_create` would otherwise pay.
 #[must_use]
 pub fn heavy_fence_works() -> bool {
-    static REGISTERED: OnceLock<bool> = OnceLock::new();
-    *REGISTERED.get_or_init(|| membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok())
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        let q = membarrier_query();
+        q.contains_command(MembarrierCommand::PrivateExpedited)
+            && q.contains_command(MembarrierCommand::RegisterPrivateExpedited)
+    })
 }
 
 /// Runs a full memory barrier on every running thread of the process, which
 /// makes their compiler-only fences (`asymmetric_light_fence`) full ones
-/// against the caller's. Whether it ran: false only if `membarrier` stops
-/// working after [`heavy_fence_works`] said it works (a forked child, whose
-/// registration may not carry over, falls back to the slow global barrier).
+/// against the caller's. The first call registers the process for private
+/// expedited barriers (the kernel requires it before their first use; what
+/// threads did before it is covered all the same: a thread that is not
+/// running has passed through the scheduler's barrier). Where that fails,
+/// or in a forked child whose registration did not carry over, the slow
+/// global barrier serves. Whether a barrier ran.
 #[must_use]
 pub fn heavy_fence() -> bool {
-    membarrier(MembarrierCommand::PrivateExpedited).is_ok() || membarrier(MembarrierCommand::Global).is_ok()
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let registered = *REGISTERED.get_or_init(|| membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok());
+    (registered && membarrier(MembarrierCommand::PrivateExpedited).is_ok())
+        || membarrier(MembarrierCommand::Global).is_ok()
 }
