@@ -144,15 +144,15 @@ impl<T> Drop for Exclusive<'_, T> {
         } else {
             // Release: the next exclusive user (or the free) sees what this
             // call did to the object. Nothing else writes a busy state, so a
-            // store does; `exclusive` cleared only BUSY, so this is idle.
+            // store does; `exclusive` set only BUSY, so this is idle again.
             self.block.state.store(self.block.state.load(Relaxed) & !BUSY, Release);
         }
     }
 }
 
 /// Takes exclusive use of the live handle `h` of `T`'s kind, lock-free (every
-/// fence goes through here): on the owner's fast path, two plain stores and
-/// a load; else one compare-and-swap (and once, a revocation).
+/// fence goes through here): on the owner's fast path, plain loads and
+/// stores; else one compare-and-swap (and once, a revocation).
 #[inline(always)]
 pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Result<Exclusive<'a, T>, Error> {
     let idle = T::KIND.tag();
