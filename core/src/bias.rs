@@ -46,7 +46,7 @@ impl Bias {
     /// Owned by thread `me` (nonzero) until revoked. Give a bias only where
     /// the heavy fence that revokes it works.
     ///
-    /// An object is owned once in its life: a revoked bias is never given
+    /// Memory is owned once in its life: a revoked bias is never given
     /// again, to this thread or another. That is what keeps `inside` the
     /// owner's own word: a thread that took the bias later could find the
     /// former owner's speculative write there (`try_enter` writes before it

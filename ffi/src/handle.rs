@@ -25,7 +25,7 @@ use core::ops::Deref;
 use core::ptr::NonNull;
 
 use kpccl_core::sync::Ordering::{Acquire, Relaxed, Release};
-use kpccl_posix::bias::{heavy_fence, heavy_fence_works, thread_token};
+use kpccl_posix::bias::{heavy_fence, heavy_fence_works, prepare_heavy_fence, thread_token};
 
 use self::arena::{Arena, Block};
 use crate::error::{Error, RangeOf};
@@ -165,7 +165,7 @@ pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Resul
             // idle: another thread holds the handle, or it was freed.
             if b.state.load(Acquire) == idle {
                 // SAFETY: live, and a free revokes the bias first, which
-                // waits for this call to leave (`take`).
+                // refuses while this call is inside (`take`).
                 let object = unsafe { object::<T>(b) };
                 return Ok(Exclusive { block: b, owner: true, object });
             }
@@ -234,6 +234,13 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
     NonNull::new(h).ok_or(Error::Null(arg))?;
     let foreign = Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign };
     let arena = Arena::global().ok_or(foreign)?;
+    let me = thread_token();
+    // Revoking another thread's bias below may first register for the
+    // barrier, milliseconds once per process: done before the lock, so that
+    // nothing else waits for it.
+    if arena.block(h.addr()).is_some_and(|b| !b.bias.is_owner(0) && !b.bias.is_owner(me)) {
+        prepare_heavy_fence();
+    }
     let mut cursor = arena.lock();
     let Some(block) = arena.block(h.addr()) else {
         return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign });
@@ -243,7 +250,7 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
     if let Err(state) = block.state.compare_exchange(idle, 0, Acquire, Relaxed) {
         return Err(classify::<T>(arena, &cursor, block, h.addr(), arg, state));
     }
-    if !block.bias.revoke(thread_token(), heavy_fence) {
+    if !block.bias.revoke(me, heavy_fence) {
         // The owner is in a call on it (on another thread, or this free is
         // nested in one of its calls).
         // Release: back as it was; nothing was done.

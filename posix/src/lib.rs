@@ -68,5 +68,5 @@ pub use window::{PendingFence, Window};
 /// The system's halves of an owner-biased entry (`kpccl_core::bias`), for
 /// the C handles.
 pub mod bias {
-    pub use crate::sys::{heavy_fence, heavy_fence_works, thread_token};
+    pub use crate::sys::{heavy_fence, heavy_fence_works, prepare_heavy_fence, thread_token};
 }

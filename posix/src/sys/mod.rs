@@ -11,7 +11,7 @@ mod thread;
 pub(crate) use futex::{futex_wait, futex_wake};
 pub(crate) use shm::{Fd, Mapping, free_space, map_shared};
 pub(crate) use socket::NoSigpipe;
-pub use thread::{heavy_fence, heavy_fence_works, thread_token};
+pub use thread::{heavy_fence, heavy_fence_works, prepare_heavy_fence, thread_token};
 
 use std::io;
 

@@ -1,8 +1,8 @@
 //! The two halves an owner-biased entry (`kpccl_core::bias`) needs from the
 //! system: a cheap token per thread, and the heavy fence (`membarrier`).
 
-use std::sync::OnceLock;
-
+use kpccl_core::sync::AtomicU32;
+use kpccl_core::sync::Ordering::Relaxed;
 use rustix::thread::{MembarrierCommand, membarrier, membarrier_query};
 
 /// A token of the calling thread: nonzero, and unique among the process's
@@ -38,35 +38,63 @@ pub fn thread_token() -> u64 {
     }
 }
 
+/// What this process knows of `membarrier`'s private expedited barriers:
+/// plain atomics, not a `OnceLock`, so that a signal handler's call cannot
+/// deadlock on an initialisation it interrupted (doing one twice is harmless).
+static BARRIER: AtomicU32 = AtomicU32::new(UNKNOWN);
+const UNKNOWN: u32 = 0;
+const UNSUPPORTED: u32 = 1;
+const SUPPORTED: u32 = 2;
+const REGISTERED: u32 = 3;
+const REFUSED: u32 = 4;
+
 /// Whether [`heavy_fence`] can use private expedited barriers here
-/// (`membarrier` answers its query with them; an old kernel, a sandbox or
-/// an emulator may not): where it cannot, no bias may be given. Only asks:
-/// registering is left to the first [`heavy_fence`], since in a process that
-/// already runs several threads (an MPI library's progress threads) the
-/// kernel waits for a grace period to register, about 9 ms here, which
-/// every first `kpccl_shm_comm_create` would otherwise pay.
+/// (`membarrier` answers its query with them, and registering has not
+/// failed; an old kernel, a sandbox or an emulator may refuse): where it
+/// cannot, no bias may be given. Only asks: registering is left to
+/// [`prepare_heavy_fence`], since in a process that already runs several
+/// threads (an MPI library's progress threads) the kernel waits for a grace
+/// period to register, about 9 ms here, which every first
+/// `kpccl_shm_comm_create` would otherwise pay.
 #[must_use]
 pub fn heavy_fence_works() -> bool {
-    static SUPPORTED: OnceLock<bool> = OnceLock::new();
-    *SUPPORTED.get_or_init(|| {
+    // Relaxed: the state orders nothing; each value is a fact about the kernel.
+    let mut state = BARRIER.load(Relaxed);
+    if state == UNKNOWN {
         let q = membarrier_query();
-        q.contains_command(MembarrierCommand::PrivateExpedited)
-            && q.contains_command(MembarrierCommand::RegisterPrivateExpedited)
-    })
+        let ok = q.contains_command(MembarrierCommand::PrivateExpedited)
+            && q.contains_command(MembarrierCommand::RegisterPrivateExpedited);
+        state = if ok { SUPPORTED } else { UNSUPPORTED };
+        // Relaxed: as above; a registration that won the race is kept.
+        let _ = BARRIER.compare_exchange(UNKNOWN, state, Relaxed, Relaxed);
+        state = BARRIER.load(Relaxed);
+    }
+    state == SUPPORTED || state == REGISTERED
+}
+
+/// Registers the process for private expedited barriers, once (the kernel
+/// requires it before their first use). Call it outside locks: it may take
+/// milliseconds. Once it has failed, [`heavy_fence_works`] says no.
+pub fn prepare_heavy_fence() {
+    // Relaxed: as in `heavy_fence_works`.
+    if heavy_fence_works() && BARRIER.load(Relaxed) == SUPPORTED {
+        let state = if membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok() { REGISTERED } else { REFUSED };
+        // Relaxed: as above.
+        BARRIER.store(state, Relaxed);
+    }
 }
 
 /// Runs a full memory barrier on every running thread of the process, which
 /// makes their compiler-only fences (`asymmetric_light_fence`) full ones
-/// against the caller's. The first call registers the process for private
-/// expedited barriers (the kernel requires it before their first use; what
-/// threads did before it is covered all the same: a thread that is not
-/// running has passed through the scheduler's barrier). Where that fails,
-/// or in a forked child whose registration did not carry over, the slow
-/// global barrier serves. Whether a barrier ran.
+/// against the caller's. Registers first if nobody has (what threads did
+/// before the registration is covered all the same: a thread that is not
+/// running has passed through the scheduler's barrier). Where private
+/// expedited barriers fail, or in a forked child whose registration did not
+/// carry over, the slow global barrier serves. Whether a barrier ran.
 #[must_use]
 pub fn heavy_fence() -> bool {
-    static REGISTERED: OnceLock<bool> = OnceLock::new();
-    let registered = *REGISTERED.get_or_init(|| membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok());
-    (registered && membarrier(MembarrierCommand::PrivateExpedited).is_ok())
+    prepare_heavy_fence();
+    // Relaxed: as in `heavy_fence_works`.
+    (BARRIER.load(Relaxed) == REGISTERED && membarrier(MembarrierCommand::PrivateExpedited).is_ok())
         || membarrier(MembarrierCommand::Global).is_ok()
 }
