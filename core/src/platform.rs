@@ -127,7 +127,8 @@ pub trait Platform {
     /// Gives the CPU to another runnable thread.
     fn yield_now(&self);
     /// The CPU the caller runs on now, if the platform can tell cheaply (a
-    /// scheduling hint for the flat barrier; `None` keeps it yielding).
+    /// scheduling hint for the waits: they poll instead of yielding while no
+    /// other rank could use this CPU; `None` keeps them yielding).
     fn current_cpu(&self) -> Option<u32> {
         None
     }

@@ -181,7 +181,7 @@ pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Resul
                 // The owner is in a call on it: refused as busy.
                 // Release: nothing was done; pairs as the guard's store.
                 b.state.store(idle, Release);
-                return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Busy });
+                return Err(refused::<T>(h, arg, Refusal::Busy));
             }
             // SAFETY: live and now busy, with the owner out: the object stays
             // until the guard is dropped (`take` refuses busy handles).
@@ -200,10 +200,10 @@ pub(crate) fn shared<T: Object, H, R>(
     f: impl FnOnce(&T) -> Result<R, Error>,
 ) -> Result<R, Error> {
     let p = NonNull::new(h).ok_or(Error::Null(arg))?;
-    let arena = Arena::global().ok_or(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign })?;
+    let arena = Arena::global().ok_or(refused::<T>(h, arg, Refusal::Foreign))?;
     let cursor = arena.lock();
     let Some(block) = arena.block(p.as_ptr().addr()) else {
-        return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign });
+        return Err(refused::<T>(h, arg, Refusal::Foreign));
     };
     // Acquire: pairs with `make`'s Release (the block and object filled).
     let state = block.state.load(Acquire);
@@ -232,7 +232,7 @@ unsafe fn object<'a, T: Object>(block: &Block) -> &'a T {
 /// gives its object back, to be freed.
 pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>, Error> {
     NonNull::new(h).ok_or(Error::Null(arg))?;
-    let foreign = Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign };
+    let foreign = refused::<T>(h, arg, Refusal::Foreign);
     let arena = Arena::global().ok_or(foreign)?;
     let me = thread_token();
     // Revoking another thread's bias below may first register for the
@@ -243,7 +243,7 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
     }
     let mut cursor = arena.lock();
     let Some(block) = arena.block(h.addr()) else {
-        return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Foreign });
+        return Err(refused::<T>(h, arg, Refusal::Foreign));
     };
     let idle = T::KIND.tag();
     // Acquire: sees what the last exclusive user did to the object.
@@ -255,7 +255,7 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
         // nested in one of its calls).
         // Release: back as it was; nothing was done.
         block.state.store(idle, Release);
-        return Err(Error::Handle { arg, kind: T::KIND, addr: h.addr(), why: Refusal::Busy });
+        return Err(refused::<T>(h, arg, Refusal::Busy));
     }
     // SAFETY: it was live, and is ours alone now: every later call finds it freed.
     let object = unsafe { *block.object.get() };
@@ -278,8 +278,13 @@ fn refusal<T: Object>(h: *mut impl Sized, arg: &'static str, block: Option<&Bloc
             // Relaxed: what the state was when we looked; no data is read.
             classify::<T>(arena, &cursor, block, addr, arg, block.state.load(Relaxed))
         }
-        _ => Error::Handle { arg, kind: T::KIND, addr, why: Refusal::Foreign },
+        _ => refused::<T>(h, arg, Refusal::Foreign),
     }
+}
+
+/// The refusal of handle `h` of `T`'s kind, for `why`.
+fn refused<T: Object>(h: *mut impl Sized, arg: &'static str, why: Refusal) -> Error {
+    Error::Handle { arg, kind: T::KIND, addr: h.addr(), why }
 }
 
 /// Why a block in state `state` is not a live, idle handle of `T`'s kind.

@@ -58,28 +58,31 @@ const REFUSED: u32 = 4;
 /// `kpccl_shm_comm_create` would otherwise pay.
 #[must_use]
 pub fn heavy_fence_works() -> bool {
+    matches!(barrier_state(), SUPPORTED | REGISTERED)
+}
+
+/// [`BARRIER`], asking the kernel the first time.
+fn barrier_state() -> u32 {
     // Relaxed: the state orders nothing; each value is a fact about the kernel.
-    let mut state = BARRIER.load(Relaxed);
-    if state == UNKNOWN {
-        let q = membarrier_query();
-        let ok = q.contains_command(MembarrierCommand::PrivateExpedited)
-            && q.contains_command(MembarrierCommand::RegisterPrivateExpedited);
-        state = if ok { SUPPORTED } else { UNSUPPORTED };
-        // Relaxed: as above; a registration that won the race is kept.
-        let _ = BARRIER.compare_exchange(UNKNOWN, state, Relaxed, Relaxed);
-        state = BARRIER.load(Relaxed);
+    let state = BARRIER.load(Relaxed);
+    if state != UNKNOWN {
+        return state;
     }
-    state == SUPPORTED || state == REGISTERED
+    let q = membarrier_query();
+    let ok = q.contains_command(MembarrierCommand::PrivateExpedited)
+        && q.contains_command(MembarrierCommand::RegisterPrivateExpedited);
+    let found = if ok { SUPPORTED } else { UNSUPPORTED };
+    // Relaxed: as above; a registration that won the race is kept.
+    BARRIER.compare_exchange(UNKNOWN, found, Relaxed, Relaxed).map_or_else(|now| now, |_| found)
 }
 
 /// Registers the process for private expedited barriers, once (the kernel
 /// requires it before their first use). Call it outside locks: it may take
 /// milliseconds. Once it has failed, [`heavy_fence_works`] says no.
 pub fn prepare_heavy_fence() {
-    // Relaxed: as in `heavy_fence_works`.
-    if heavy_fence_works() && BARRIER.load(Relaxed) == SUPPORTED {
+    if barrier_state() == SUPPORTED {
         let state = if membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok() { REGISTERED } else { REFUSED };
-        // Relaxed: as above.
+        // Relaxed: as in `barrier_state`.
         BARRIER.store(state, Relaxed);
     }
 }
@@ -94,7 +97,6 @@ pub fn prepare_heavy_fence() {
 #[must_use]
 pub fn heavy_fence() -> bool {
     prepare_heavy_fence();
-    // Relaxed: as in `heavy_fence_works`.
-    (BARRIER.load(Relaxed) == REGISTERED && membarrier(MembarrierCommand::PrivateExpedited).is_ok())
+    (barrier_state() == REGISTERED && membarrier(MembarrierCommand::PrivateExpedited).is_ok())
         || membarrier(MembarrierCommand::Global).is_ok()
 }
