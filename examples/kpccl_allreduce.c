@@ -34,11 +34,15 @@
  * sockets, or vCPUs a hypervisor put far apart) pull every line out of the
  * writer's cache one by one, and are faster when the copies are written with
  * non-temporal stores, to memory. Which is faster depends on where the ranks
- * run, so the context times the large path both ways on one chunk when it is
- * made and keeps the faster (measured on 2 vCPUs placed far apart, 2 ranks,
- * × MPI_Allreduce's time: 256 KiB 2.1 cached, 0.7 streamed; 1 MiB 1.35 and
- * 0.6; placed close: 256 KiB 0.53 cached, 0.84 with the inputs streamed).
- * Streaming needs SSE2 (x86-64); elsewhere the copies are cached.
+ * run (measured on 2 vCPUs placed far apart, 2 ranks, × MPI_Allreduce's
+ * time: 256 KiB 2.1 cached, 0.7 streamed; 1 MiB 1.35 and 0.6; placed close:
+ * 256 KiB 0.53 cached, 0.84 with the inputs streamed), and a hypervisor moves
+ * vCPUs while a program runs: a choice timed once, at set-up, was the slower
+ * one minutes later (1 MiB: 1.27x MPI_Allreduce streamed where cached took
+ * 0.70x). So each rank learns the way while it runs, for each chunk size: it
+ * times its chunks, and now and then one chunk tries the other way (see
+ * struct copy_way). Streaming needs SSE2 (x86-64); elsewhere the copies are
+ * cached.
  *
  * Reuse without an extra fence: a call (or chunk) writes its input into the
  * segment before its first fence, while a peer may still be reading the
@@ -59,7 +63,7 @@
  * 16 MiB), then times both, interleaved, and prints their ratio. --small is
  * the largest vector (bytes) reduced by every rank whole (default 4 KiB),
  * --chunk the large path's chunk (default 1 MiB), --copies how the large
- * path writes what peers read (default auto: timed at set-up, see above);
+ * path writes what peers read (default auto: learnt while running, see above);
  * --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
  * (for the project's benchmark suite). Exit status 0 when verified.
  */
@@ -88,6 +92,29 @@
 /* Step 2 of the large path sums this many doubles (8 KiB) at a time: they
  * stay in L1 while every rank's input is added to them. */
 #define BLOCK_DOUBLES 1024
+/* Chunk sizes learn their copy way apart: one class per power of two. */
+#define SIZE_CLASSES 32
+
+enum { COPIES_CACHED, COPIES_STREAMED, COPIES_AUTO };
+
+/* The copy way of one chunk size class, learnt by this rank. Every `backoff`
+ * chunks one chunk tries the other way, and is compared with the chunk just
+ * before it (same placement, same load). The other way takes over once it has
+ * been clearly (10 %) cheaper in two trials in a row, the second right after
+ * the first: one lucky chunk on a busy machine does not switch. A trial that
+ * loses doubles the gap to the next, up to 256 chunks, so a way that stays
+ * the faster costs at most 1 chunk in 256; after a switch, trials come every
+ * 4 chunks again. Ranks make the same calls, so their trials fall on the same
+ * chunk; their choices may still differ, which is harmless: a fence orders
+ * cached and streamed stores alike. */
+struct copy_way {
+    double last;       /* seconds per double of the last chunk copied the way in use */
+    unsigned chunks;   /* chunks of this size class so far */
+    unsigned trial_at; /* the chunk that tries the other way */
+    unsigned backoff;  /* chunks from one trial to the next */
+    int wins;          /* trials in a row that the other way won */
+    int stream;        /* the way in use: non-temporal stores */
+};
 
 struct win_allreduce {
     kpccl_shm_win_h win;
@@ -99,7 +126,8 @@ struct win_allreduce {
     double **buffer[2];/* buffer[p][r]: rank r's small-path buffer p */
     const double **sources; /* scratch: the inputs step 2 adds */
     unsigned parity;   /* the small-path buffer the next small call uses */
-    int stream;        /* the large path copies inputs with non-temporal stores */
+    int copies;        /* COPIES_CACHED, COPIES_STREAMED or COPIES_AUTO */
+    struct copy_way ways[SIZE_CLASSES]; /* for COPIES_AUTO, by log2 of the chunk length */
 };
 
 static size_t round_up(size_t doubles)
@@ -124,12 +152,9 @@ static void free_tables(struct win_allreduce *a)
     free(a->sources);
 }
 
-static int choose_copy(struct win_allreduce *a, int copies);
-
 /* Collective: an allreduce context that reduces vectors of up to `small`
  * doubles whole on every rank, and larger ones `chunk` doubles at a time;
- * `copies`: COPIES_CACHED, COPIES_STREAMED or COPIES_AUTO (timed). */
-enum { COPIES_CACHED, COPIES_STREAMED, COPIES_AUTO };
+ * `copies`: COPIES_CACHED, COPIES_STREAMED or COPIES_AUTO (learnt). */
 static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, int rank, int nranks, size_t small,
                               size_t chunk, int copies)
 {
@@ -138,6 +163,9 @@ static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, in
     a->nranks = nranks;
     a->chunk = chunk > (size_t)nranks ? chunk : (size_t)nranks;
     a->small = small;
+    a->copies = HAVE_STREAMING ? copies : COPIES_CACHED;
+    for (int c = 0; c < SIZE_CLASSES; c++)
+        a->ways[c] = (struct copy_way){.trial_at = 1, .backoff = 4};
     size_t in_len = round_up(a->chunk), share_len = round_up(a->chunk / (size_t)nranks + 1);
     size_t small_len = round_up(a->small);
     size_t bytes = (in_len + share_len + 2 * small_len) * sizeof(double);
@@ -163,7 +191,7 @@ static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, in
         a->buffer[0][r] = a->share[r] + share_len;
         a->buffer[1][r] = a->buffer[0][r] + small_len;
     }
-    return choose_copy(a, copies);
+    return KPCCL_OK;
 }
 
 static void copy_input(double *dst, const double *src, size_t n, int stream);
@@ -219,22 +247,64 @@ static void copy_input(double *dst, const double *src, size_t n, int stream)
     memcpy(dst, src, n * sizeof(double));
 }
 
-/* Reduce-scatter then allgather of one chunk (count <= a->chunk). */
-static int large_step(struct win_allreduce *a, const double *in, double *out, size_t count)
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The class of chunks of `len` doubles: floor(log2(len)). */
+static int size_class(size_t len)
+{
+    int c = 0;
+    while (len > 1 && c < SIZE_CLASSES - 1) {
+        len >>= 1;
+        c++;
+    }
+    return c;
+}
+
+/* Records that a chunk of `w`'s class copied `stream`-wise cost `cost`
+ * seconds per double, and sets the next trial (see struct copy_way). */
+static void learn(struct copy_way *w, int stream, double cost)
+{
+    if (w->chunks++ != w->trial_at) {
+        w->last = cost;
+        return;
+    }
+    if (cost < 0.9 * w->last && ++w->wins < 2) {
+        w->trial_at = w->chunks + 1; /* confirm after one more chunk the way in use */
+        return;
+    }
+    if (w->wins == 2) {
+        w->stream = stream;
+        w->last = cost;
+        w->backoff = 4;
+    } else if (w->backoff < 256) {
+        w->backoff *= 2;
+    }
+    w->wins = 0;
+    w->trial_at = w->chunks + w->backoff;
+}
+
+/* Reduce-scatter then allgather of one chunk (count <= a->chunk); `stream`:
+ * what peers read is written with non-temporal stores. */
+static int large_step(struct win_allreduce *a, const double *in, double *out, size_t count, int stream)
 {
     /* Peers read only their own shares of this rank's input: this rank's
      * share stays in `in`, where step 2 reads it. */
     size_t lo, hi;
     share_of(count, a->rank, a->nranks, &lo, &hi);
     double *mine = a->input[a->rank];
-    copy_input(mine, in, lo, a->stream);
-    copy_input(mine + hi, in + hi, count - hi, a->stream);
+    copy_input(mine, in, lo, stream);
+    copy_input(mine + hi, in + hi, count - hi, stream);
     if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
         return KPCCL_ERROR;
     for (int r = 0; r < a->nranks; r++)
         a->sources[r] = r == a->rank ? in : a->input[r];
     /* The share goes to the segment (for the peers) and to `out` at once. */
-    sum_ranks(a->share[a->rank], out + lo, a->sources, a->nranks, lo, hi - lo, a->stream);
+    sum_ranks(a->share[a->rank], out + lo, a->sources, a->nranks, lo, hi - lo, stream);
     if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
         return KPCCL_ERROR;
     for (int r = 0; r < a->nranks; r++) {
@@ -268,52 +338,19 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
      * A chunk reuses the buffers of the one before as a call does a call's. */
     for (size_t at = 0; at < count; at += a->chunk) {
         size_t len = count - at < a->chunk ? count - at : a->chunk;
-        if (large_step(a, in + at, out + at, len) != KPCCL_OK)
+        if (a->copies != COPIES_AUTO) {
+            if (large_step(a, in + at, out + at, len, a->copies == COPIES_STREAMED) != KPCCL_OK)
+                return KPCCL_ERROR;
+            continue;
+        }
+        struct copy_way *w = &a->ways[size_class(len)];
+        int stream = w->chunks == w->trial_at ? !w->stream : w->stream;
+        double t = seconds();
+        if (large_step(a, in + at, out + at, len, stream) != KPCCL_OK)
             return KPCCL_ERROR;
+        learn(w, stream, (seconds() - t) / (double)len);
     }
     return KPCCL_OK;
-}
-
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Collective: for COPIES_AUTO, times the large path on one chunk with cached
- * and with streamed copies, alternately, and keeps the faster. Rank 0's
- * times decide, handed to every rank through its small-path buffer. */
-static int choose_copy(struct win_allreduce *a, int copies)
-{
-    if (!HAVE_STREAMING || a->nranks == 1 || copies != COPIES_AUTO) {
-        a->stream = HAVE_STREAMING && copies == COPIES_STREAMED;
-        return KPCCL_OK;
-    }
-    double *in = calloc(a->chunk, sizeof(double)), *out = malloc(a->chunk * sizeof(double));
-    double best[2] = {1e30, 1e30};
-    int rc = in && out ? KPCCL_OK : KPCCL_ERROR;
-    for (int i = 0; rc == KPCCL_OK && i < 12; i++) {
-        a->stream = i & 1;
-        double t = seconds();
-        rc = win_allreduce(a, in, out, a->chunk);
-        t = seconds() - t;
-        if (i >= 2 && t < best[a->stream])
-            best[a->stream] = t;
-    }
-    free(in);
-    free(out);
-    /* Rank 0's choice, through its small buffer (the next small call writes
-     * it only after the second fence below, which every reader has passed). */
-    if (rc == KPCCL_OK && a->rank == 0)
-        a->buffer[0][0][0] = best[1] < best[0];
-    if (rc == KPCCL_OK)
-        rc = kpccl_shm_win_fence(a->win);
-    if (rc == KPCCL_OK) {
-        a->stream = a->buffer[0][0][0] != 0;
-        rc = kpccl_shm_win_fence(a->win);
-    }
-    return rc;
 }
 
 /* Collective: frees the window. */
@@ -467,12 +504,14 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
+    const char *way = a.copies == COPIES_AUTO ? "cached or streamed, as learnt"
+                      : a.copies == COPIES_STREAMED ? "streamed to memory"
+                                                    : "cached";
     if (me == 0)
         printf("allreduce of doubles, %d ranks (vectors up to %zu bytes: every rank reduces all; larger: "
-               "input copies %s)\n"
+               "copies for peers %s)\n"
                "%10s %14s %14s %8s\n",
-               n, a.small * sizeof(double), a.stream ? "streamed to memory" : "cached", "bytes", "kpccl", "MPI",
-               "ratio");
+               n, a.small * sizeof(double), way, "bytes", "kpccl", "MPI", "ratio");
     long wrong_all = 0;
     /* 8 bytes, then 16, 64, 256, ... (powers of 4) up to --max. */
     for (size_t bytes = 8; bytes <= max_bytes; bytes = bytes == 8 ? 16 : bytes * 4) {

@@ -156,7 +156,7 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
         // Up to 256 KiB in chunks of 64 KiB: both of its algorithms, chunks
         // reusing the window, each size checked on three calls.
         let program = compile(cfg, mpi, &lib, Path::new(ALLREDUCE), &out)?;
-        // The copies as timed at set-up, then each way for sure.
+        // The copies as learnt while running, then each way for sure.
         for copies in ["auto", "cached", "streamed"] {
             let args = ["--max", "262144", "--chunk", "65536", "--rounds", "1", "--copies", copies];
             for n in [2, 4] {
