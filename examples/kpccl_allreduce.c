@@ -19,14 +19,16 @@
  *   (main memory sees the input once and the output once), and a window of
  *   a chunk's size serves vectors of any size.
  *
- * - Small vectors (4 KiB by default): every rank reduces the whole vector.
+ * - Small vectors (1 KiB by default): every rank reduces the whole vector.
  *   1. Each rank copies its input into its own segment.        fence
  *   2. Each rank sums all N inputs into its output.
  *   One fence instead of two: for small vectors the fence (a hand-off
  *   between processes, microseconds when ranks outnumber cores) costs more
- *   than adding N short vectors. Measured on 2 cores with 2, 4 and 8 ranks,
- *   this path is faster up to 4 KiB at every rank count, the large one from
- *   64 KiB; 16 KiB depends on the rank count.
+ *   than adding N short vectors. Measured on 2 cores, × MPI_Allreduce: at 2
+ *   ranks, 4 KiB took 1.02-1.10 whole and 0.61-0.69 in shares, 1 KiB
+ *   0.78-0.85 either way, 256 bytes 0.58-0.69 whole and 1.15-1.31 in shares;
+ *   at 4 and 8 ranks the two paths are within noise of each other from 1 to
+ *   4 KiB.
  *
  * Where the shared copies go: a peer reads a rank's copy of its input, and
  * its reduced share, right after the rank wrote them. Ranks that share a
@@ -61,7 +63,7 @@
  * order of summing gives the same doubles) against the expected sums and
  * against MPI_Allreduce, for every size from 8 bytes to --max (default
  * 16 MiB), then times both, interleaved, and prints their ratio. --small is
- * the largest vector (bytes) reduced by every rank whole (default 4 KiB),
+ * the largest vector (bytes) reduced by every rank whole (default 1 KiB),
  * --chunk the large path's chunk (default 1 MiB), --copies how the large
  * path writes what peers read (default auto: learnt while running, see above);
  * --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
@@ -455,7 +457,7 @@ int main(int argc, char **argv)
     int n;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    size_t max_bytes = 16u << 20, small_bytes = 4096, chunk_bytes = 1u << 20;
+    size_t max_bytes = 16u << 20, small_bytes = 1024, chunk_bytes = 1u << 20;
     int rounds = 5, copies = COPIES_AUTO;
     const char *results = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {

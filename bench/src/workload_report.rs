@@ -189,7 +189,7 @@ fn allreduce_table(w: &mut String, r: &Results, svg: Option<&str>) {
     let _ = writeln!(
         w,
         "\n### Window allreduce (`examples/kpccl_allreduce.c`)\n\n\
-         The example users copy: a sum of doubles through a kpccl window — up to 4 KiB every rank \
+         The example users copy: a sum of doubles through a kpccl window — up to 1 KiB every rank \
          reduces the whole vector after one window fence; above, 1 MiB at a time, each rank reduces \
          its 1/N share reading its peers' segments in place, a fence, and every rank gathers the \
          shares (two fences). \
