@@ -207,21 +207,22 @@ impl SyncBlocks {
         unsafe { self.header.as_ref() }
     }
 
-    /// Line `line` of `reader`'s sync block, seen as `T`.
+    /// Line `line` of `reader`'s sync block.
     ///
     /// # Safety
     /// `reader < nranks`, and `line` is [`Layout::WAIT_LINE`], a round's line
     /// or a rank's peer line (below `first_peer_line + nranks`).
     #[inline]
-    unsafe fn line<T: LineView>(&self, reader: u32, line: u32) -> &T {
+    unsafe fn line(&self, reader: u32, line: u32) -> &SyncLine {
         debug_assert!(reader < self.nranks && (line as usize) < self.block_lines, "rank {reader}, line {line}");
         // SAFETY: `new` checked that `nranks` blocks of `block_lines` lines lie
         // inside the mapping, 8-aligned, and that every line the caller may
         // name is below `block_lines`.
         let at = unsafe { self.base.add(reader as usize * self.block_lines + line as usize) };
-        // SAFETY: a line inside the mapping; a `LineView` is one line of
-        // atomics, no more than 8-aligned; the mapping outlives `self`.
-        unsafe { at.cast::<T>().as_ref() }
+        // SAFETY: a line inside the mapping, 8-aligned; a `SyncLine` is one
+        // line of atomics (checked at compile time above); the mapping
+        // outlives `self`.
+        unsafe { at.as_ref() }
     }
 
     /// `rank`'s wait line.
@@ -230,7 +231,11 @@ impl SyncBlocks {
         debug_assert!(rank < self.nranks, "rank {rank} of {}", self.nranks);
         // SAFETY: `rank < nranks` (see the type: the fences' ranks are checked
         // or computed modulo `nranks`), and `WAIT_LINE` is a line of every block.
-        unsafe { self.line(rank, Layout::WAIT_LINE) }
+        let line = unsafe { self.line(rank, Layout::WAIT_LINE) };
+        // SAFETY: a `WaitLine` is, like a `SyncLine`, one line of atomics, no
+        // more than 8-aligned (checked at compile time above): the same
+        // memory seen with other field boundaries, for as long as `line`.
+        unsafe { &*core::ptr::from_ref(line).cast::<WaitLine>() }
     }
 
     /// The line `writer` keeps in `reader`'s block.
@@ -253,16 +258,6 @@ impl SyncBlocks {
         unsafe { self.line(reader, Layout::round_line_index(round)) }
     }
 }
-
-/// A view of one sync-block line.
-///
-/// # Safety
-/// The type is one [`LINE`] of atomics only, no more than 8-byte aligned.
-unsafe trait LineView {}
-// SAFETY: checked at compile time above.
-unsafe impl LineView for SyncLine {}
-// SAFETY: checked at compile time above.
-unsafe impl LineView for WaitLine {}
 
 /// The fences' words of a mapped window, for the fences of [`crate::Window`]
 /// only (see [`SyncBlocks`] for why the bounds are debug-checked).
