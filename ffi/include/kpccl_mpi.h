@@ -12,7 +12,9 @@
  * Compiles warning-free as C11 and C++ (-Wall -Wextra) with Open MPI and
  * MPICH, which differ in what MPI_Comm is (a pointer or an int): the
  * callbacks reach the MPI communicator through a group of their own, never
- * through a cast of MPI_Comm to a pointer.
+ * through a cast of MPI_Comm to a pointer. libkpccl itself links no MPI:
+ * build with the wrapper of the MPI you run with (MPICH on Debian, beside
+ * Open MPI: mpicc.mpich, then mpiexec.mpich -np N ./prog).
  */
 #ifndef KPCCL_MPI_H
 #define KPCCL_MPI_H
