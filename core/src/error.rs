@@ -215,7 +215,11 @@ pub enum ArgError {
 impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::Rank { rank, nranks } => write!(f, "rank {rank} is not in 0..{nranks}"),
+            // Not Rust's `0..n`, which a C or Python user reads as including n.
+            Self::Rank { rank, nranks: 0 } => write!(f, "rank {rank} is out of range: there are no ranks"),
+            Self::Rank { rank, nranks } => {
+                write!(f, "rank {rank} is out of range: the communicator has ranks 0 to {}", nranks - 1)
+            }
             Self::Layout(e) => e.fmt(f),
             Self::Size { size } => write!(f, "size {size} cannot be mapped"),
             Self::Caller => f.write_str("an argument was refused there (that rank's own error says which)"),
@@ -424,5 +428,21 @@ impl<F: fmt::Display + fmt::Debug, M: fmt::Display + fmt::Debug> core::error::Er
 impl From<FenceError> for CollectiveError {
     fn from(e: FenceError) -> Self {
         Self::Local(Failure::Fence(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::string::ToString;
+
+    use super::ArgError;
+
+    /// Messages say the last valid rank, as C and Python users read ranges:
+    /// Rust's `0..3` reads as if rank 3 were valid.
+    #[test]
+    fn a_rank_out_of_range_names_the_last_valid_rank() {
+        let e = ArgError::Rank { rank: 3, nranks: 3 };
+        assert_eq!(e.to_string(), "rank 3 is out of range: the communicator has ranks 0 to 2");
+        assert_eq!(ArgError::Rank { rank: 0, nranks: 0 }.to_string(), "rank 0 is out of range: there are no ranks");
     }
 }

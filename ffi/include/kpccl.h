@@ -551,6 +551,21 @@ int kpccl_shm_comm_set_release(kpccl_shm_comm_h comm, void (*release)(void *grou
 const char *kpccl_last_error(void);
 
 /**
+ * Records `msg` as this thread's last failure, of class `code` (a
+ * `kpccl_error_code_t` other than `KPCCL_ERR_NONE`), and logs it at the
+ * error level, so that `kpccl_last_error()` and `kpccl_last_error_code()`
+ * report it as they report a failed call. For code that fails on the
+ * library's behalf before calling it, such as `kpccl_mpi.h`'s
+ * `kpccl_shm_comm_create_mpi` given `MPI_COMM_NULL`. Returns `KPCCL_OK`;
+ * `KPCCL_ERROR` (and records why) when `msg` is `NULL` or `code` is not a
+ * failure's class.
+ *
+ * # Safety
+ * `msg` is `NULL` (an error) or a NUL-terminated string.
+ */
+int kpccl_record_error(int code, const char *msg);
+
+/**
  * The class of this thread's last failure (`KPCCL_ERR_NONE` if none yet),
  * to act on without parsing `kpccl_last_error()`. Like the text, it is set
  * by every failing call and kept by successful ones.

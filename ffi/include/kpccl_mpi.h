@@ -12,7 +12,9 @@
  * Compiles warning-free as C11 and C++ (-Wall -Wextra) with Open MPI and
  * MPICH, which differ in what MPI_Comm is (a pointer or an int): the
  * callbacks reach the MPI communicator through a group of their own, never
- * through a cast of MPI_Comm to a pointer.
+ * through a cast of MPI_Comm to a pointer. libkpccl itself links no MPI:
+ * build with the wrapper of the MPI you run with (MPICH on Debian, beside
+ * Open MPI: mpicc.mpich, then mpiexec.mpich -np N ./prog).
  */
 #ifndef KPCCL_MPI_H
 #define KPCCL_MPI_H
@@ -36,6 +38,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Fails the helper's call as a failing library call fails: the text and
+ * class become kpccl_last_error() and kpccl_last_error_code(). */
+static inline int kpccl_mpi_fail(kpccl_error_code_t code, const char *msg)
+{
+    (void)kpccl_record_error((int)code, msg);
+    return KPCCL_ERROR;
+}
 
 /* The callbacks' group: the MPI communicator of the caller's node. */
 typedef struct kpccl_mpi_group_t {
@@ -124,12 +134,10 @@ static inline int kpccl_shm_comm_create_mpi(MPI_Comm comm, kpccl_shm_comm_h *out
         *out = NULL;
     }
     if (comm == MPI_COMM_NULL) {
-        kpccl_error("kpccl_shm_comm_create_mpi: `comm` is MPI_COMM_NULL");
-        return KPCCL_ERROR;
+        return kpccl_mpi_fail(KPCCL_ERR_INVALID_ARGUMENT, "kpccl_shm_comm_create_mpi: `comm` is MPI_COMM_NULL");
     }
     if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local.node) != MPI_SUCCESS) {
-        kpccl_error("kpccl_shm_comm_create_mpi: MPI_Comm_split_type failed");
-        return KPCCL_ERROR;
+        return kpccl_mpi_fail(KPCCL_ERR_OUT_OF_BAND, "kpccl_shm_comm_create_mpi: MPI_Comm_split_type failed");
     }
     (void)MPI_Comm_rank(local.node, &rank);
     (void)MPI_Comm_size(local.node, &size);
@@ -139,10 +147,9 @@ static inline int kpccl_shm_comm_create_mpi(MPI_Comm comm, kpccl_shm_comm_h *out
     if (group == NULL) {
         /* Take part all the same (with no place for the result), so that
          * every rank of the node fails instead of waiting for this one. */
-        kpccl_error("kpccl_shm_comm_create_mpi: out of memory");
         (void)kpccl_shm_comm_create(size, rank, KPCCL_LOCAL_RANK_AUTO, &cbs, &local, NULL);
         (void)MPI_Comm_free(&local.node);
-        return KPCCL_ERROR;
+        return kpccl_mpi_fail(KPCCL_ERR_NO_SPACE, "kpccl_shm_comm_create_mpi: out of memory");
     }
     *group = local;
     if (kpccl_shm_comm_create(size, rank, KPCCL_LOCAL_RANK_AUTO, &cbs, group, out == NULL ? NULL : &made) !=

@@ -187,6 +187,11 @@ pub(crate) fn record(name: &'static str, e: &Error) {
         log::log(level, format_args!("{text}"));
     }
     crate::error_code::remember(e);
+    keep(&text);
+}
+
+/// Makes `text` this thread's last error text.
+fn keep(text: &str) {
     let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
     let _ = LAST.try_with(|last| *last.borrow_mut() = c);
 }
@@ -222,6 +227,35 @@ pub unsafe extern "C" fn kpccl_log_error(msg: *const c_char) -> c_int {
         // SAFETY: not NULL, and the caller promises a NUL-terminated string.
         let text = unsafe { CStr::from_ptr(msg) };
         log::log(Level::Error, format_args!("{}", text.to_string_lossy()));
+        Ok(())
+    })
+}
+
+/// Records `msg` as this thread's last failure, of class `code` (a
+/// `kpccl_error_code_t` other than `KPCCL_ERR_NONE`), and logs it at the
+/// error level, so that `kpccl_last_error()` and `kpccl_last_error_code()`
+/// report it as they report a failed call. For code that fails on the
+/// library's behalf before calling it, such as `kpccl_mpi.h`'s
+/// `kpccl_shm_comm_create_mpi` given `MPI_COMM_NULL`. Returns `KPCCL_OK`;
+/// `KPCCL_ERROR` (and records why) when `msg` is `NULL` or `code` is not a
+/// failure's class.
+///
+/// # Safety
+/// `msg` is `NULL` (an error) or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_record_error(code: c_int, msg: *const c_char) -> c_int {
+    ffi_boundary!("kpccl_record_error", {
+        let Some(class) = crate::error_code::failure_class(code) else {
+            return Err(Error::Invalid { arg: "code", why: "not the kpccl_error_code_t of a failure (1 to 9)" });
+        };
+        if msg.is_null() {
+            return Err(Error::Null("msg"));
+        }
+        // SAFETY: not NULL, and the caller promises a NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
+        log::log(Level::Error, format_args!("{text}"));
+        crate::error_code::set(class);
+        keep(&text);
         Ok(())
     })
 }

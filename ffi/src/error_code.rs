@@ -3,6 +3,7 @@
 //! are the Rust API's (`kpccl_posix::ErrorKind`).
 
 use core::cell::Cell;
+use core::ffi::c_int;
 
 #[cfg(feature = "ascend")]
 use kpccl_ascend::window::{Error as DeviceError, Failure as DeviceFailure};
@@ -105,8 +106,31 @@ thread_local! {
 
 /// Records `e`'s class as this thread's last.
 pub(crate) fn remember(e: &Error) {
-    let code = class(e);
+    set(class(e));
+}
+
+/// Records `code` as this thread's last class.
+pub(crate) fn set(code: kpccl_error_code_t) {
     let _ = LAST.try_with(|last| last.set(code));
+}
+
+/// The class of a failure numbered `code` as C numbers them; `None` for
+/// `KPCCL_ERR_NONE` and for numbers that are no class.
+pub(crate) fn failure_class(code: c_int) -> Option<kpccl_error_code_t> {
+    use kpccl_error_code_t::*;
+    [
+        KPCCL_ERR_INVALID_ARGUMENT,
+        KPCCL_ERR_TIMEOUT,
+        KPCCL_ERR_DEAD_PEER,
+        KPCCL_ERR_NO_SPACE,
+        KPCCL_ERR_PERMISSION,
+        KPCCL_ERR_DEVICE_RUNTIME,
+        KPCCL_ERR_OUT_OF_BAND,
+        KPCCL_ERR_SYSTEM,
+        KPCCL_ERR_INTERNAL,
+    ]
+    .into_iter()
+    .find(|c| *c as c_int == code)
 }
 
 /// The class of this thread's last failure (`KPCCL_ERR_NONE` if none yet),

@@ -52,7 +52,7 @@ pub use comm::{
     kpccl_shm_comm_node_ranks, kpccl_shm_comm_query, kpccl_shm_comm_t,
 };
 pub use comm_release::kpccl_shm_comm_set_release;
-pub use error::{kpccl_last_error, kpccl_log_error};
+pub use error::{kpccl_last_error, kpccl_log_error, kpccl_record_error};
 pub use error_code::{kpccl_error_code_t, kpccl_last_error_code};
 pub use oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_h, kpccl_shm_oob_cb_t};
 pub use putget::{kpccl_shm_peer_fence_stream, kpccl_shm_win_fence_stream, kpccl_shm_win_get, kpccl_shm_win_put};

@@ -48,3 +48,23 @@ fn a_failing_callback_is_an_out_of_band_failure() {
     assert!(comm.is_null());
     assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_OUT_OF_BAND, "{}", last_error());
 }
+
+/// What `kpccl_mpi.h` uses for its own refusals (`MPI_COMM_NULL`): the text
+/// and class read back as after any failed call.
+#[test]
+fn a_helper_records_its_failure_as_the_last_error() {
+    std::thread::spawn(|| {
+        let code = kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT as core::ffi::c_int;
+        assert_eq!(unsafe { kpccl_record_error(code, c"helper: `comm` is MPI_COMM_NULL".as_ptr()) }, KPCCL_OK);
+        assert_eq!(last_error(), "helper: `comm` is MPI_COMM_NULL");
+        assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
+
+        assert_eq!(unsafe { kpccl_record_error(0, c"no failure".as_ptr()) }, KPCCL_ERROR);
+        assert!(last_error().starts_with("kpccl_record_error: `code` is invalid"), "{}", last_error());
+        assert_eq!(unsafe { kpccl_record_error(42, c"no class".as_ptr()) }, KPCCL_ERROR);
+        assert_eq!(unsafe { kpccl_record_error(code, core::ptr::null()) }, KPCCL_ERROR);
+        assert_eq!(last_error(), "kpccl_record_error: `msg` is NULL");
+    })
+    .join()
+    .unwrap();
+}

@@ -40,18 +40,14 @@ fn local_rank(v: Option<&Bound<'_, PyAny>>, nranks: u32) -> Result<Option<u32>, 
     match v {
         None => Ok(None),
         Some(v) if v.is_none() || v.extract::<i64>().is_ok_and(|l| l == -1) => Ok(None),
-        Some(v) => match options::count::<u32>(v, "local_rank")? {
-            l if l < nranks => Ok(Some(l)),
-            l => Err(format!("local_rank = {l} is not in 0..{nranks} (or -1/None: numbered in rank order)")),
-        },
+        Some(v) => options::index(v, "local_rank", nranks, "the communicator")
+            .map(Some)
+            .map_err(|e| format!("{e} (or -1/None: numbered in rank order)")),
     }
 }
 
 fn rank_of(v: &Bound<'_, PyAny>, nranks: u32) -> Result<u32, String> {
-    match options::count::<u32>(v, "rank")? {
-        r if r < nranks => Ok(r),
-        r => Err(format!("rank = {r} is not in 0..{nranks}")),
-    }
+    options::index(v, "rank", nranks, "the communicator")
 }
 
 /// A failed collective's exception, with what a Python callback raised.
@@ -114,7 +110,10 @@ impl PyComm {
     ) -> PyResult<Self> {
         let n: u32 = options::count(nranks, "nranks").map_err(errors::value)?;
         if !(1..=kpccl_core::MAX_RANKS).contains(&n) {
-            return Err(errors::value(format!("nranks = {n} is not in 1..={}", kpccl_core::MAX_RANKS)));
+            return Err(errors::value(format!(
+                "nranks {n} is out of range: a communicator has 1 to {} ranks",
+                kpccl_core::MAX_RANKS
+            )));
         }
         if !allgather.is_callable() || !barrier.is_callable() {
             return Err(errors::value("allgather and barrier must be callables"));

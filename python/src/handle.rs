@@ -125,12 +125,9 @@ impl<T: Fenced> Handle<T> {
         self.run(py, |w| op(w.host()))?.map_err(errors::host)
     }
 
-    /// A rank argument, checked: an int in `0..size`.
+    /// A rank argument, checked: an int from 0 to `size - 1`.
     pub(crate) fn peer(&self, v: &Bound<'_, PyAny>) -> PyResult<u32> {
-        match options::count::<u32>(v, "rank").map_err(errors::value)? {
-            r if r < self.size => Ok(r),
-            r => Err(errors::value(format!("rank {r} is not in 0..{}", self.size))),
-        }
+        options::index(v, "rank", self.size, "this window").map_err(errors::value)
     }
 
     /// An optional rank argument: `None` is this rank.

@@ -57,6 +57,19 @@ pub(crate) fn count<T: TryFrom<u64>>(v: &Bound<'_, PyAny>, what: &str) -> Result
     u64::try_from(n).ok().and_then(|n| T::try_from(n).ok()).ok_or_else(|| format!("{what} = {n} is out of range"))
 }
 
+/// A rank (or another index) in `0..end`, refused in the words the C API
+/// uses: "rank 3 is out of range: this window has ranks 0 to 2" (`whose`:
+/// "this window", "the communicator"), never Rust's half-open `0..3`, which
+/// reads as if 3 were in it.
+pub(crate) fn index(v: &Bound<'_, PyAny>, what: &str, end: u32, whose: &str) -> Result<u32, String> {
+    let n: i128 = v.extract().map_err(|_| format!("{what} must be an int, not {}", type_name(v)))?;
+    match u32::try_from(n) {
+        Ok(i) if i < end => Ok(i),
+        _ if end == 0 => Err(format!("{what} {n} is out of range: {whose} has no ranks")),
+        _ => Err(format!("{what} {n} is out of range: {whose} has ranks 0 to {}", end - 1)),
+    }
+}
+
 pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }

@@ -102,6 +102,10 @@ int main(int argc, char **argv)
     CHECK(strstr(kpccl_last_error(), "kpccl_shm_comm_create") != NULL, "NULL out names the call");
     kpccl_shm_comm_h none = (kpccl_shm_comm_h)&n;
     CHECK(kpccl_shm_comm_create_mpi(MPI_COMM_NULL, &none) == KPCCL_ERROR && none == NULL, "MPI_COMM_NULL");
+    /* The helper's own refusal reads like any failed call's. */
+    CHECK(strcmp(kpccl_last_error(), "kpccl_shm_comm_create_mpi: `comm` is MPI_COMM_NULL") == 0,
+          "MPI_COMM_NULL is kpccl_last_error()");
+    CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "MPI_COMM_NULL is an invalid argument");
 
     mine[0] = passed;
     mine[1] = failed;

@@ -82,7 +82,11 @@ impl RunOob {
     /// waits for the other ranks (at most `u32::MAX` milliseconds).
     pub fn connect(socket: &str, rank: u32, nranks: u32, timeout: Duration) -> io::Result<RunOob> {
         if rank >= nranks {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("rank {rank} is not in 0..{nranks}")));
+            let why = match nranks {
+                0 => format!("rank {rank} is out of range: there are no ranks"),
+                n => format!("rank {rank} is out of range: the launcher has ranks 0 to {}", n - 1),
+            };
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
         if timeout.is_zero() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the timeout must not be zero"));
