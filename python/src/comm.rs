@@ -151,8 +151,15 @@ impl PyComm {
     #[staticmethod]
     #[pyo3(signature = (comm, local_rank = None))]
     fn from_mpi(py: Python<'_>, comm: Bound<'_, PyAny>, local_rank: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        let rank: u32 = comm.call_method0("Get_rank")?.extract()?;
-        let n: u32 = comm.call_method0("Get_size")?.extract()?;
+        // MPI.COMM_NULL fails here too, with mpi4py's bare MPI_ERR_COMM.
+        let query = |method: &str| -> PyResult<u32> {
+            comm.call_method0(method).and_then(|v| v.extract()).map_err(|e| {
+                errors::value(format!(
+                    "`comm` must be an mpi4py communicator other than MPI.COMM_NULL: comm.{method}() failed: {e}"
+                ))
+            })
+        };
+        let (rank, n) = (query("Get_rank")?, query("Get_size")?);
         let local = self::local_rank(local_rank, n);
         Self::create(py, Route::Mpi(comm.unbind()), rank, n, local)
     }

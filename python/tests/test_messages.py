@@ -1,4 +1,4 @@
-"""Error messages say ranges as Python and C users read them (issue 17, item 4):
+"""Error messages say ranges as Python and C users read them:
 "rank 3 is out of range: this window has ranks 0 to 2", never Rust's `0..3`."""
 
 import pytest
@@ -31,3 +31,8 @@ def test_communicator_rank_errors_name_the_last_valid_rank():
         kpccl.Comm(1, 1, None, lambda d: d, lambda: None)
     assert "rank 1 is out of range: the communicator has ranks 0 to 0" in str(e.value)
     assert ".." not in str(e.value)
+
+
+def test_from_mpi_refuses_what_is_not_a_communicator():
+    with pytest.raises(ValueError, match=r"^`comm` must be an mpi4py communicator"):
+        kpccl.Comm.from_mpi(42)
