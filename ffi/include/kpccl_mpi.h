@@ -155,6 +155,8 @@ static inline int kpccl_shm_comm_create_mpi(MPI_Comm comm, kpccl_shm_comm_h *out
     if (kpccl_shm_comm_create(size, rank, KPCCL_LOCAL_RANK_AUTO, &cbs, group, out == NULL ? NULL : &made) !=
         KPCCL_OK) {
         kpccl_mpi_release(group);
+        if (out == NULL) /* the library named its own parameter: name ours */
+            return kpccl_mpi_fail(KPCCL_ERR_INVALID_ARGUMENT, "kpccl_shm_comm_create_mpi: `out` is NULL");
         return KPCCL_ERROR;
     }
     if (kpccl_shm_comm_set_release(made, kpccl_mpi_release) != KPCCL_OK) {

@@ -99,7 +99,8 @@ int main(int argc, char **argv)
     /* A refused call on every rank (no place for the result) fails
      * everywhere, leaves nothing behind, and hangs nobody. */
     CHECK(kpccl_shm_comm_create_mpi(MPI_COMM_WORLD, NULL) == KPCCL_ERROR, "NULL out");
-    CHECK(strstr(kpccl_last_error(), "kpccl_shm_comm_create") != NULL, "NULL out names the call");
+    CHECK(strcmp(kpccl_last_error(), "kpccl_shm_comm_create_mpi: `out` is NULL") == 0,
+          "NULL out names the helper's `out`");
     kpccl_shm_comm_h none = (kpccl_shm_comm_h)&n;
     CHECK(kpccl_shm_comm_create_mpi(MPI_COMM_NULL, &none) == KPCCL_ERROR && none == NULL, "MPI_COMM_NULL");
     /* The helper's own refusal reads like any failed call's. */
