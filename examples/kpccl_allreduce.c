@@ -19,16 +19,19 @@
  *   (main memory sees the input once and the output once), and a window of
  *   a chunk's size serves vectors of any size.
  *
- * - Small vectors (1 KiB by default): every rank reduces the whole vector.
+ * - Small vectors (by default up to 256 bytes while every rank has a CPU of
+ *   its own, up to 1 KiB when ranks outnumber CPUs): every rank reduces the
+ *   whole vector.
  *   1. Each rank copies its input into its own segment.        fence
  *   2. Each rank sums all N inputs into its output.
  *   One fence instead of two: for small vectors the fence (a hand-off
  *   between processes, microseconds when ranks outnumber cores) costs more
  *   than adding N short vectors. Measured on 2 cores, × MPI_Allreduce: at 2
  *   ranks, 4 KiB took 1.02-1.10 whole and 0.61-0.69 in shares, 1 KiB
- *   0.78-0.85 either way, 256 bytes 0.58-0.69 whole and 1.15-1.31 in shares;
- *   at 4 and 8 ranks the two paths are within noise of each other from 1 to
- *   4 KiB.
+ *   0.83-0.91 whole (1.15 with the vCPUs placed far apart) and 0.74-0.79 in
+ *   shares, 256 bytes 0.58-0.69 whole and 1.15-1.31 in shares; at 4 and 8
+ *   ranks, 1 KiB 0.32-0.33 whole and 0.47-0.54 in shares, 4 KiB the same
+ *   either way.
  *
  * Where the shared copies go: a peer reads a rank's copy of its input, and
  * its reduced share, right after the rank wrote them. Ranks that share a
@@ -63,9 +66,10 @@
  * order of summing gives the same doubles) against the expected sums and
  * against MPI_Allreduce, for every size from 8 bytes to --max (default
  * 16 MiB), then times both, interleaved, and prints their ratio. --small is
- * the largest vector (bytes) reduced by every rank whole (default 1 KiB),
- * --chunk the large path's chunk (default 1 MiB), --copies how the large
- * path writes what peers read (default auto: learnt while running, see above);
+ * the largest vector (bytes) reduced by every rank whole (default or 0: 256
+ * bytes, or 1 KiB when ranks outnumber the CPUs), --chunk the large path's
+ * chunk (default 1 MiB), --copies how the large path writes what peers read
+ * (default auto: learnt while running, see above);
  * --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
  * (for the project's benchmark suite). Exit status 0 when verified.
  */
@@ -77,6 +81,7 @@
 
 #include <mpi.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 #define HAVE_STREAMING 1
@@ -457,7 +462,7 @@ int main(int argc, char **argv)
     int n;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    size_t max_bytes = 16u << 20, small_bytes = 1024, chunk_bytes = 1u << 20;
+    size_t max_bytes = 16u << 20, small_bytes = 0, chunk_bytes = 1u << 20;
     int rounds = 5, copies = COPIES_AUTO;
     const char *results = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -496,6 +501,9 @@ int main(int argc, char **argv)
     TRY(kpccl_shm_comm_create_mpi(MPI_COMM_WORLD, &comm));
     struct win_allreduce a;
     size_t capacity = max_bytes / sizeof(double);
+    /* Two fences cost little while every rank has a CPU; a hand-off when ranks share them. */
+    if (small_bytes == 0)
+        small_bytes = n <= sysconf(_SC_NPROCESSORS_ONLN) ? 256 : 1024;
     TRY(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double), copies));
     double *in = malloc(capacity * sizeof(double));
     double *out = malloc(capacity * sizeof(double));
