@@ -44,10 +44,10 @@
  * 256 KiB 0.53 cached, 0.84 with the inputs streamed), and a hypervisor moves
  * vCPUs while a program runs: a choice timed once, at set-up, was the slower
  * one minutes later (1 MiB: 1.27x MPI_Allreduce streamed where cached took
- * 0.70x). So each rank learns the way while it runs, for each chunk size: it
- * times its chunks, and now and then one chunk tries the other way (see
- * struct copy_way). Streaming needs SSE2 (x86-64); elsewhere the copies are
- * cached.
+ * 0.70x). So each rank learns the way while it runs, for each chunk size
+ * from 32 KiB: it times its chunks, and now and then one chunk tries the
+ * other way (see struct copy_way). Streaming needs SSE2 (x86-64); elsewhere,
+ * and below 32 KiB, the copies are cached.
  *
  * Reuse without an extra fence: a call (or chunk) writes its input into the
  * segment before its first fence, while a peer may still be reading the
@@ -101,6 +101,9 @@
 #define BLOCK_DOUBLES 1024
 /* Chunk sizes learn their copy way apart: one class per power of two. */
 #define SIZE_CLASSES 32
+/* Chunks below this many doubles (32 KiB) are copied cached, untimed: two
+ * clock reads (about 45 ns here) would cost 5-12 % of such a chunk. */
+#define LEARNT_DOUBLES 4096
 
 enum { COPIES_CACHED, COPIES_STREAMED, COPIES_AUTO };
 
@@ -345,7 +348,7 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
      * A chunk reuses the buffers of the one before as a call does a call's. */
     for (size_t at = 0; at < count; at += a->chunk) {
         size_t len = count - at < a->chunk ? count - at : a->chunk;
-        if (a->copies != COPIES_AUTO) {
+        if (a->copies != COPIES_AUTO || len < LEARNT_DOUBLES) {
             if (large_step(a, in + at, out + at, len, a->copies == COPIES_STREAMED) != KPCCL_OK)
                 return KPCCL_ERROR;
             continue;
