@@ -108,22 +108,27 @@
 enum { COPIES_CACHED, COPIES_STREAMED, COPIES_AUTO };
 
 /* The copy way of one chunk size class, learnt by this rank. Every `backoff`
- * chunks one chunk tries the other way, and is compared with the chunk just
- * before it (same placement, same load). The other way takes over once it has
- * been clearly (10 %) cheaper in two trials in a row, the second right after
- * the first: one lucky chunk on a busy machine does not switch. A trial that
- * loses doubles the gap to the next, up to 256 chunks, so a way that stays
- * the faster costs at most 1 chunk in 256; after a switch, trials come every
- * 4 chunks again. Ranks make the same calls, so their trials fall on the same
- * chunk; their choices may still differ, which is harmless: a fence orders
- * cached and streamed stores alike. */
+ * chunks a trial copies two chunks the other way. Only the second is timed:
+ * the first meets the caches as the other way left them (streamed stores
+ * leave the segments out of cache, cached copies leave them dirty in it), and
+ * neither is the chunk after a trial. The timed trial chunk is compared with
+ * the cheapest timed chunk of the way in use since the previous trial (same
+ * placement, nearly the same load, and one slow chunk on a busy machine does
+ * not make the way in use look slow). The other way takes over once it has
+ * been clearly (10 %) cheaper in two trials in a row, the second soon after
+ * the first. A trial that loses doubles the gap to the next, up to 256
+ * chunks, so a way that stays the faster costs at most 2 chunks in 256; after
+ * a switch, trials come every 4 chunks again. Ranks make the same calls, so
+ * their trials fall on the same chunks; their choices may still differ, which
+ * is harmless: a fence orders cached and streamed stores alike. */
 struct copy_way {
-    double last;       /* seconds per double of the last chunk copied the way in use */
-    unsigned chunks;   /* chunks of this size class so far */
-    unsigned trial_at; /* the chunk that tries the other way */
-    unsigned backoff;  /* chunks from one trial to the next */
-    int wins;          /* trials in a row that the other way won */
-    int stream;        /* the way in use: non-temporal stores */
+    double best;        /* seconds per double: the way in use's cheapest timed chunk since the last trial */
+    unsigned chunks;    /* chunks of this size class so far */
+    unsigned trial_at;  /* the first chunk of the next trial */
+    unsigned settle_at; /* the chunk after the last trial (not timed) */
+    unsigned backoff;   /* chunks from one trial to the next */
+    int wins;           /* trials in a row that the other way won */
+    int stream;         /* the way in use: non-temporal stores */
 };
 
 struct win_allreduce {
@@ -175,7 +180,7 @@ static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, in
     a->small = small;
     a->copies = HAVE_STREAMING ? copies : COPIES_CACHED;
     for (int c = 0; c < SIZE_CLASSES; c++)
-        a->ways[c] = (struct copy_way){.trial_at = 1, .backoff = 4};
+        a->ways[c] = (struct copy_way){.trial_at = 3, .backoff = 4}; /* chunk 0 (cold) is not timed */
     size_t in_len = round_up(a->chunk), share_len = round_up(a->chunk / (size_t)nranks + 1);
     size_t small_len = round_up(a->small);
     size_t bytes = (in_len + share_len + 2 * small_len) * sizeof(double);
@@ -275,27 +280,39 @@ static int size_class(size_t len)
     return c;
 }
 
-/* Records that a chunk of `w`'s class copied `stream`-wise cost `cost`
- * seconds per double, and sets the next trial (see struct copy_way). */
-static void learn(struct copy_way *w, int stream, double cost)
+/* Whether the next chunk of `w`'s class is streamed: the way in use, or the
+ * other during a trial (unsigned arithmetic: chunks wrap as trial_at does). */
+static int next_way(const struct copy_way *w)
 {
-    if (w->chunks++ != w->trial_at) {
-        w->last = cost;
+    return w->chunks - w->trial_at < 2 ? !w->stream : w->stream;
+}
+
+/* Records that the chunk of `w`'s class copied as next_way() said cost
+ * `cost` seconds per double, and sets the next trial (see struct copy_way). */
+static void learn(struct copy_way *w, double cost)
+{
+    unsigned chunk = w->chunks++;
+    if (chunk == w->trial_at || chunk == w->settle_at)
+        return; /* the caches as the other way left them */
+    if (chunk != w->trial_at + 1) {
+        if (w->best == 0 || cost < w->best)
+            w->best = cost;
         return;
     }
-    if (cost < 0.9 * w->last && ++w->wins < 2) {
-        w->trial_at = w->chunks + 1; /* confirm after one more chunk the way in use */
-        return;
+    w->settle_at = w->chunks;
+    if (cost < 0.9 * w->best && ++w->wins < 2) {
+        w->trial_at = w->chunks + 3; /* confirm after two timed chunks the way in use */
+    } else {
+        if (w->wins == 2) {
+            w->stream = !w->stream;
+            w->backoff = 4;
+        } else if (w->backoff < 256) {
+            w->backoff *= 2;
+        }
+        w->wins = 0;
+        w->trial_at = w->chunks + w->backoff;
     }
-    if (w->wins == 2) {
-        w->stream = stream;
-        w->last = cost;
-        w->backoff = 4;
-    } else if (w->backoff < 256) {
-        w->backoff *= 2;
-    }
-    w->wins = 0;
-    w->trial_at = w->chunks + w->backoff;
+    w->best = 0;
 }
 
 /* Reduce-scatter then allgather of one chunk (count <= a->chunk); `stream`:
@@ -354,11 +371,10 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
             continue;
         }
         struct copy_way *w = &a->ways[size_class(len)];
-        int stream = w->chunks == w->trial_at ? !w->stream : w->stream;
         double t = seconds();
-        if (large_step(a, in + at, out + at, len, stream) != KPCCL_OK)
+        if (large_step(a, in + at, out + at, len, next_way(w)) != KPCCL_OK)
             return KPCCL_ERROR;
-        learn(w, stream, (seconds() - t) / (double)len);
+        learn(w, (seconds() - t) / (double)len);
     }
     return KPCCL_OK;
 }
