@@ -81,11 +81,9 @@ impl fmt::Display for Error {
         match self {
             Self::Collective(e) => e.fmt(f),
             Self::Fence(e) => e.fmt(f),
-            Self::OutOfBounds { rank, offset, len, size } => write!(
-                f,
-                "bytes {offset}..{} are outside rank {rank}'s segment of {size} bytes",
-                offset.saturating_add(*len)
-            ),
+            Self::OutOfBounds { rank, offset, len, size } => {
+                write!(f, "{len} bytes at {offset} are outside rank {rank}'s segment of {size} bytes")
+            }
             Self::OtherNode { rank, node, this_node } => write!(
                 f,
                 "rank {rank} is on node {node}, not on this node {this_node}: shared memory does not cross nodes \
@@ -148,5 +146,16 @@ impl From<CollectiveError> for Error {
 impl From<FenceError> for Error {
     fn from(e: FenceError) -> Self {
         Self::Fence(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn an_access_past_the_address_space_is_named_as_asked() {
+        let e = Error::OutOfBounds { rank: 1, offset: usize::MAX, len: 8, size: 4096 };
+        assert_eq!(e.to_string(), format!("8 bytes at {} are outside rank 1's segment of 4096 bytes", usize::MAX));
     }
 }
