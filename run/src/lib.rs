@@ -33,7 +33,7 @@ pub use kpccl_posix::launch::{
     DEFAULT_TIMEOUT, Departure, Ending, NRANKS_ENV, RANK_ENV, RUNNER_ENV, RunOob, SOCKET_ENV, TIMEOUT_ENV, code,
     last_departure,
 };
-pub use spawn::{Launch, Report};
+pub use spawn::{DEFAULT_ABORT_AFTER, Launch, Report};
 
 #[cfg(test)]
 mod tests;

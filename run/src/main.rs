@@ -6,9 +6,11 @@
 //! The ranks inherit stdout and stderr (rank 0 also stdin). The exit code
 //! is 0 if every rank exited 0, else the first failing rank's exit code
 //! (128 + signal if a signal killed it), with a one-line summary on stderr;
-//! 127/126 if the program cannot be started, 2 for a usage error. When a
-//! rank dies of a signal, the launcher sweeps the segment directory
-//! afterwards (as `--sweep` does).
+//! 127/126 if the program cannot be started, 2 for a usage error. Once a
+//! rank fails, the ranks still running `--abort-after` seconds later (10 by
+//! default) are killed, so a frozen rank cannot hold the job. When a rank
+//! dies of a signal, the launcher sweeps the segment directory afterwards
+//! (as `--sweep` does).
 #![allow(clippy::std_instead_of_core)]
 
 use std::ffi::OsString;
@@ -16,15 +18,20 @@ use std::io;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kpccl_run::Launch;
+use kpccl_run::{DEFAULT_ABORT_AFTER, Launch};
 
-const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
+const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
 
 /// The rest of `--help`.
 const HELP: &str = "\
 Runs N ranks of a program connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_RUN_SOCKET.
 
   --timeout SECS   kill every rank still running SECS seconds after the start
+  --abort-after SECS|never
+                   once a rank fails (exit code not 0, or a signal), kill every rank still
+                   running SECS seconds later (default 10: time for the others to report the
+                   failure themselves, as mpirun aborts a job when a rank fails); never: let
+                   them run
 
 Read by the ranks:
   KPCCL_OOB_TIMEOUT_MS  how long an out-of-band collective (communicator or window creation)
@@ -38,6 +45,7 @@ Read by the ranks:
 struct Args {
     nranks: u32,
     timeout: Option<Duration>,
+    abort_after: Option<Duration>,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -67,7 +75,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut launch = Launch::new(args.nranks);
+    let mut launch = Launch::new(args.nranks).abort_after(args.abort_after);
     if let Some(t) = args.timeout {
         launch = launch.timeout(t);
     }
@@ -96,7 +104,7 @@ fn main() -> ExitCode {
 /// Parses the arguments after the program name; `Ok(None)` for `--help`.
 fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, String> {
     let mut argv = argv.into_iter();
-    let (mut nranks, mut timeout) = (None, None);
+    let (mut nranks, mut timeout, mut abort_after) = (None, None, Some(DEFAULT_ABORT_AFTER));
     let program = loop {
         let Some(arg) = argv.next() else { return Err("no program given".into()) };
         let Some(s) = arg.to_str() else { break arg };
@@ -125,6 +133,17 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
                 let t = Duration::try_from_secs_f64(secs).ok().filter(|t| !t.is_zero());
                 timeout = Some(t.ok_or(format!("--timeout {v}: must be a positive number of seconds"))?);
             }
+            "--abort-after" => {
+                let v = value("--abort-after")?;
+                abort_after = if v == "never" {
+                    None
+                } else {
+                    let secs: f64 =
+                        v.parse().map_err(|_| format!("--abort-after {v}: not a number of seconds, nor never"))?;
+                    let g = Duration::try_from_secs_f64(secs).ok();
+                    Some(g.ok_or(format!("--abort-after {v}: must be 0 or more seconds"))?)
+                };
+            }
             "--" => match argv.next() {
                 Some(p) => break p,
                 None => return Err("no program given after --".into()),
@@ -134,7 +153,7 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
         }
     };
     let nranks = nranks.ok_or("-n N is required")?;
-    Ok(Some(Args { nranks, timeout, program, args: argv.collect() }))
+    Ok(Some(Args { nranks, timeout, abort_after, program, args: argv.collect() }))
 }
 
 /// `dir`, else `KPCCL_SHM_DIR`, else `/dev/shm`.
@@ -198,6 +217,13 @@ mod tests {
         let a = p(&["--nranks=2", "prog", "--", "y"]).unwrap().unwrap();
         assert_eq!((a.nranks, a.args.len()), (2, 2));
         assert!(p(&["--help"]).unwrap().is_none());
+        assert_eq!(p(&["-n", "2", "prog"]).unwrap().unwrap().abort_after, Some(DEFAULT_ABORT_AFTER));
+        assert_eq!(
+            p(&["-n", "2", "--abort-after", "0.5", "prog"]).unwrap().unwrap().abort_after,
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(p(&["-n", "2", "--abort-after=0", "prog"]).unwrap().unwrap().abort_after, Some(Duration::ZERO));
+        assert_eq!(p(&["-n", "2", "--abort-after", "never", "prog"]).unwrap().unwrap().abort_after, None);
     }
 
     #[test]
@@ -211,6 +237,8 @@ mod tests {
             &["-n", "2", "--"],
             &["-n", "2", "--timeout", "-1", "prog"],
             &["-n", "2", "--timeout", "0", "prog"],
+            &["-n", "2", "--abort-after", "-1", "prog"],
+            &["-n", "2", "--abort-after", "soon", "prog"],
             &["-n", "2", "--bogus", "prog"],
         ] {
             assert!(p(bad).is_err(), "{bad:?}");

@@ -15,13 +15,21 @@ use crate::{Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
 /// Longest pause between two looks at the children.
 const MAX_POLL: Duration = Duration::from_millis(10);
 
+/// How long the ranks still running may go on after one fails, by default:
+/// long enough for survivors to report the failure themselves (they hear
+/// of a lost rank at once, of a frozen one when their timeout ends), short
+/// enough that a frozen rank does not hold the job for ever.
+pub const DEFAULT_ABORT_AFTER: Duration = Duration::from_secs(10);
+
 /// Starts `n` ranks of one program, each with `KPCCL_RANK`, `KPCCL_NRANKS`
 /// and `KPCCL_RUN_SOCKET` set so that [`RunOob::from_env`](crate::RunOob::from_env)
 /// connects it to the job's [`Hub`].
 ///
 /// Ranks inherit stdout and stderr; rank 0 inherits stdin, the others read
-/// `/dev/null`. A rank that fails does not stop the others (those in a
-/// collective with it get an error from the hub). Under qemu-user the
+/// `/dev/null`. A rank that fails does not stop the others at once (those in
+/// a collective with it get an error from the hub), but the ranks still
+/// running [`DEFAULT_ABORT_AFTER`] later are killed, as `mpirun` kills a job
+/// when a rank fails (see [`Launch::abort_after`]). Under qemu-user the
 /// program goes through the target runner (`KPCCL_RUNNER`, or on aarch64
 /// `CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER`, split on whitespace).
 ///
@@ -37,18 +45,28 @@ const MAX_POLL: Duration = Duration::from_millis(10);
 pub struct Launch {
     nranks: u32,
     timeout: Option<Duration>,
+    abort_after: Option<Duration>,
     env: Vec<(OsString, OsString)>,
 }
 
 impl Launch {
-    /// A launch of `nranks` ranks, with no timeout and no extra environment.
+    /// A launch of `nranks` ranks, with no timeout, [`DEFAULT_ABORT_AFTER`]
+    /// and no extra environment.
     pub fn new(nranks: u32) -> Launch {
-        Launch { nranks, timeout: None, env: Vec::new() }
+        Launch { nranks, timeout: None, abort_after: Some(DEFAULT_ABORT_AFTER), env: Vec::new() }
     }
 
     /// Kills (`SIGKILL`) every rank still running `timeout` after the start.
     pub fn timeout(mut self, timeout: Duration) -> Launch {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Once a rank fails (exits with a code other than 0, or dies of a
+    /// signal), kills (`SIGKILL`) every rank still running `grace` later;
+    /// `None`: let them run.
+    pub fn abort_after(mut self, grace: Option<Duration>) -> Launch {
+        self.abort_after = grace;
         self
     }
 
@@ -102,9 +120,14 @@ impl Launch {
         }
         hub.serve()?;
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
-        let timed_out = ranks.wait(&hub, deadline)?;
+        let ended = ranks.wait(&hub, deadline, self.abort_after)?;
+        let timed_out = ended == Ended::Deadline;
+        let abandoned = match ended {
+            Ended::Abandoned { failed } => Some(failed),
+            _ => None,
+        };
         let never_connected = if timed_out { hub.never_connected() } else { Vec::new() };
-        let killed = if timed_out { ranks.kill_rest(&hub)? } else { Vec::new() };
+        let killed = if ended == Ended::AllExited { Vec::new() } else { ranks.kill_rest(&hub)? };
         let oob_failure = hub.failure();
         drop(hub);
         let status = ranks.0.iter().map(|r| r.status.unwrap_or_else(|| ExitStatus::from_raw(-1))).collect();
@@ -114,6 +137,8 @@ impl Launch {
             never_connected,
             timed_out,
             timeout: self.timeout,
+            abandoned,
+            abort_after: self.abort_after,
             elapsed: start.elapsed(),
             oob_failure,
         })
@@ -126,15 +151,28 @@ struct Rank {
     status: Option<ExitStatus>,
 }
 
+/// Why [`Ranks::wait`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// Every rank exited.
+    AllExited,
+    /// The launch's timeout passed.
+    Deadline,
+    /// The grace after rank `failed` failed passed.
+    Abandoned { failed: u32 },
+}
+
 /// The children; dropping it kills and reaps any still running, so no
 /// early return leaves a rank behind.
 #[derive(Debug)]
 struct Ranks(Vec<Rank>);
 
 impl Ranks {
-    /// Reaps ranks as they exit until all have or `deadline` passes (`true`).
-    fn wait(&mut self, hub: &Hub, deadline: Option<Instant>) -> io::Result<bool> {
+    /// Reaps ranks as they exit until all have, `deadline` passes, or
+    /// `grace` passes after the first rank that failed.
+    fn wait(&mut self, hub: &Hub, deadline: Option<Instant>, grace: Option<Duration>) -> io::Result<Ended> {
         let mut pause = Duration::from_millis(1);
+        let mut abort: Option<(u32, Instant)> = None;
         loop {
             let mut running = 0;
             for (rank, r) in (0..).zip(self.0.iter_mut()) {
@@ -146,18 +184,25 @@ impl Ranks {
                         r.status = Some(s);
                         hub.rank_ended(rank, r.child.id(), s);
                         pause = Duration::from_millis(1);
+                        if !s.success() && abort.is_none() {
+                            abort = grace.and_then(|g| Instant::now().checked_add(g)).map(|at| (rank, at));
+                        }
                     }
                     None => running += 1,
                 }
             }
             if running == 0 {
-                return Ok(false);
+                return Ok(Ended::AllExited);
             }
             let now = Instant::now();
-            let left = deadline.map_or(MAX_POLL, |d| d.saturating_duration_since(now));
-            if left.is_zero() {
-                return Ok(true);
+            if deadline.is_some_and(|d| d <= now) {
+                return Ok(Ended::Deadline);
             }
+            if let Some((failed, _)) = abort.filter(|&(_, at)| at <= now) {
+                return Ok(Ended::Abandoned { failed });
+            }
+            let next = [deadline, abort.map(|(_, at)| at)].into_iter().flatten().min();
+            let left = next.map_or(MAX_POLL, |d| d.saturating_duration_since(now));
             std::thread::sleep(pause.min(left));
             pause = (pause * 2).min(MAX_POLL);
         }
@@ -212,6 +257,11 @@ pub struct Report {
     pub timed_out: bool,
     /// The timeout the launch had.
     pub timeout: Option<Duration>,
+    /// The failed rank after which the ranks still running were killed,
+    /// [`Launch::abort_after`] later (they are in `killed`).
+    pub abandoned: Option<u32>,
+    /// The grace the launch had after a failure.
+    pub abort_after: Option<Duration>,
     /// From the start of the hub to the last rank reaped.
     pub elapsed: Duration,
     /// The first failure the hub reported to the ranks (ranks that disagreed
@@ -255,7 +305,12 @@ impl fmt::Display for Report {
                 let sep = if i == 0 { "" } else { ", " };
                 match (s.code(), s.signal()) {
                     (Some(c), _) => write!(f, "{sep}rank {rank}: exit {c}")?,
-                    (None, Some(_)) if self.killed.contains(rank) => write!(f, "{sep}rank {rank}: killed at timeout")?,
+                    (None, Some(_)) if self.killed.contains(rank) => match (self.abandoned, self.abort_after) {
+                        (Some(first), Some(g)) => {
+                            write!(f, "{sep}rank {rank}: killed {:.3}s after rank {first} failed", g.as_secs_f64())?
+                        }
+                        _ => write!(f, "{sep}rank {rank}: killed at timeout")?,
+                    },
                     (None, Some(sig)) => write!(f, "{sep}rank {rank}: signal {sig}")?,
                     (None, None) => write!(f, "{sep}rank {rank}: {s}")?,
                 }
@@ -289,6 +344,8 @@ mod tests {
             never_connected: Vec::new(),
             timed_out: !killed.is_empty(),
             timeout: Some(Duration::from_secs(5)),
+            abandoned: None,
+            abort_after: Some(DEFAULT_ABORT_AFTER),
             elapsed: Duration::from_millis(1500),
             oob_failure: None,
         }
@@ -311,6 +368,11 @@ mod tests {
             "2 of 3 ranks failed (rank 1: exit 3, rank 2: killed at timeout) in 1.500s; timed out after 5.000s"
         );
         assert_eq!(report(&[0], &[]).to_string(), "all 1 ranks exited 0 in 1.500s");
+        let abandoned = Report { timed_out: false, abandoned: Some(1), ..report(&[-9, 3], &[0]) };
+        assert_eq!(
+            abandoned.to_string(),
+            "2 of 2 ranks failed (rank 0: killed 10.000s after rank 1 failed, rank 1: exit 3) in 1.500s"
+        );
         let stuck = Report { never_connected: vec![2], ..report(&[0, 0, -9], &[2]) };
         assert!(stuck.to_string().ends_with("; ranks [2] never connected to the launcher"), "{stuck}");
     }

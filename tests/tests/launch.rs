@@ -83,3 +83,29 @@ fn a_program_that_cannot_start_is_an_error() {
         Ok(report) => assert!(!report.success(), "{report}"),
     }
 }
+
+#[test]
+fn ranks_left_running_after_a_failure_are_killed_after_the_grace() {
+    let start = Instant::now();
+    // Rank 0 sleeps a minute; the others give up on it after 300 ms and fail.
+    let grace = Duration::from_millis(500);
+    let report = Launch::new(3)
+        .timeout(BOUND)
+        .env("KPCCL_OOB_TIMEOUT_MS", "300")
+        .abort_after(Some(grace))
+        .run(PROBE, ["hang"])
+        .unwrap();
+    assert!(!report.timed_out, "{report}");
+    assert_eq!(report.killed, [0], "{report}");
+    assert!(matches!(report.abandoned, Some(1 | 2)), "{report}");
+    assert!(report.to_string().contains("rank 0: killed 0.500s after rank"), "{report}");
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    // Without the grace, only the timeout ends it.
+    let report = launch(2)
+        .timeout(Duration::from_millis(1500))
+        .env("KPCCL_OOB_TIMEOUT_MS", "300")
+        .abort_after(None)
+        .run(PROBE, ["hang"])
+        .unwrap();
+    assert!(report.timed_out && report.abandoned.is_none(), "{report}");
+}
