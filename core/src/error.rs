@@ -212,13 +212,36 @@ pub enum ArgError {
     Caller,
 }
 
+/// `what value is out of range: whose has ranks 0 to n-1`: how every API
+/// words a rank outside its group. Not Rust's `0..n`, which a C or Python
+/// user reads as including `n`.
+#[derive(Clone, Copy, Debug)]
+pub struct RankOutOfRange<'a, V> {
+    /// What the value is ("rank", "local_rank").
+    pub what: &'a str,
+    /// The value given (signed where the caller's language allows it).
+    pub value: V,
+    /// Whose ranks ("the communicator", "this window").
+    pub whose: &'a str,
+    /// How many ranks there are.
+    pub nranks: u32,
+}
+
+impl<V: fmt::Display> fmt::Display for RankOutOfRange<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} is out of range: ", self.what, self.value)?;
+        match self.nranks {
+            0 => f.write_str("there are no ranks"),
+            n => write!(f, "{} has ranks 0 to {}", self.whose, n - 1),
+        }
+    }
+}
+
 impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            // Not Rust's `0..n`, which a C or Python user reads as including n.
-            Self::Rank { rank, nranks: 0 } => write!(f, "rank {rank} is out of range: there are no ranks"),
             Self::Rank { rank, nranks } => {
-                write!(f, "rank {rank} is out of range: the communicator has ranks 0 to {}", nranks - 1)
+                RankOutOfRange { what: "rank", value: rank, whose: "the communicator", nranks }.fmt(f)
             }
             Self::Layout(e) => e.fmt(f),
             Self::Size { size } => write!(f, "size {size} cannot be mapped"),

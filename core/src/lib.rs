@@ -36,7 +36,7 @@ pub mod threads;
 #[cfg(not(loom))]
 pub mod window;
 
-pub use error::{CollectiveError, Failure, FenceError, LayoutError, OobError, PlatformError};
+pub use error::{CollectiveError, Failure, FenceError, LayoutError, OobError, PlatformError, RankOutOfRange};
 pub use fence::WaitPolicy;
 pub use layout::{Layout, LayoutMode, MAX_RANKS};
 pub use oob::Oob;

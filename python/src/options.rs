@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use kpccl_core::LayoutMode;
 use kpccl_core::fence::Barrier;
+use kpccl_core::{LayoutMode, RankOutOfRange};
 use kpccl_posix::{Reserve, WindowOptions};
 use pyo3::prelude::*;
 
@@ -65,8 +65,7 @@ pub(crate) fn index(v: &Bound<'_, PyAny>, what: &str, end: u32, whose: &str) -> 
     let n: i128 = v.extract().map_err(|_| format!("{what} must be an int, not {}", type_name(v)))?;
     match u32::try_from(n) {
         Ok(i) if i < end => Ok(i),
-        _ if end == 0 => Err(format!("{what} {n} is out of range: {whose} has no ranks")),
-        _ => Err(format!("{what} {n} is out of range: {whose} has ranks 0 to {}", end - 1)),
+        _ => Err(RankOutOfRange { what, value: n, whose, nranks: end }.to_string()),
     }
 }
 

@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use kpccl_core::{Oob, OobError};
+use kpccl_core::{Oob, OobError, RankOutOfRange};
 
 use super::departure::{self, Departure};
 use super::wire::{self, MAX_DATA, Msg, Reason, VERSION};
@@ -82,11 +82,8 @@ impl RunOob {
     /// waits for the other ranks (at most `u32::MAX` milliseconds).
     pub fn connect(socket: &str, rank: u32, nranks: u32, timeout: Duration) -> io::Result<RunOob> {
         if rank >= nranks {
-            let why = match nranks {
-                0 => format!("rank {rank} is out of range: there are no ranks"),
-                n => format!("rank {rank} is out of range: the launcher has ranks 0 to {}", n - 1),
-            };
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+            let why = RankOutOfRange { what: "rank", value: rank, whose: "the launcher", nranks };
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why.to_string()));
         }
         if timeout.is_zero() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the timeout must not be zero"));
