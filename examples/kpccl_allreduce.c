@@ -365,16 +365,13 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
      * A chunk reuses the buffers of the one before as a call does a call's. */
     for (size_t at = 0; at < count; at += a->chunk) {
         size_t len = count - at < a->chunk ? count - at : a->chunk;
-        if (a->copies != COPIES_AUTO || len < LEARNT_DOUBLES) {
-            if (large_step(a, in + at, out + at, len, a->copies == COPIES_STREAMED) != KPCCL_OK)
-                return KPCCL_ERROR;
-            continue;
-        }
-        struct copy_way *w = &a->ways[size_class(len)];
-        double t = seconds();
-        if (large_step(a, in + at, out + at, len, next_way(w)) != KPCCL_OK)
+        /* The way learnt for chunks of this size, if it is learnt. */
+        struct copy_way *w = a->copies == COPIES_AUTO && len >= LEARNT_DOUBLES ? &a->ways[size_class(len)] : NULL;
+        double t = w ? seconds() : 0;
+        if (large_step(a, in + at, out + at, len, w ? next_way(w) : a->copies == COPIES_STREAMED) != KPCCL_OK)
             return KPCCL_ERROR;
-        learn(w, (seconds() - t) / (double)len);
+        if (w)
+            learn(w, (seconds() - t) / (double)len);
     }
     return KPCCL_OK;
 }
