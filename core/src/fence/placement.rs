@@ -29,8 +29,12 @@ where
     E: WaitEnv + ?Sized,
 {
     let cpu = env.current_cpu().map_or(0, |c| c.saturating_add(1));
-    // Relaxed: a hint (see the module's comment).
-    area.last_cpu(me).store(cpu, Relaxed);
+    let last = area.last_cpu(me);
+    // Relaxed, both: a hint (see the module's comment). Stored only when it
+    // changes: the line is the one every signaller reads (see `notify`).
+    if last.load(Relaxed) != cpu {
+        last.store(cpu, Relaxed);
+    }
     cpu
 }
 

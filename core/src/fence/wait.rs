@@ -194,8 +194,14 @@ where
         yielded = yielded.saturating_add(1);
         here = placement::publish_cpu(area, env, me);
     };
-    // Relaxed: a stale 1 only costs a signaller one spurious wake-up.
-    area.sleeping(me).store(0, Relaxed);
+    // Relaxed, both: a stale 1 only costs a signaller one spurious wake-up.
+    // Stored only when set (a wait that slept and was not woken by a swap):
+    // every signaller reads this line, and a store that changes nothing
+    // would still take it from them.
+    let sleeping = area.sleeping(me);
+    if sleeping.load(Relaxed) != 0 {
+        sleeping.store(0, Relaxed);
+    }
     placement::unblock(area, me);
     result
 }
