@@ -1,6 +1,7 @@
 //! A window this process has mapped: its sync area, its data segments, its
 //! fences.
 
+use core::cell::Cell;
 use core::ptr::NonNull;
 use core::task::Poll;
 
@@ -72,6 +73,9 @@ pub struct Window<P: Platform> {
     rank: u32,
     policy: WaitPolicy,
     barrier: Barrier,
+    /// When a [`Window::try_wait`] that finds no signal next looks at its
+    /// peer's process (platform clock, ns).
+    liveness_due_at: Cell<u64>,
     // Last: dropped (unmapped) after everything that points into it.
     segment: P::Segment,
 }
@@ -98,7 +102,7 @@ impl<P: Platform> Window<P> {
         // The fences index the sync blocks with this rank unchecked (see `SyncBlocks`).
         assert!(rank < layout.nranks(), "rank {rank} of a window of {}", layout.nranks());
         let sync = SyncBlocks::new(&mem, &layout);
-        Self { platform, mem, sync, layout, rank, policy, barrier, segment }
+        Self { platform, mem, sync, layout, rank, policy, barrier, liveness_due_at: Cell::new(0), segment }
     }
 
     /// This rank.
@@ -152,6 +156,23 @@ impl<P: Platform> Window<P> {
     #[inline]
     pub fn wait(&self, peer: u32) -> Result<(), FenceError> {
         fence::peer_wait(&self.sync, self, self.rank, peer, &self.policy)
+    }
+
+    /// Consumes the next signal from `peer` if it has come, without waiting
+    /// (see [`fence::peer_test`]): `Ok(false)` if it has not. A test that
+    /// finds none looks at `peer`'s process at most once per the policy's
+    /// `liveness_ns`, so a loop of tests ends on a dead peer as a wait does,
+    /// at the cost of a clock read per empty test.
+    #[inline]
+    pub fn try_wait(&self, peer: u32) -> Result<bool, FenceError> {
+        fence::peer_test(&self.sync, self, self.rank, peer, || {
+            let now = self.now_ns();
+            let due = now >= self.liveness_due_at.get();
+            if due {
+                self.liveness_due_at.set(now.saturating_add(self.policy.liveness_ns));
+            }
+            due
+        })
     }
 
     /// The fence with every rank of the window (see [`fence::window_fence`]

@@ -14,7 +14,8 @@
 use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
-    Barrier, PendingFence, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_wait, window_fence,
+    Barrier, PendingFence, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_test, peer_wait,
+    window_fence,
 };
 use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
@@ -353,6 +354,31 @@ fn wait_polled<E: Mode>() {
     });
 }
 
+/// Two signals consumed by tests (the wait that never waits) in a loop:
+/// each test that succeeds publishes the signaller's write before it, and
+/// none consumes a signal that was not sent.
+fn wait_tested<E: Mode>() {
+    model(|| {
+        let (area, msgs, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (a, m, e) = (Arc::clone(&area), Arc::clone(&msgs), Arc::clone(&env));
+        ranks(2, move |me| {
+            for k in 0..2 {
+                if me == 0 {
+                    m.write(k, 7 + u64::from(k));
+                    peer_signal(&*a, &*e, 0, 1).unwrap();
+                } else {
+                    while !peer_test(&*a, &*e, 1, 0, || false).unwrap() {
+                        thread::yield_now();
+                    }
+                    assert_eq!(m.read(k), 7 + u64::from(k));
+                }
+            }
+        });
+        assert_eq!(peer_test(&*area, &*env, 1, 0, || false), Ok(false), "a third test finds no signal");
+        assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
+    });
+}
+
 /// The window fence with rank 0 polling and the other ranks blocking.
 fn dissemination_rank0_polled<E: WaitEnv>(
     area: &Area,
@@ -561,6 +587,11 @@ fn polled_waits_count_and_publish() {
 #[test]
 fn polled_waits_count_and_publish_against_a_sleeper() {
     wait_polled::<Futex>();
+}
+
+#[test]
+fn tested_waits_count_and_publish() {
+    wait_tested::<Yielding>();
 }
 
 #[test]

@@ -184,8 +184,10 @@ fn rank_main(
     // One-way signals: a pipeline 0 -> 1 -> ... -> n-1. Rank r reads r-1's
     // data after its wait and acknowledges it; it rewrites its own segment
     // only after r+1 acknowledged the last round. Then a burst of signals
-    // sent ahead satisfies as many waits.
+    // sent ahead satisfies as many waits, whether taken by waits or by
+    // tests (`try_wait`), and leaves nothing for a test after it.
     assert_eq!(w.signal(rank).and(w.wait(rank)), Ok(()), "signals to oneself are no-ops");
+    assert_eq!(w.try_wait(rank), Ok(true), "a test of oneself is a wait's at once");
     let (prev, next) = (rank.checked_sub(1), Some(rank + 1).filter(|&r| r < n));
     for t in 3 * rounds..4 * rounds {
         if let (Some(next), true) = (next, t > 3 * rounds) {
@@ -206,7 +208,13 @@ fn rank_main(
         (0..3).for_each(|_| w.signal(next).unwrap());
     }
     if let Some(prev) = prev {
-        (0..3).for_each(|_| w.wait(prev).unwrap());
+        w.wait(prev).unwrap();
+        for _ in 0..2 {
+            while !w.try_wait(prev).unwrap() {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(w.try_wait(prev), Ok(false), "a test after the burst finds no signal");
     }
     assert_eq!(w.peer_fence(rank), Ok(()));
 

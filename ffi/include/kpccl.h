@@ -738,6 +738,24 @@ int kpccl_shm_peer_signal(kpccl_shm_win_h win, int remote_rank);
 int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
 
 /**
+ * The wait that never waits, as `MPI_Test` is for a receive: if
+ * `remote_rank` has signalled this rank more times than this rank has
+ * waited for it, consumes one signal (as `kpccl_shm_peer_wait` does, with
+ * the same ordering) and sets `*flag` to 1; otherwise sets it to 0 and
+ * consumes nothing. Returns at once either way. A test that finds no
+ * signal looks at `remote_rank`'s process at most once per
+ * `KPCCL_LIVENESS_MS` (50 ms), so a loop of tests fails, naming it, when
+ * it dies, as a wait does; `KPCCL_TIMEOUT_MS` bounds waits, not tests.
+ * Testing oneself sets 1. On failure `*flag` is 0 (when `flag` is not
+ * `NULL`) and nothing is consumed.
+ *
+ * # Safety
+ * `win` is any value (checked: see `kpccl_shm_win_h`); `flag` is `NULL`
+ * or valid for writes.
+ */
+int kpccl_shm_peer_test(kpccl_shm_win_h win, int remote_rank, int *flag);
+
+/**
  * The fence with every rank of this node's window (each of them calls it):
  * what any of them did before it is seen by all of them after it. Ranks on
  * other nodes take part in their own node's fence, not in this one.

@@ -64,6 +64,11 @@ impl AnyWindow {
     }
 
     #[inline]
+    pub(crate) fn try_wait(&self, peer: u32) -> Result<bool, Error> {
+        either!(self, |w| Ok(w.try_wait(peer)?))
+    }
+
+    #[inline]
     pub(crate) fn fence(&self) -> Result<(), Error> {
         either!(self, |w| Ok(w.fence()?))
     }

@@ -58,8 +58,9 @@ pub use oob::{kpccl_shm_datatype_t, kpccl_shm_oob_cb_h, kpccl_shm_oob_cb_t};
 pub use putget::{kpccl_shm_peer_fence_stream, kpccl_shm_win_fence_stream, kpccl_shm_win_get, kpccl_shm_win_put};
 pub use run::kpccl_run_oob;
 pub use win::{
-    kpccl_shm_peer_fence, kpccl_shm_peer_signal, kpccl_shm_peer_wait, kpccl_shm_win_alloc, kpccl_shm_win_alloc_ex,
-    kpccl_shm_win_fence, kpccl_shm_win_free, kpccl_shm_win_h, kpccl_shm_win_query, kpccl_shm_win_t,
+    kpccl_shm_peer_fence, kpccl_shm_peer_signal, kpccl_shm_peer_test, kpccl_shm_peer_wait, kpccl_shm_win_alloc,
+    kpccl_shm_win_alloc_ex, kpccl_shm_win_fence, kpccl_shm_win_free, kpccl_shm_win_h, kpccl_shm_win_query,
+    kpccl_shm_win_t,
 };
 
 /// Success.

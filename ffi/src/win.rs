@@ -54,11 +54,11 @@ const _: () = assert!(core::mem::offset_of!(kpccl_shm_win_t, nranks) == size_of:
 /// Runs a pairwise call (`peer_fence`, `signal`, `wait`) on the live window
 /// `win` with the rank `remote_rank`, both checked.
 #[inline(always)]
-fn with_peer(
+fn with_peer<T>(
     win: kpccl_shm_win_h,
     remote_rank: c_int,
-    op: impl FnOnce(&AnyWindow, u32) -> Result<(), Error>,
-) -> Result<(), Error> {
+    op: impl FnOnce(&AnyWindow, u32) -> Result<T, Error>,
+) -> Result<T, Error> {
     // SAFETY: none needed (see `get`).
     let w = unsafe { get(win) }?;
     let peer = handle::rank(remote_rank, "remote_rank", w.nranks(), RangeOf::WindowRanks)?;
@@ -253,6 +253,33 @@ pub unsafe extern "C" fn kpccl_shm_peer_signal(win: kpccl_shm_win_h, remote_rank
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_peer_wait(win: kpccl_shm_win_h, remote_rank: c_int) -> c_int {
     ffi_boundary!("kpccl_shm_peer_wait", { with_peer(win, remote_rank, AnyWindow::wait) })
+}
+
+/// The wait that never waits, as `MPI_Test` is for a receive: if
+/// `remote_rank` has signalled this rank more times than this rank has
+/// waited for it, consumes one signal (as `kpccl_shm_peer_wait` does, with
+/// the same ordering) and sets `*flag` to 1; otherwise sets it to 0 and
+/// consumes nothing. Returns at once either way. A test that finds no
+/// signal looks at `remote_rank`'s process at most once per
+/// `KPCCL_LIVENESS_MS` (50 ms), so a loop of tests fails, naming it, when
+/// it dies, as a wait does; `KPCCL_TIMEOUT_MS` bounds waits, not tests.
+/// Testing oneself sets 1. On failure `*flag` is 0 (when `flag` is not
+/// `NULL`) and nothing is consumed.
+///
+/// # Safety
+/// `win` is any value (checked: see `kpccl_shm_win_h`); `flag` is `NULL`
+/// or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_peer_test(win: kpccl_shm_win_h, remote_rank: c_int, flag: *mut c_int) -> c_int {
+    ffi_boundary!("kpccl_shm_peer_test", {
+        let flag = handle::out(flag, "flag")?;
+        // SAFETY: checked not NULL and aligned; writable by the caller's contract.
+        unsafe { flag.as_ptr().write(0) };
+        let taken = with_peer(win, remote_rank, AnyWindow::try_wait)?;
+        // SAFETY: as above.
+        unsafe { flag.as_ptr().write(c_int::from(taken)) };
+        Ok(())
+    })
 }
 
 /// The fence with every rank of this node's window (each of them calls it):

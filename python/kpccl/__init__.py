@@ -4,7 +4,8 @@ Ranks build a :class:`Comm` (under ``kpccl-run``, over mpi4py, or over your
 own collectives), allocate a :class:`Window` in which every rank owns a
 segment, read and write each other's segments through zero-copy
 ``memoryview`` / numpy views, and order those accesses with fences:
-``peer_fence(j)``, ``fence()``, and the one-way ``signal(j)`` / ``wait(i)``.
+``peer_fence(j)``, ``fence()``, and the one-way ``signal(j)`` / ``wait(i)``
+(or ``try_wait(i)``, which never waits).
 
 Bad arguments raise ``ValueError``; library failures raise :class:`Error`,
 :class:`PeerDeadError` (a peer's process is gone) or :class:`TimeoutError`

@@ -77,6 +77,15 @@ impl PyFenced {
         self.h.wait(py, peer)
     }
 
+    /// Consumes one signal from ``peer`` if it has come and returns
+    /// ``True`` (ordered as :meth:`wait`), else returns ``False`` at once:
+    /// the wait that never waits, for overlapping work with it. A loop of
+    /// tests raises, naming ``peer``, if it dies (checked at most every
+    /// ``KPCCL_LIVENESS_MS``); ``KPCCL_TIMEOUT_MS`` bounds waits, not tests.
+    fn try_wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.h.try_wait(py, peer)
+    }
+
     /// Why the window was abandoned (a message), or ``None``.
     #[getter]
     fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {

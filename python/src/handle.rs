@@ -54,6 +54,8 @@ pub(crate) trait Fences: Send + Sync {
     fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()>;
     /// Waits for and consumes a signal from `peer`.
     fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()>;
+    /// Consumes a signal from `peer` if one has come; never waits.
+    fn try_wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool>;
     /// Why the window was abandoned, if it was.
     fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>>;
     /// Frees it (collective); nothing if it was freed.
@@ -117,11 +119,11 @@ impl<T: Fenced> Handle<T> {
         wait::run(py, &*self.get()?, op)
     }
 
-    fn wait_on(
+    fn wait_on<R: Send>(
         &self,
         py: Python<'_>,
-        op: impl FnOnce(&Window) -> Result<(), kpccl_posix::Error> + Send,
-    ) -> PyResult<()> {
+        op: impl FnOnce(&Window) -> Result<R, kpccl_posix::Error> + Send,
+    ) -> PyResult<R> {
         self.run(py, |w| op(w.host()))?.map_err(errors::host)
     }
 
@@ -170,6 +172,11 @@ impl<T: Fenced> Fences for Handle<T> {
     fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
         self.wait_on(py, |w| w.wait(p))
+    }
+
+    fn try_wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let p = self.peer(peer)?;
+        self.wait_on(py, |w| w.try_wait(p))
     }
 
     fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {

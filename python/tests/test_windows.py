@@ -55,6 +55,9 @@ def test_bad_arguments():
         win.peer_fence(0)  # oneself: returns at once
         win.signal(0)
         win.wait(0)
+        assert win.try_wait(0) is True  # oneself: as a wait, at once
+        with pytest.raises(ValueError):
+            win.try_wait(1)
     with pytest.raises(kpccl.Error, match="allgather returned"):
         kpccl.Comm(1, 0, None, lambda data: data + b"x", lambda: None)
     comm.destroy()

@@ -112,6 +112,11 @@ fn dead_peer_ends_signal_wait() {
 }
 
 #[test]
+fn dead_peer_ends_a_loop_of_tests() {
+    scenario(3, "die", &["at=test", "victim=1"]);
+}
+
+#[test]
 fn polled_fences_mixed_with_blocking_ones_on_1_2_3_and_5_ranks() {
     for n in [1, 2, 3, 5] {
         scenario(n, "polled", &["rounds=100"]);

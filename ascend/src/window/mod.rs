@@ -193,6 +193,13 @@ impl DeviceWindow {
         Ok(self.host.wait(peer)?)
     }
 
+    /// Consumes the next signal from `peer` if it has come, without waiting
+    /// (see [`kpccl_posix::Window::try_wait`]).
+    #[inline]
+    pub fn try_wait(&self, peer: u32) -> Result<bool, Error> {
+        Ok(self.host.try_wait(peer)?)
+    }
+
     /// The fence with every rank of the window, stream-ordered as
     /// [`DeviceWindow::peer_fence`].
     #[inline]

@@ -20,7 +20,7 @@ pub use peer::peer_fence;
 pub use pending::PendingFence;
 pub(crate) use poison::NAMEABLE_RANKS;
 pub use poison::{Poison, PoisonKind, poison, poison_state};
-pub use signal::{peer_signal, peer_wait};
+pub use signal::{peer_signal, peer_test, peer_wait};
 pub use wait::WaitPolicy;
 pub use window::window_fence;
 

@@ -20,7 +20,7 @@
 //! edge), so a pipeline may mix them freely.
 
 use super::wait::{Awaited, wait_for};
-use super::{SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
+use super::{Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, bump, partner, poison, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed};
 
@@ -57,6 +57,38 @@ where
     wait_for(area, env, me, Awaited::Rank(peer), &policy, || signalled(area, me, peer, want))?;
     take(area, me, peer, want);
     Ok(())
+}
+
+/// Consumes the next signal from `peer` if it has come, without waiting:
+/// `Ok(true)` then, with [`peer_wait`]'s ordering; `Ok(false)` if it has not
+/// come yet, and then nothing is consumed. Testing oneself is `Ok(true)`.
+/// Fails like a wait on a poisoned window; on a dead `peer` only when
+/// `liveness_due()`, asked when no signal is there: a loop of tests is the
+/// caller's wait, and the caller decides how often it pays for a look at
+/// the peer's process.
+pub fn peer_test<A, E>(
+    area: &A,
+    env: &E,
+    me: u32,
+    peer: u32,
+    liveness_due: impl FnOnce() -> bool,
+) -> Result<bool, FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    if !partner(area, me, peer)? {
+        return Ok(true);
+    }
+    let want = next_signal(area, me, peer);
+    if signalled(area, me, peer, want) {
+        take(area, me, peer, want);
+        return Ok(true);
+    }
+    if liveness_due() && !env.is_alive(peer) {
+        return Err(poison(area, env, Poison { kind: PoisonKind::Dead, rank: peer }).error());
+    }
+    Ok(false)
 }
 
 /// The count of `peer`'s signals that `me`'s next wait needs.

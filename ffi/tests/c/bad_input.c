@@ -267,6 +267,17 @@ static void win_calls(void)
     CHECK_FAILS(kpccl_shm_peer_wait(win, -1), "kpccl_shm_peer_wait");
     CHECK_OK(kpccl_shm_peer_signal(win, me)); /* with oneself: nothing to do */
     CHECK_OK(kpccl_shm_peer_wait(win, me));
+    int flag = 7;
+    CHECK_FAILS(kpccl_shm_peer_test(NULL, 0, &flag), "kpccl_shm_peer_test");
+    CHECK(flag == 0, "a failed test clears its flag: %d", flag);
+    CHECK_FAILS(kpccl_shm_peer_test(foreign, 0, &flag), "kpccl_shm_peer_test");
+    CHECK_FAILS(kpccl_shm_peer_test(win, n, &flag), "kpccl_shm_peer_test");
+    CHECK(strstr(kpccl_last_error(), "out of range") != NULL, "the message says why: %s", kpccl_last_error());
+    CHECK_FAILS(kpccl_shm_peer_test(win, 0, NULL), "kpccl_shm_peer_test");
+    CHECK(strstr(kpccl_last_error(), "flag") != NULL, "the message names the argument: %s", kpccl_last_error());
+    flag = 7;
+    CHECK_OK(kpccl_shm_peer_test(win, me, &flag)); /* with oneself: as a wait, at once */
+    CHECK(flag == 1, "testing oneself sets 1: %d", flag);
 
     CHECK_FAILS(kpccl_shm_win_fence(NULL), "kpccl_shm_win_fence");
     CHECK_FAILS(kpccl_shm_win_fence(foreign), "kpccl_shm_win_fence");
@@ -292,6 +303,7 @@ static void win_calls(void)
     CHECK_FAILS(kpccl_shm_peer_fence(win, 0), "kpccl_shm_peer_fence");
     CHECK_FAILS(kpccl_shm_peer_signal(win, 0), "kpccl_shm_peer_signal");
     CHECK_FAILS(kpccl_shm_peer_wait(win, 0), "kpccl_shm_peer_wait");
+    CHECK_FAILS(kpccl_shm_peer_test(win, 0, &flag), "kpccl_shm_peer_test");
     CHECK_FAILS(kpccl_shm_win_fence(win), "kpccl_shm_win_fence");
     CHECK_FAILS(kpccl_shm_win_query(win, 0, &size, &base), "kpccl_shm_win_query");
     CHECK(strstr(kpccl_last_error(), "was freed (stale handle)") != NULL, "the message says why");

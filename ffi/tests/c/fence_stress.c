@@ -132,6 +132,17 @@ static void all_to_all(kpccl_shm_win_h win, volatile uint64_t **seg, uint64_t se
     }
 }
 
+/* kpccl_shm_peer_wait made of tests: polls until one consumes a signal. */
+static int tested_wait(kpccl_shm_win_h win, int from)
+{
+    int flag = 0, rc;
+    while ((rc = kpccl_shm_peer_test(win, from, &flag)) == KPCCL_OK && !flag) {
+    }
+    return rc;
+}
+
+/* Every rank writes to its successor and signals it; odd rounds take the
+ * signals with tests instead of waits (the two consume from one count). */
 static void signal_ring(kpccl_shm_win_h win, volatile uint64_t **seg, uint64_t seed, int rounds)
 {
     int me = win->rank, n = win->nranks;
@@ -144,7 +155,7 @@ static void signal_ring(kpccl_shm_win_h win, volatile uint64_t **seg, uint64_t s
             out[i] = word(seed, k, me, next, i);
         }
         int rc = kpccl_shm_peer_signal(win, next);
-        int rc2 = kpccl_shm_peer_wait(win, prev);
+        int rc2 = round % 2 ? tested_wait(win, prev) : kpccl_shm_peer_wait(win, prev);
         long bad = verify(seg[me] + (size_t)prev * WORDS, seed, k, prev, me, WORDS / 4);
         int rc3 = kpccl_shm_peer_signal(win, prev);
         CHECK(ack == KPCCL_OK && rc == KPCCL_OK && rc2 == KPCCL_OK && rc3 == KPCCL_OK && bad < 0,
@@ -153,6 +164,9 @@ static void signal_ring(kpccl_shm_win_h win, volatile uint64_t **seg, uint64_t s
     }
     if (n > 1 && rounds > 0) {
         CHECK_OK(kpccl_shm_peer_wait(win, next)); /* the last acknowledgement */
+        int flag = 1;
+        CHECK_OK(kpccl_shm_peer_test(win, prev, &flag));
+        CHECK(flag == 0, "no signal is left to take from rank %d", prev);
     }
 }
 

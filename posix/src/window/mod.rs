@@ -125,6 +125,25 @@ impl Window {
         self.pairwise(peer, |s| &s.waits, |w, local| w.wait(local))
     }
 
+    /// Consumes the next signal from `peer`, a rank of this node, if it has
+    /// come, without waiting: `Ok(true)` then, ordered as [`Window::wait`];
+    /// `Ok(false)` if it has not come yet (nothing is consumed). For
+    /// overlapping work with a wait, as `MPI_Test` does for a receive. A
+    /// test that finds no signal looks at `peer`'s process at most once per
+    /// `KPCCL_LIVENESS_MS` (50 ms), so a loop of tests ends with an error on
+    /// a dead peer (or an abandoned window), as a wait does;
+    /// `KPCCL_TIMEOUT_MS` bounds waits, not tests. Testing oneself is
+    /// `Ok(true)`.
+    #[inline]
+    pub fn try_wait(&self, peer: u32) -> Result<bool, Error> {
+        let local = self.nodes.local(peer)?;
+        let taken = self.inner.try_wait(local).map_err(|e| self.global(e))?;
+        if taken {
+            self.count(|s| &s.waits);
+        }
+        Ok(taken)
+    }
+
     /// The fence with every rank of this node (each of them calls it).
     #[inline]
     pub fn fence(&self) -> Result<(), Error> {

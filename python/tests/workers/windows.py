@@ -41,6 +41,15 @@ with comm.alloc(64 * (r + 1)) as win:
     win.wait(left)
     assert int(mine[1]) == 2000 + left, f"signal/wait: {mine[1]}"
     win.fence()
+
+    # The same with tests: poll until the left neighbour's signal comes.
+    win.buffer(right)[16:24] = (3000 + r).to_bytes(8, "little")
+    win.signal(right)
+    while not win.try_wait(left):
+        pass
+    assert int(mine[2]) == 3000 + left, f"signal/try_wait: {mine[2]}"
+    win.fence()  # nobody signals any more: a test finds nothing
+    assert win.try_wait(left) is False, "try_wait took a signal nobody sent"
     kept = win.numpy(dtype=np.int64)
 
 # Use after free: the window refuses, the views stay usable.

@@ -3,10 +3,12 @@
 //! own, and signals r+1; it rewrites its segment only after r+1's
 //! acknowledgement of the last round. Every few rounds a peer fence with
 //! each neighbour and a window fence run in between, and must neither send
-//! nor consume a signal. Then a burst of signals sent before any wait must
-//! satisfy exactly as many waits. Every word is verified.
+//! nor consume a signal. Odd rounds take the data's signal with tests (the
+//! wait that never waits) instead. Then a burst of signals sent before any
+//! wait must satisfy exactly as many waits, and a test after it find none.
+//! Every word is verified.
 
-use kpccl_posix::{Comm, Oob};
+use kpccl_posix::{Comm, Error, Oob, Window};
 
 use crate::args::Args;
 use crate::checks::verify;
@@ -25,7 +27,7 @@ pub(crate) fn pipeline<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
             win.wait(next).map_err(s)?; // next is done reading round - 1
         }
         if let Some(prev) = prev {
-            win.wait(prev).map_err(s)?;
+            if round % 2 == 1 { tested_wait(&win, prev) } else { win.wait(prev) }.map_err(s)?;
             win.read(prev, 0, &mut got).map_err(s)?;
             verify(&got, round, prev)?;
             win.signal(prev).map_err(s)?;
@@ -55,9 +57,22 @@ pub(crate) fn pipeline<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
         (0..burst).try_for_each(|_| win.wait(prev)).map_err(s)?;
     }
     win.fence().map_err(s)?;
+    if let Some(prev) = prev
+        && win.try_wait(prev).map_err(s)?
+    {
+        return Err(format!("rank {me}: a test took a signal rank {prev} never sent"));
+    }
     assert_eq!(win.signal(me).and(win.wait(me)).map_err(s), Ok(()), "signals to oneself are no-ops");
     if me == 0 {
         println!("pipeline: {rounds} rounds, {n} ranks, bursts of {burst}, all words verified");
     }
     win.free().map_err(s)
+}
+
+/// [`Window::wait`] made of [`Window::try_wait`]s: polls until one takes a signal.
+fn tested_wait(win: &Window, peer: u32) -> Result<(), Error> {
+    while !win.try_wait(peer)? {
+        kpccl_core::sync::spin_loop();
+    }
+    Ok(())
 }

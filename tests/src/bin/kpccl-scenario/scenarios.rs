@@ -318,7 +318,7 @@ fn bad_nranks(oob: RunOob, me: u32, n: u32) -> Res {
     }
 }
 
-/// `victim` exits at `at` (alloc, fence, peer, wait, free); every survivor must get
+/// `victim` exits at `at` (alloc, fence, peer, wait, test, polled, free); every survivor must get
 /// an error naming it, within `bound_ms`.
 fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
@@ -347,6 +347,12 @@ fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let result = match at.as_str() {
         "peer" => win.peer_fence(victim),
         "wait" => win.wait(victim),
+        "test" => loop {
+            match win.try_wait(victim) {
+                Ok(false) => kpccl_core::sync::spin_loop(),
+                taken => break taken.map(drop),
+            }
+        },
         "polled" => {
             let mut win = win;
             let result = crate::polled::drive(win.start_fence()).map(drop);
