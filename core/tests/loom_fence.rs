@@ -14,8 +14,8 @@
 use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
-    Barrier, PendingFence, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal, peer_test, peer_wait,
-    window_fence,
+    Barrier, PendingFence, Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal,
+    peer_test, peer_wait, poison, window_fence,
 };
 use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
@@ -72,10 +72,14 @@ impl WaitEnv for Futex {
         thread::yield_now();
     }
     fn wait(&self, word: &AtomicU32, expected: u32, _deadline_ns: u64) -> WaitOutcome {
-        let guard = self.lock.lock().unwrap();
-        // The kernel's compare, made under the lock that `wake` takes.
-        if word.load(Ordering::SeqCst) == expected {
-            drop(self.woken.wait(guard).unwrap());
+        let mut guard = self.lock.lock().unwrap();
+        // The kernel's compare, made under the lock that `wake` takes. One
+        // condition variable serves every word, so a wake-up meant for
+        // another rank's doorbell must not end this sleep: a real futex
+        // wakes only the sleepers on the word woken, and a lost wake-up
+        // hidden by a wake of a third rank would go unseen.
+        while word.load(Ordering::SeqCst) == expected {
+            guard = self.woken.wait(guard).unwrap();
         }
         WaitOutcome::Woken
     }
@@ -173,6 +177,43 @@ impl Mode for Futex {
     const POLICY: WaitPolicy = SLEEPY;
     fn env() -> Self {
         Futex::new()
+    }
+}
+
+/// No spin before the doorbell: loom never returns again a stale value that
+/// a thread read before it last yielded (its rule for spin loops), so the
+/// spin of [`SLEEPY`] makes every value read at a wait's entry (the poison
+/// word, the slot) fresh by the time the sleep path reads it again, which
+/// hides a stale read there. The slow path still reads the slot once before
+/// the sleep path's fence.
+const STRAIGHT_TO_SLEEP: WaitPolicy = WaitPolicy { spins: 0, signal_spins: 0, ..SLEEPY };
+
+/// The futex, reached without spinning first.
+#[derive(Debug)]
+struct FutexStraight(Futex);
+
+impl WaitEnv for FutexStraight {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn yield_now(&self) {
+        thread::yield_now();
+    }
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
+        self.0.wait(word, expected, deadline_ns)
+    }
+    fn wake(&self, word: &AtomicU32) {
+        self.0.wake(word);
+    }
+    fn is_alive(&self, _rank: u32) -> bool {
+        true
+    }
+}
+
+impl Mode for FutexStraight {
+    const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
+    fn env() -> Self {
+        FutexStraight(Futex::new())
     }
 }
 
@@ -607,4 +648,239 @@ fn polled_window_fence_three_ranks_against_sleepers() {
 #[test]
 fn polled_flat_fences_two_ranks_against_a_sleeper() {
     window::<Futex>(2, 2, flat_rank0_polled);
+}
+
+// ---------------------------------------------------------------------------
+// Interleavings the models above leave out (review of the memory ordering).
+
+/// A sleeper's `sleeping` flag taken down by a signal meant for a later
+/// wait: rank 2 sleeps in a peer fence with rank 0 while rank 1 signals it.
+/// Rank 1's `notify` clears the flag and rings once; rank 0's `notify` may
+/// then find the flag down, so rank 2 must see rank 0's epoch when it
+/// re-raises the flag (else it sleeps for ever: loom reports a deadlock).
+fn wake_taken_down_by_another_signaller<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(3)), Arc::new(Data::new(3)), Arc::new(E::env()));
+        ranks(3, move |me| match me {
+            0 => {
+                data.write(0, 1);
+                peer_fence(&*area, &*env, 0, 2, &E::POLICY).unwrap();
+            }
+            1 => {
+                data.write(1, 1);
+                peer_signal(&*area, &*env, 1, 2).unwrap();
+            }
+            _ => {
+                peer_fence(&*area, &*env, 2, 0, &E::POLICY).unwrap();
+                assert_eq!(data.read(0), 1);
+                peer_wait(&*area, &*env, 2, 1, &E::POLICY).unwrap();
+                assert_eq!(data.read(1), 1);
+            }
+        });
+    });
+}
+
+/// Signals and peer fences interleaved both ways on one pair: rank 0
+/// signals, fences, then waits; rank 1 waits, fences, then signals. Each
+/// hand-off is carried by the call meant for it: a signal matched by a
+/// fence (or the reverse) would let a read race a write.
+fn signals_and_fences_interleaved<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (a, d) = (Arc::clone(&area), Arc::clone(&data));
+        ranks(2, move |me| {
+            if me == 0 {
+                d.write(0, 1);
+                peer_signal(&*a, &*env, 0, 1).unwrap();
+                peer_fence(&*a, &*env, 0, 1, &E::POLICY).unwrap();
+                d.write(0, 2); // rank 1 read 1 before its fence
+                peer_wait(&*a, &*env, 0, 1, &E::POLICY).unwrap();
+                assert_eq!(d.read(1), 5);
+            } else {
+                peer_wait(&*a, &*env, 1, 0, &E::POLICY).unwrap();
+                assert_eq!(d.read(0), 1);
+                peer_fence(&*a, &*env, 1, 0, &E::POLICY).unwrap();
+                d.write(1, 5);
+                peer_signal(&*a, &*env, 1, 0).unwrap();
+            }
+        });
+        for (w, r) in [(0, 1), (1, 0)] {
+            assert_eq!(area.signal_slot(w, r).load(Ordering::Relaxed), 1);
+            assert_eq!(area.taken_slot(r, w).load(Ordering::Relaxed), 1);
+            assert_eq!(area.peer_slot(w, r).load(Ordering::Relaxed), 1);
+        }
+    });
+}
+
+/// Every counter of a pair starts just below its wrap: the peer-fence
+/// epochs at `u64::MAX - 1` (two fences take them through `u64::MAX` to 0),
+/// the signal and taken counts at `u64::MAX` (the first signal wraps), and
+/// both doorbells at `u32::MAX` (a wake wraps them).
+fn counters_wrap<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let msgs = Arc::new(Data::new(2));
+        for (w, r) in [(0, 1), (1, 0)] {
+            area.peer_slot(w, r).store(u64::MAX - 1, Ordering::Relaxed);
+            area.signal_slot(w, r).store(u64::MAX, Ordering::Relaxed);
+            area.taken_slot(r, w).store(u64::MAX, Ordering::Relaxed);
+        }
+        for r in 0..2 {
+            area.doorbell(r).store(u32::MAX, Ordering::Relaxed);
+        }
+        let (a, d) = (Arc::clone(&area), Arc::clone(&data));
+        ranks(2, move |me| {
+            let peer = 1 - me;
+            d.write(me, 1);
+            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
+            assert_eq!(d.read(peer), 1);
+            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
+            d.write(me, 2);
+            for k in 0..2 {
+                if me == 0 {
+                    msgs.write(k, 7 + u64::from(k));
+                    peer_signal(&*a, &*env, 0, 1).unwrap();
+                } else {
+                    peer_wait(&*a, &*env, 1, 0, &E::POLICY).unwrap();
+                    assert_eq!(msgs.read(k), 7 + u64::from(k));
+                }
+            }
+        });
+        assert_eq!(area.peer_slot(0, 1).load(Ordering::Relaxed), 0);
+        assert_eq!(area.peer_slot(1, 0).load(Ordering::Relaxed), 0);
+        assert_eq!(area.signal_slot(0, 1).load(Ordering::Relaxed), 1);
+        assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 1);
+    });
+}
+
+/// A window fence whose round slots start at `u64::MAX`: the first fence's
+/// epoch wraps to 0.
+fn window_wraps<E: Mode>(n: u32) {
+    model(move || {
+        let (area, data, env) = (Arc::new(Area::new(n)), Arc::new(Data::new(n)), Arc::new(E::env()));
+        for round in 0..kpccl_core::fence::rounds(n) {
+            for r in 0..n {
+                area.round_slot(round, r).store(u64::MAX, Ordering::Relaxed);
+            }
+        }
+        ranks(n, move |me| {
+            data.write(me, 7 + u64::from(me));
+            window_fence(&*area, &*env, me, &E::POLICY).unwrap();
+            for r in (0..n).filter(|&r| r != me) {
+                assert_eq!(data.read(r), 7 + u64::from(r));
+            }
+        });
+    });
+}
+
+/// Poisoning wakes sleepers that wait on the poisoner: ranks 1 and 2 wait
+/// for a signal from rank 0, which poisons the window instead. Both waits
+/// must end with rank 0's reason (a missed wake is a deadlock).
+fn poison_wakes_sleepers<E: Mode>() {
+    model(|| {
+        let (area, env) = (Arc::new(Area::new(3)), Arc::new(E::env()));
+        ranks(3, move |me| {
+            if me == 0 {
+                poison(&*area, &*env, Poison { kind: PoisonKind::Aborted, rank: 0 });
+            } else {
+                let got = peer_wait(&*area, &*env, me, 0, &E::POLICY);
+                assert_eq!(got, Err(FenceError::Aborted { rank: 0 }));
+            }
+        });
+    });
+}
+
+/// A signal and a poison racing to one sleeper: rank 1 waits twice for
+/// rank 0, which signals once and then poisons. The first wait succeeds
+/// (the signal came first in rank 0's order, and may be taken even if the
+/// poison is seen too); the second ends with the poison, never hangs.
+fn signal_then_poison<E: Mode>() {
+    model(|| {
+        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(1)), Arc::new(E::env()));
+        ranks(2, move |me| {
+            if me == 0 {
+                data.write(0, 1);
+                peer_signal(&*area, &*env, 0, 1).unwrap();
+                poison(&*area, &*env, Poison { kind: PoisonKind::Aborted, rank: 0 });
+            } else {
+                if peer_wait(&*area, &*env, 1, 0, &E::POLICY).is_ok() {
+                    assert_eq!(data.read(0), 1);
+                }
+                let got = peer_wait(&*area, &*env, 1, 0, &E::POLICY);
+                assert_eq!(got, Err(FenceError::Aborted { rank: 0 }));
+            }
+        });
+    });
+}
+
+#[test]
+fn a_wake_taken_down_by_another_signaller_is_not_lost_sleeping() {
+    wake_taken_down_by_another_signaller::<Futex>();
+}
+
+#[test]
+fn signals_and_fences_interleaved_both_ways() {
+    signals_and_fences_interleaved::<Yielding>();
+}
+
+#[test]
+fn signals_and_fences_interleaved_both_ways_sleeping() {
+    signals_and_fences_interleaved::<Futex>();
+}
+
+#[test]
+fn counters_wrap_around() {
+    counters_wrap::<Yielding>();
+}
+
+#[test]
+fn counters_wrap_around_sleeping() {
+    counters_wrap::<Futex>();
+}
+
+#[test]
+fn window_fence_epochs_wrap_three_ranks_sleeping() {
+    window_wraps::<Futex>(3);
+}
+
+#[test]
+fn poison_wakes_every_sleeper() {
+    poison_wakes_sleepers::<FutexStraight>();
+}
+
+#[test]
+fn a_signal_then_poison_to_a_sleeper() {
+    signal_then_poison::<FutexStraight>();
+}
+
+// The sleeping models again, straight to the doorbell (see `STRAIGHT_TO_SLEEP`).
+
+#[test]
+fn back_to_back_peer_fences_straight_to_sleep() {
+    peer_twice::<FutexStraight>();
+}
+
+#[test]
+fn signals_count_and_publish_straight_to_sleep() {
+    signals_count::<FutexStraight>();
+}
+
+#[test]
+fn a_wake_taken_down_by_another_signaller_straight_to_sleep() {
+    wake_taken_down_by_another_signaller::<FutexStraight>();
+}
+
+#[test]
+fn signals_and_fences_interleaved_straight_to_sleep() {
+    signals_and_fences_interleaved::<FutexStraight>();
+}
+
+#[test]
+fn flat_fences_back_to_back_two_ranks_straight_to_sleep() {
+    window::<FutexStraight>(2, 2, flat_fence);
+}
+
+#[test]
+fn window_fence_three_ranks_straight_to_sleep() {
+    window::<FutexStraight>(3, 1, window_fence);
 }
