@@ -24,9 +24,10 @@ pub struct DataSegment {
 }
 
 /// A fence of a [`Window`] started without blocking: [`Pending::poll`] it
-/// until it is ready. Dropping it before then abandons it; if other ranks
-/// would be left waiting for this one (a window fence between rounds), the
-/// window is poisoned so that they fail instead of waiting.
+/// until it is ready. Dropping it before then abandons it; if that breaks
+/// the window (other ranks left waiting for this one, or a flat barrier
+/// this rank has arrived at), the window is poisoned, so that every rank's
+/// next wait fails instead of hanging or passing a fence too early.
 #[must_use = "a started fence does nothing until it is polled to completion"]
 pub struct Pending<'w, P: Platform> {
     window: &'w Window<P>,
@@ -54,7 +55,7 @@ impl<P: Platform> core::fmt::Debug for Pending<'_, P> {
 
 impl<P: Platform> Drop for Pending<'_, P> {
     fn drop(&mut self) {
-        if self.fence.strands_peers(&self.window.sync) {
+        if self.fence.abandoning_breaks_window(&self.window.sync) {
             self.window.poison(Poison { kind: PoisonKind::Aborted, rank: self.window.rank });
         }
     }

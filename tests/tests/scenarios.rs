@@ -124,6 +124,13 @@ fn polled_fences_mixed_with_blocking_ones_on_1_2_3_and_5_ranks() {
 }
 
 #[test]
+fn an_abandoned_window_fence_fails_every_rank_with_either_barrier() {
+    for barrier in ["dissemination", "flat"] {
+        scenario_with(3, "abandoned", &[], &[("KPCCL_BARRIER", barrier)]);
+    }
+}
+
+#[test]
 fn dead_peer_ends_a_polled_window_fence() {
     scenario(3, "die", &["at=polled"]);
 }

@@ -43,9 +43,11 @@ enum Step {
 /// the same window: the blocking forms' rule (one call at a time per rank)
 /// holds from start to completion. Dropping a peer fence or a wait before it
 /// completes abandons it harmlessly (the peer's side completes, and an
-/// abandoned wait consumes nothing); a window fence abandoned between its
-/// rounds would leave later ranks waiting, so the owner of the area must
-/// poison the window then (see [`PendingFence::strands_peers`]).
+/// abandoned wait consumes nothing). A window fence abandoned between its
+/// rounds would leave later ranks waiting, and one abandoned at the flat
+/// barrier would have this rank's next arrival counted in it, so the owner
+/// of the area must poison the window then (see
+/// [`PendingFence::abandoning_breaks_window`]).
 #[derive(Clone, Copy, Debug)]
 #[must_use = "a started fence does nothing until it is polled to completion"]
 pub struct PendingFence {
@@ -119,12 +121,19 @@ impl PendingFence {
         self.step == Step::Done
     }
 
-    /// Whether abandoning the fence now would leave other ranks waiting for
-    /// this one (a dissemination fence with rounds still to send): the
-    /// window must then be poisoned.
+    /// Whether abandoning the fence now breaks the window, which must then
+    /// be poisoned: a dissemination fence with rounds still to send would
+    /// leave later ranks waiting for this one; a flat fence this rank has
+    /// arrived at would count the rank's next arrival in this fence too, so
+    /// that it completes without some rank (the counter names a fence by
+    /// arrivals alone).
     #[must_use]
-    pub fn strands_peers<A: SyncArea + ?Sized>(&self, area: &A) -> bool {
-        matches!(self.step, Step::Round { round, .. } if round + 1 < rounds(area.nranks()))
+    pub fn abandoning_breaks_window<A: SyncArea + ?Sized>(&self, area: &A) -> bool {
+        match self.step {
+            Step::Round { round, .. } => round + 1 < rounds(area.nranks()),
+            Step::Arrivals { .. } => true,
+            Step::Answer { .. } | Step::Signal { .. } | Step::Done => false,
+        }
     }
 
     /// Takes every step that is ready: `Ready(Ok(()))` once the fence is

@@ -21,7 +21,8 @@ use crate::platform::PosixPlatform;
 /// same errors. It borrows the window exclusively until it is dropped.
 /// Dropping it unfinished abandons it: a pairwise fence or a wait harmlessly
 /// (the peer's side still completes; a wait consumes nothing), a window
-/// fence by poisoning the window if ranks would be left waiting for this one.
+/// fence by poisoning the window if that would break it (ranks left
+/// waiting for this one, or this rank counted twice at the flat barrier).
 ///
 /// As a [`Future`] it asks to be polled again at once while pending (there
 /// is no wake-up source to register with), so an executor keeps it on its

@@ -7,6 +7,9 @@
 
 use std::task::{Context, Poll, Waker};
 
+use std::time::Duration;
+
+use kpccl_core::FenceError;
 use kpccl_posix::{Comm, Error, Oob, PendingFence, Window};
 
 use crate::args::Args;
@@ -104,4 +107,26 @@ fn block_on<F: Future>(future: F) -> (F::Output, u64) {
 
 fn window_fence(win: &mut Window, polls: bool) -> Result<u64, String> {
     if polls { drive(win.start_fence()).map_err(s) } else { win.fence().map(|()| 0).map_err(s) }
+}
+
+/// Rank 0 starts a window fence and drops it before the others arrive
+/// (with the flat barrier: after its arrival). Every rank's next fence must
+/// fail naming rank 0, never pass without it (its next arrival must not be
+/// counted in the abandoned fence).
+pub(crate) fn abandoned<O: Oob>(comm: &Comm<O>, _args: &Args) -> Res {
+    let me = comm.rank();
+    let mut win = comm.window(64).alloc().map_err(s)?;
+    if me == 0 {
+        drop(win.start_fence().map_err(s)?);
+    } else {
+        std::thread::sleep(Duration::from_millis(100)); // rank 0 abandons first
+    }
+    match win.fence() {
+        Err(Error::Fence(FenceError::Aborted { rank: 0 })) => {
+            println!("rank {me}: the fence failed, naming rank 0");
+            let _ = win.free();
+            Ok(())
+        }
+        other => Err(format!("rank {me}: expected 'rank 0 abandoned the window', got {other:?}")),
+    }
 }

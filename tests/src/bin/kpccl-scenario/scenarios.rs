@@ -15,6 +15,7 @@ pub(crate) const NAMES: &[&str] = &[
     "handoff",
     "pipeline",
     "polled",
+    "abandoned",
     "fence",
     "cycle",
     "bad-align",
@@ -55,6 +56,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "handoff" => handoff(&comm, args),
         "pipeline" => crate::pipeline::pipeline(&comm, args),
         "polled" => crate::polled::polled(&comm, args),
+        "abandoned" => crate::polled::abandoned(&comm, args),
         "fence" => fence(&comm, args),
         "cycle" => cycle(&comm, args),
         "bad-align" => {
