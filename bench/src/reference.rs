@@ -88,6 +88,8 @@ impl Drop for Page {
 
 #[inline(always)]
 pub(crate) fn exchange(mine: &AtomicU64, theirs: &AtomicU64, spin: Spin) {
+    // Relaxed: only this side writes `mine`. Release / Acquire: the flag
+    // exchange under test, ordered as kpccl's fences are.
     let e = mine.load(Relaxed) + 1;
     mine.store(e, Release);
     while theirs.load(Acquire) < e {
@@ -145,9 +147,11 @@ pub fn run(budget: &Budget, spin: Spin) -> io::Result<Vec<f64>> {
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
         let follow = |_: u64| {
             round += 1;
+            // Acquire: pairs with the parent's Release of the sequence number.
             while seq.load(Acquire) != round {
                 spin.pause();
             }
+            // Relaxed: ordered by the Acquire above.
             let v = value.load(Relaxed);
             // Release: the parent may overwrite the value once it sees this.
             ack.store(round, Release);
@@ -159,6 +163,7 @@ pub fn run(budget: &Budget, spin: Spin) -> io::Result<Vec<f64>> {
     }
     let lead = |v: u64| {
         round += 1;
+        // Relaxed: published by the Release store of the sequence number below.
         value.store(v, Relaxed);
         // Release: the child's Acquire load of the sequence number brings the value.
         seq.store(round, Release);

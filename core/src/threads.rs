@@ -144,6 +144,7 @@ impl Platform for ThreadPlatform {
     }
     fn random(&self, buf: &mut [u8]) -> Result<(), PlatformError> {
         // Unique rather than unpredictable: all the threads share one process.
+        // Relaxed: only uniqueness matters (the RMW gives it); it orders nothing.
         let v = NEXT_NAME.fetch_add(1, Ordering::Relaxed).to_le_bytes();
         for (i, b) in buf.iter_mut().enumerate() {
             *b = v[i % v.len()];
@@ -161,6 +162,7 @@ impl Platform for ThreadPlatform {
     }
     fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
         loop {
+            // Acquire: as a futex wake-up, what the waker did before changing the word is seen after.
             if word.load(Ordering::Acquire) != expected {
                 return WaitOutcome::Woken;
             }

@@ -174,7 +174,7 @@ pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Resul
         // Relaxed: only a hint that spares the compare-and-swap (a locked
         // write on some CPUs) when the handle is not idle.
         if b.state.load(Relaxed) == idle
-            // Acquire: as above.
+            // Acquire: as above. Relaxed on failure: a refusal reads nothing of the object.
             && b.state.compare_exchange(idle, idle | BUSY, Acquire, Relaxed).is_ok()
         {
             if !b.bias.revoke(me, heavy_fence) {
@@ -246,7 +246,8 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
         return Err(refused::<T>(h, arg, Refusal::Foreign));
     };
     let idle = T::KIND.tag();
-    // Acquire: sees what the last exclusive user did to the object.
+    // Acquire: sees what the last exclusive user did to the object. Relaxed on
+    // failure: the state only classifies the refusal (under the arena's lock).
     if let Err(state) = block.state.compare_exchange(idle, 0, Acquire, Relaxed) {
         return Err(classify::<T>(arena, &cursor, block, h.addr(), arg, state));
     }

@@ -38,11 +38,13 @@ static LEVEL: AtomicU8 = AtomicU8::new(Level::Warn as u8);
 
 /// Sets the process-wide level.
 pub fn set_level(level: Level) {
+    // Relaxed: see `LEVEL`.
     LEVEL.store(level as u8, Ordering::Relaxed);
 }
 
 /// Whether `level` is logged.
 pub fn enabled(level: Level) -> bool {
+    // Relaxed: see `LEVEL`.
     level != Level::Off && level as u8 <= LEVEL.load(Ordering::Relaxed)
 }
 
