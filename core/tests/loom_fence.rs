@@ -11,6 +11,7 @@
 //! missing Release/Acquire edge in a fence shows up as a causality violation.
 #![cfg(loom)]
 
+use core::task::Poll;
 use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
@@ -21,7 +22,6 @@ use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use std::task::Poll;
 
 // A window's sync words as a plain Rust value, every slot on a line of its
 // own (built inside each model: its words are loom's atomics).
@@ -161,6 +161,12 @@ fn ranks(n: u32, rank: impl Fn(u32) + Sync + Send + 'static) {
 }
 
 /// The two ways a rank may wait, each model running under both where it can.
+/// A model's shared state: the sync area of `ranks` ranks, `words` data
+/// words, the wait environment.
+fn shared<E: Mode>(ranks: u32, words: u32) -> (Arc<Area>, Arc<Data>, Arc<E>) {
+    (Arc::new(Area::new(ranks)), Arc::new(Data::new(words)), Arc::new(E::env()))
+}
+
 trait Mode: WaitEnv + Send + Sync + Sized + 'static {
     const POLICY: WaitPolicy;
     fn env() -> Self;
@@ -220,7 +226,7 @@ impl Mode for FutexStraight {
 /// Two ranks, one peer fence: each sees the other's write.
 fn peer_once<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 2);
         ranks(2, move |me| {
             let peer = 1 - me;
             data.write(me, 10 + u64::from(me));
@@ -235,7 +241,7 @@ fn peer_once<E: Mode>() {
 /// fence), so loom sees no write racing with a read.
 fn peer_twice<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 2);
         let (a, d) = (Arc::clone(&area), Arc::clone(&data));
         ranks(2, move |me| {
             let peer = 1 - me;
@@ -255,7 +261,7 @@ fn peer_twice<E: Mode>() {
 /// Three ranks: rank 0 fences with 1, then with 2; ranks 1 and 2 fence with 0 only.
 fn peer_star<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(3)), Arc::new(Data::new(3)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(3, 3);
         ranks(3, move |me| {
             data.write(me, 100 + u64::from(me));
             let peers: &[u32] = if me == 0 { &[1, 2] } else { &[0] };
@@ -272,7 +278,7 @@ fn peer_star<E: Mode>() {
 /// that returned early, or a Release/Acquire edge missing, is a race loom reports.
 fn signals_count<E: Mode>() {
     model(|| {
-        let (area, msgs, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, msgs, env) = shared::<E>(2, 2);
         let (a, m) = (Arc::clone(&area), Arc::clone(&msgs));
         ranks(2, move |me| {
             if me == 0 {
@@ -301,7 +307,7 @@ fn signals_count<E: Mode>() {
 /// The fence must match the fence, not the signal.
 fn signal_then_fence<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(1)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 1);
         ranks(2, move |me| {
             if me == 0 {
                 data.write(0, 1);
@@ -325,7 +331,7 @@ type WindowFence<E> = fn(&Area, &E, u32, &WaitPolicy) -> Result<(), FenceError>;
 /// written only after the next fence, when everyone is done reading the last.
 fn window<E: Mode>(n: u32, fences: u64, fence: WindowFence<E>) {
     model(move || {
-        let (area, data, env) = (Arc::new(Area::new(n)), Arc::new(Data::new(n)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(n, n);
         ranks(n, move |me| {
             for f in 0..fences {
                 if f > 0 {
@@ -358,7 +364,7 @@ fn polled(area: &Area, env: &impl WaitEnv, started: Result<PendingFence, FenceEr
 /// sees the other's write, and the overwrite comes after the peer's read.
 fn peer_polled<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 2);
         ranks(2, move |me| {
             let peer = 1 - me;
             let fence = || match me {
@@ -378,7 +384,7 @@ fn peer_polled<E: Mode>() {
 /// for rank 0's two messages.
 fn wait_polled<E: Mode>() {
     model(|| {
-        let (area, msgs, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, msgs, env) = shared::<E>(2, 2);
         let (a, m) = (Arc::clone(&area), Arc::clone(&msgs));
         ranks(2, move |me| {
             for k in 0..2 {
@@ -400,7 +406,7 @@ fn wait_polled<E: Mode>() {
 /// none consumes a signal that was not sent.
 fn wait_tested<E: Mode>() {
     model(|| {
-        let (area, msgs, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, msgs, env) = shared::<E>(2, 2);
         let (a, m, e) = (Arc::clone(&area), Arc::clone(&msgs), Arc::clone(&env));
         ranks(2, move |me| {
             for k in 0..2 {
@@ -480,7 +486,7 @@ fn flat_placed<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPolicy) -
 /// slow wait polls: polling must order the same accesses as yielding.
 fn peer_twice_placed<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 2);
         ranks(2, move |me| {
             let placed = OnCpu { env: &*env, cpu: me };
             data.write(me, 1);
@@ -492,162 +498,64 @@ fn peer_twice_placed<E: Mode>() {
     });
 }
 
-// Polling waits: `wait` yields and returns. With three ranks every poll is a
-// choice of which other rank runs, and the executions explode, so the
-// three-rank models use the futex below; with two there is no such choice.
-
-#[test]
-fn peer_fence_publishes() {
-    peer_once::<Yielding>();
+/// One `#[test]` per row, `name: model;`: each runs a model under loom.
+macro_rules! models {
+    ($($name:ident: $model:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $model;
+            }
+        )*
+    };
 }
 
-#[test]
-fn back_to_back_peer_fences() {
-    peer_twice::<Yielding>();
-}
+models! {
+    // Polling waits: `wait` yields and returns. With three ranks every poll is a
+    // choice of which other rank runs, and the executions explode, so the
+    // three-rank models use the futex below; with two there is no such choice.
+    peer_fence_publishes: peer_once::<Yielding>();
+    back_to_back_peer_fences: peer_twice::<Yielding>();
+    window_fence_two_ranks: window::<Yielding>(2, 1, window_fence);
+    window_fences_back_to_back_two_ranks: window::<Yielding>(2, 2, window_fence);
 
-#[test]
-fn window_fence_two_ranks() {
-    window::<Yielding>(2, 1, window_fence);
-}
+    // Sleeping waits: straight to the doorbell, on a futex that really blocks, so
+    // a lost wake-up is a deadlock loom reports.
+    peer_fence_publishes_sleeping: peer_once::<Futex>();
+    back_to_back_peer_fences_sleeping: peer_twice::<Futex>();
+    one_rank_fences_two_peers_sleeping: peer_star::<Futex>();
+    window_fence_two_ranks_sleeping: window::<Futex>(2, 1, window_fence);
+    window_fence_three_ranks_sleeping: window::<Futex>(3, 1, window_fence);
 
-#[test]
-fn window_fences_back_to_back_two_ranks() {
-    window::<Yielding>(2, 2, window_fence);
-}
+    // One-way signals, both ways of waiting.
+    signals_count_and_publish: signals_count::<Yielding>();
+    signals_count_and_publish_sleeping: signals_count::<Futex>();
+    signal_and_peer_fence_on_one_pair: signal_then_fence::<Yielding>();
+    signal_and_peer_fence_on_one_pair_sleeping: signal_then_fence::<Futex>();
 
-// Sleeping waits: straight to the doorbell, on a futex that really blocks, so
-// a lost wake-up is a deadlock loom reports.
+    // The flat barrier (one shared arrival counter), both ways of waiting.
+    flat_fences_back_to_back_two_ranks: window::<Yielding>(2, 2, flat_fence);
+    flat_fences_back_to_back_two_ranks_sleeping: window::<Futex>(2, 2, flat_fence);
+    flat_fence_three_ranks_sleeping: window::<Futex>(3, 1, flat_fence);
 
-#[test]
-fn peer_fence_publishes_sleeping() {
-    peer_once::<Futex>();
-}
+    // The ranks' CPUs known: polling while no other rank could use the CPU must
+    // order the same accesses, and never keep a sleeper asleep.
+    flat_fences_back_to_back_two_ranks_on_two_cpus: window::<Yielding>(2, 2, flat_placed);
+    flat_fence_three_ranks_on_two_cpus_sleeping: window::<Futex>(3, 1, flat_placed);
+    peer_fences_each_rank_alone_on_its_cpu: peer_twice_placed::<Yielding>();
+    peer_fences_each_rank_alone_on_its_cpu_sleeping: peer_twice_placed::<Futex>();
 
-#[test]
-fn back_to_back_peer_fences_sleeping() {
-    peer_twice::<Futex>();
-}
-
-#[test]
-fn one_rank_fences_two_peers_sleeping() {
-    peer_star::<Futex>();
-}
-
-#[test]
-fn window_fence_two_ranks_sleeping() {
-    window::<Futex>(2, 1, window_fence);
-}
-
-#[test]
-fn window_fence_three_ranks_sleeping() {
-    window::<Futex>(3, 1, window_fence);
-}
-
-// One-way signals, both ways of waiting.
-
-#[test]
-fn signals_count_and_publish() {
-    signals_count::<Yielding>();
-}
-
-#[test]
-fn signals_count_and_publish_sleeping() {
-    signals_count::<Futex>();
-}
-
-#[test]
-fn signal_and_peer_fence_on_one_pair() {
-    signal_then_fence::<Yielding>();
-}
-
-#[test]
-fn signal_and_peer_fence_on_one_pair_sleeping() {
-    signal_then_fence::<Futex>();
-}
-
-// The flat barrier (one shared arrival counter), both ways of waiting.
-
-#[test]
-fn flat_fences_back_to_back_two_ranks() {
-    window::<Yielding>(2, 2, flat_fence);
-}
-
-#[test]
-fn flat_fences_back_to_back_two_ranks_sleeping() {
-    window::<Futex>(2, 2, flat_fence);
-}
-
-#[test]
-fn flat_fence_three_ranks_sleeping() {
-    window::<Futex>(3, 1, flat_fence);
-}
-
-// The ranks' CPUs known: polling while no other rank could use the CPU must
-// order the same accesses, and never keep a sleeper asleep.
-
-#[test]
-fn flat_fences_back_to_back_two_ranks_on_two_cpus() {
-    window::<Yielding>(2, 2, flat_placed);
-}
-
-#[test]
-fn flat_fence_three_ranks_on_two_cpus_sleeping() {
-    window::<Futex>(3, 1, flat_placed);
-}
-
-#[test]
-fn peer_fences_each_rank_alone_on_its_cpu() {
-    peer_twice_placed::<Yielding>();
-}
-
-#[test]
-fn peer_fences_each_rank_alone_on_its_cpu_sleeping() {
-    peer_twice_placed::<Futex>();
-}
-
-// Polled fences (started, then polled by an event loop) against blocking
-// partners: with the futex, the blocking side's sleep must be ended by the
-// polled side's start or poll, never lost.
-
-#[test]
-fn polled_peer_fences() {
-    peer_polled::<Yielding>();
-}
-
-#[test]
-fn polled_peer_fences_against_a_sleeper() {
-    peer_polled::<Futex>();
-}
-
-#[test]
-fn polled_waits_count_and_publish() {
-    wait_polled::<Yielding>();
-}
-
-#[test]
-fn polled_waits_count_and_publish_against_a_sleeper() {
-    wait_polled::<Futex>();
-}
-
-#[test]
-fn tested_waits_count_and_publish() {
-    wait_tested::<Yielding>();
-}
-
-#[test]
-fn polled_window_fences_two_ranks() {
-    window::<Yielding>(2, 2, dissemination_rank0_polled);
-}
-
-#[test]
-fn polled_window_fence_three_ranks_against_sleepers() {
-    window::<Futex>(3, 1, dissemination_rank0_polled);
-}
-
-#[test]
-fn polled_flat_fences_two_ranks_against_a_sleeper() {
-    window::<Futex>(2, 2, flat_rank0_polled);
+    // Polled fences (started, then polled by an event loop) against blocking
+    // partners: with the futex, the blocking side's sleep must be ended by the
+    // polled side's start or poll, never lost.
+    polled_peer_fences: peer_polled::<Yielding>();
+    polled_peer_fences_against_a_sleeper: peer_polled::<Futex>();
+    polled_waits_count_and_publish: wait_polled::<Yielding>();
+    polled_waits_count_and_publish_against_a_sleeper: wait_polled::<Futex>();
+    tested_waits_count_and_publish: wait_tested::<Yielding>();
+    polled_window_fences_two_ranks: window::<Yielding>(2, 2, dissemination_rank0_polled);
+    polled_window_fence_three_ranks_against_sleepers: window::<Futex>(3, 1, dissemination_rank0_polled);
+    polled_flat_fences_two_ranks_against_a_sleeper: window::<Futex>(2, 2, flat_rank0_polled);
 }
 
 // ---------------------------------------------------------------------------
@@ -660,7 +568,7 @@ fn polled_flat_fences_two_ranks_against_a_sleeper() {
 /// re-raises the flag (else it sleeps for ever: loom reports a deadlock).
 fn wake_taken_down_by_another_signaller<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(3)), Arc::new(Data::new(3)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(3, 3);
         ranks(3, move |me| match me {
             0 => {
                 data.write(0, 1);
@@ -686,7 +594,7 @@ fn wake_taken_down_by_another_signaller<E: Mode>() {
 /// fence (or the reverse) would let a read race a write.
 fn signals_and_fences_interleaved<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 2);
         let (a, d) = (Arc::clone(&area), Arc::clone(&data));
         ranks(2, move |me| {
             if me == 0 {
@@ -718,7 +626,7 @@ fn signals_and_fences_interleaved<E: Mode>() {
 /// both doorbells at `u32::MAX` (a wake wraps them).
 fn counters_wrap<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(2)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 2);
         let msgs = Arc::new(Data::new(2));
         for (w, r) in [(0, 1), (1, 0)] {
             area.peer_slot(w, r).store(u64::MAX - 1, Ordering::Relaxed);
@@ -757,7 +665,7 @@ fn counters_wrap<E: Mode>() {
 /// epoch wraps to 0.
 fn window_wraps<E: Mode>(n: u32) {
     model(move || {
-        let (area, data, env) = (Arc::new(Area::new(n)), Arc::new(Data::new(n)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(n, n);
         for round in 0..kpccl_core::fence::rounds(n) {
             for r in 0..n {
                 area.round_slot(round, r).store(u64::MAX, Ordering::Relaxed);
@@ -796,7 +704,7 @@ fn poison_wakes_sleepers<E: Mode>() {
 /// poison is seen too); the second ends with the poison, never hangs.
 fn signal_then_poison<E: Mode>() {
     model(|| {
-        let (area, data, env) = (Arc::new(Area::new(2)), Arc::new(Data::new(1)), Arc::new(E::env()));
+        let (area, data, env) = shared::<E>(2, 1);
         ranks(2, move |me| {
             if me == 0 {
                 data.write(0, 1);
@@ -813,74 +721,21 @@ fn signal_then_poison<E: Mode>() {
     });
 }
 
-#[test]
-fn a_wake_taken_down_by_another_signaller_is_not_lost_sleeping() {
-    wake_taken_down_by_another_signaller::<Futex>();
-}
+models! {
+    a_wake_taken_down_by_another_signaller_is_not_lost_sleeping: wake_taken_down_by_another_signaller::<Futex>();
+    signals_and_fences_interleaved_both_ways: signals_and_fences_interleaved::<Yielding>();
+    signals_and_fences_interleaved_both_ways_sleeping: signals_and_fences_interleaved::<Futex>();
+    counters_wrap_around: counters_wrap::<Yielding>();
+    counters_wrap_around_sleeping: counters_wrap::<Futex>();
+    window_fence_epochs_wrap_three_ranks_sleeping: window_wraps::<Futex>(3);
+    poison_wakes_every_sleeper: poison_wakes_sleepers::<FutexStraight>();
+    a_signal_then_poison_to_a_sleeper: signal_then_poison::<FutexStraight>();
 
-#[test]
-fn signals_and_fences_interleaved_both_ways() {
-    signals_and_fences_interleaved::<Yielding>();
-}
-
-#[test]
-fn signals_and_fences_interleaved_both_ways_sleeping() {
-    signals_and_fences_interleaved::<Futex>();
-}
-
-#[test]
-fn counters_wrap_around() {
-    counters_wrap::<Yielding>();
-}
-
-#[test]
-fn counters_wrap_around_sleeping() {
-    counters_wrap::<Futex>();
-}
-
-#[test]
-fn window_fence_epochs_wrap_three_ranks_sleeping() {
-    window_wraps::<Futex>(3);
-}
-
-#[test]
-fn poison_wakes_every_sleeper() {
-    poison_wakes_sleepers::<FutexStraight>();
-}
-
-#[test]
-fn a_signal_then_poison_to_a_sleeper() {
-    signal_then_poison::<FutexStraight>();
-}
-
-// The sleeping models again, straight to the doorbell (see `STRAIGHT_TO_SLEEP`).
-
-#[test]
-fn back_to_back_peer_fences_straight_to_sleep() {
-    peer_twice::<FutexStraight>();
-}
-
-#[test]
-fn signals_count_and_publish_straight_to_sleep() {
-    signals_count::<FutexStraight>();
-}
-
-#[test]
-fn a_wake_taken_down_by_another_signaller_straight_to_sleep() {
-    wake_taken_down_by_another_signaller::<FutexStraight>();
-}
-
-#[test]
-fn signals_and_fences_interleaved_straight_to_sleep() {
-    signals_and_fences_interleaved::<FutexStraight>();
-}
-
-#[test]
-fn flat_fences_back_to_back_two_ranks_straight_to_sleep() {
-    window::<FutexStraight>(2, 2, flat_fence);
-}
-
-#[test]
-fn window_fence_three_ranks_straight_to_sleep() {
-    window::<FutexStraight>(3, 1, window_fence);
+    // The sleeping models again, straight to the doorbell (see `STRAIGHT_TO_SLEEP`).
+    back_to_back_peer_fences_straight_to_sleep: peer_twice::<FutexStraight>();
+    signals_count_and_publish_straight_to_sleep: signals_count::<FutexStraight>();
+    a_wake_taken_down_by_another_signaller_straight_to_sleep: wake_taken_down_by_another_signaller::<FutexStraight>();
+    signals_and_fences_interleaved_straight_to_sleep: signals_and_fences_interleaved::<FutexStraight>();
+    flat_fences_back_to_back_two_ranks_straight_to_sleep: window::<FutexStraight>(2, 2, flat_fence);
+    window_fence_three_ranks_straight_to_sleep: window::<FutexStraight>(3, 1, window_fence);
 }
