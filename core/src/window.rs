@@ -74,9 +74,10 @@ pub struct Window<P: Platform> {
     rank: u32,
     policy: WaitPolicy,
     barrier: Barrier,
-    /// When a [`Window::try_wait`] that finds no signal next looks at its
-    /// peer's process (platform clock, ns).
+    /// When a [`Window::try_wait`] that finds no signal next looks for dead
+    /// ranks (platform clock, ns), and how many looks it has taken.
     liveness_due_at: Cell<u64>,
+    liveness_checks: Cell<u32>,
     // Last: dropped (unmapped) after everything that points into it.
     segment: P::Segment,
 }
@@ -103,7 +104,8 @@ impl<P: Platform> Window<P> {
         // The fences index the sync blocks with this rank unchecked (see `SyncBlocks`).
         assert!(rank < layout.nranks(), "rank {rank} of a window of {}", layout.nranks());
         let sync = SyncBlocks::new(&mem, &layout);
-        Self { platform, mem, sync, layout, rank, policy, barrier, liveness_due_at: Cell::new(0), segment }
+        let (liveness_due_at, liveness_checks) = (Cell::new(0), Cell::new(0));
+        Self { platform, mem, sync, layout, rank, policy, barrier, liveness_due_at, liveness_checks, segment }
     }
 
     /// This rank.
@@ -160,19 +162,23 @@ impl<P: Platform> Window<P> {
     }
 
     /// Consumes the next signal from `peer` if it has come, without waiting
-    /// (see [`fence::peer_test`]): `Ok(false)` if it has not. A test that
-    /// finds none looks at `peer`'s process at most once per the policy's
-    /// `liveness_ns`, so a loop of tests ends on a dead peer as a wait does,
-    /// at the cost of a clock read per empty test.
+    /// (see [`fence::peer_test`]): `Ok(false)` if it has not. Tests that
+    /// find none look for dead ranks at most once per the policy's
+    /// `liveness_ns` (the tested peer each time, every rank every eighth
+    /// time, whichever peers a loop of tests alternates between), so a loop
+    /// of tests ends on a dead peer as a wait does, at the cost of a clock
+    /// read per empty test.
     #[inline]
     pub fn try_wait(&self, peer: u32) -> Result<bool, FenceError> {
         fence::peer_test(&self.sync, self, self.rank, peer, || {
             let now = self.now_ns();
-            let due = now >= self.liveness_due_at.get();
-            if due {
-                self.liveness_due_at.set(now.saturating_add(self.policy.liveness_ns));
+            if now < self.liveness_due_at.get() {
+                return None;
             }
-            due
+            self.liveness_due_at.set(now.saturating_add(self.policy.liveness_ns));
+            let checks = self.liveness_checks.get().wrapping_add(1);
+            self.liveness_checks.set(checks);
+            Some(checks)
         })
     }
 

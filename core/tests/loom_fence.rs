@@ -414,14 +414,14 @@ fn wait_tested<E: Mode>() {
                     m.write(k, 7 + u64::from(k));
                     peer_signal(&*a, &*e, 0, 1).unwrap();
                 } else {
-                    while !peer_test(&*a, &*e, 1, 0, || false).unwrap() {
+                    while !peer_test(&*a, &*e, 1, 0, || None).unwrap() {
                         thread::yield_now();
                     }
                     assert_eq!(m.read(k), 7 + u64::from(k));
                 }
             }
         });
-        assert_eq!(peer_test(&*area, &*env, 1, 0, || false), Ok(false), "a third test finds no signal");
+        assert_eq!(peer_test(&*area, &*env, 1, 0, || None), Ok(false), "a third test finds no signal");
         assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
     });
 }

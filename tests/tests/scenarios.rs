@@ -114,6 +114,7 @@ fn dead_peer_ends_signal_wait() {
 #[test]
 fn dead_peer_ends_a_loop_of_tests() {
     scenario(3, "die", &["at=test", "victim=1"]);
+    scenario(3, "die", &["at=test-both", "victim=1"]);
 }
 
 #[test]

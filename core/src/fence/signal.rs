@@ -19,7 +19,7 @@
 //! still orders what it orders (program order plus its own Release/Acquire
 //! edge), so a pipeline may mix them freely.
 
-use super::wait::{Awaited, wait_for};
+use super::wait::{Awaited, find_dead, wait_for};
 use super::{Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, bump, partner, poison, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed};
@@ -62,16 +62,17 @@ where
 /// Consumes the next signal from `peer` if it has come, without waiting:
 /// `Ok(true)` then, with [`peer_wait`]'s ordering; `Ok(false)` if it has not
 /// come yet, and then nothing is consumed. Testing oneself is `Ok(true)`.
-/// Fails like a wait on a poisoned window; on a dead `peer` only when
-/// `liveness_due()`, asked when no signal is there: a loop of tests is the
-/// caller's wait, and the caller decides how often it pays for a look at
-/// the peer's process.
+/// Fails like a wait on a poisoned window. A loop of tests is the caller's
+/// wait, so the caller decides how often a test that finds no signal looks
+/// for dead ranks: `liveness_check()`, asked then, says whether this is
+/// such a look and its number (the awaited peer every time, every rank every
+/// eighth, as a sleeping wait does).
 pub fn peer_test<A, E>(
     area: &A,
     env: &E,
     me: u32,
     peer: u32,
-    liveness_due: impl FnOnce() -> bool,
+    liveness_check: impl FnOnce() -> Option<u32>,
 ) -> Result<bool, FenceError>
 where
     A: SyncArea + ?Sized,
@@ -85,8 +86,8 @@ where
         take(area, me, peer, want);
         return Ok(true);
     }
-    if liveness_due() && !env.is_alive(peer) {
-        return Err(poison(area, env, Poison { kind: PoisonKind::Dead, rank: peer }).error());
+    if let Some(dead) = liveness_check().and_then(|checks| find_dead(area, env, me, peer, checks)) {
+        return Err(poison(area, env, Poison { kind: PoisonKind::Dead, rank: dead }).error());
     }
     Ok(false)
 }

@@ -315,7 +315,7 @@ impl Watch {
 
 /// The awaited peer at every check; every eighth check, every rank (the
 /// awaited peer may itself be stuck behind a dead rank nobody else waits on).
-fn find_dead<A, E>(area: &A, env: &E, me: u32, peer: u32, checks: u32) -> Option<u32>
+pub(super) fn find_dead<A, E>(area: &A, env: &E, me: u32, peer: u32, checks: u32) -> Option<u32>
 where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,

@@ -320,7 +320,7 @@ fn bad_nranks(oob: RunOob, me: u32, n: u32) -> Res {
     }
 }
 
-/// `victim` exits at `at` (alloc, fence, peer, wait, test, polled, free); every survivor must get
+/// `victim` exits at `at` (alloc, fence, peer, wait, test, test-both, polled, free); every survivor must get
 /// an error naming it, within `bound_ms`.
 fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
@@ -355,6 +355,17 @@ fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
                 taken => break taken.map(drop),
             }
         },
+        "test-both" => {
+            // Each test of the victim follows one of a live rank that never
+            // signals, which comes first to every look for dead ranks.
+            let live = (0..n).find(|&r| r != me && r != victim).unwrap_or(me);
+            loop {
+                match win.try_wait(live).and_then(|_| win.try_wait(victim)) {
+                    Ok(false) => kpccl_core::sync::spin_loop(),
+                    taken => break taken.map(drop),
+                }
+            }
+        }
         "polled" => {
             let mut win = win;
             let result = crate::polled::drive(win.start_fence()).map(drop);
