@@ -1,6 +1,7 @@
 //! What the rank programs of these tests share.
 #![allow(clippy::std_instead_of_core)]
 
+use std::fmt::Display;
 use std::process::ExitCode;
 
 use kpccl_posix::launch::RunOob;
@@ -11,13 +12,14 @@ use kpccl_posix::launch::RunOob;
 pub fn launched_oob(program: &str) -> Result<RunOob, ExitCode> {
     match RunOob::from_env() {
         Ok(Some(oob)) => Ok(oob),
-        Ok(None) => {
-            eprintln!("{program}: run me under kpccl-run");
-            Err(ExitCode::from(2))
-        }
-        Err(e) => {
-            eprintln!("{program}: cannot reach the launcher: {e}");
-            Err(ExitCode::from(2))
-        }
+        Ok(None) => Err(usage_error(format_args!("{program}: run me under kpccl-run"))),
+        Err(e) => Err(usage_error(format_args!("{program}: cannot reach the launcher: {e}"))),
     }
+}
+
+/// Prints `message` on stderr and gives exit code 2, which every rank
+/// program of these tests means as "bad usage, or not under the launcher".
+pub fn usage_error(message: impl Display) -> ExitCode {
+    eprintln!("{message}");
+    ExitCode::from(2)
 }

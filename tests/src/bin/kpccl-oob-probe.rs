@@ -30,8 +30,7 @@ const PAYLOAD: usize = 28;
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ok".into());
     if !["ok", "die-early", "killed", "mismatch", "hang"].contains(&mode.as_str()) {
-        eprintln!("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang]");
-        return ExitCode::from(2);
+        return kpccl_tests::usage_error("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang]");
     }
     let oob = match kpccl_tests::launched_oob("kpccl-oob-probe") {
         Ok(oob) => oob,

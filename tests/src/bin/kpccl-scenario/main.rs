@@ -20,15 +20,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
     let Some(name) = argv.next() else {
-        eprintln!("usage: kpccl-scenario <{}> [key=value ...]", scenarios::NAMES.join("|"));
-        return ExitCode::from(2);
+        let names = scenarios::NAMES.join("|");
+        return kpccl_tests::usage_error(format_args!("usage: kpccl-scenario <{names}> [key=value ...]"));
     };
     let args = match args::Args::parse(argv) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("kpccl-scenario: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return kpccl_tests::usage_error(format_args!("kpccl-scenario: {e}")),
     };
     let oob = match kpccl_tests::launched_oob("kpccl-scenario") {
         Ok(oob) => oob,
