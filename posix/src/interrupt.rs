@@ -73,9 +73,12 @@ mod tests {
         });
         assert_eq!(outcome, WaitOutcome::TimedOut);
         assert!(start.elapsed() >= Duration::from_millis(60));
-        // 60 ms in slices of at most 5 ms: a check after each.
+        // 60 ms in slices of 5 ms asked for: a check after each, 12 on an
+        // idle machine. A loaded one oversleeps some slices (the test failed
+        // once while a CI run shared the machine), so ask for half: an
+        // unsliced wait checks once.
         let checks = CHECKS.with(Cell::get);
-        assert!(checks >= 12, "{checks} checks");
+        assert!(checks >= 6, "{checks} checks");
         assert!(current().is_none(), "the hook outlived its call");
     }
 }
