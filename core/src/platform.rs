@@ -37,6 +37,9 @@ pub enum WaitOutcome {
 pub enum Step {
     /// Requests gathered; nothing created yet.
     Requested,
+    /// Rank 0 made the segment and has not yet published it (a name it was
+    /// made with is still there).
+    Made,
     /// Rank 0 made and published the segment; the way in is not yet shared.
     Created,
     /// This rank attached and claimed its pages; the attach results are not yet gathered.
@@ -53,6 +56,7 @@ impl Step {
     pub const fn name(self) -> &'static str {
         match self {
             Self::Requested => "requested",
+            Self::Made => "made",
             Self::Created => "created",
             Self::Attached => "attached",
             Self::Unlinked => "unlinked",
@@ -83,8 +87,11 @@ pub trait Platform {
     /// The platform's mapped segment.
     type Segment: Segment;
 
-    /// Creates the segment `name` exclusively (it must not exist), private to
-    /// this user, `len` bytes long, and maps it read-write.
+    /// Creates a segment for `name`, private to this user, `len` bytes long,
+    /// and maps it read-write: as `name`, exclusively (it must not exist),
+    /// or, on a platform whose [`Platform::publish`] gives another way in,
+    /// possibly without any name, so that no crash can leave one behind
+    /// (Linux: `O_TMPFILE` where the file system has it).
     fn create(&self, name: &str, len: u64) -> Result<Self::Segment, PlatformError>;
     /// Opens and maps the existing segment `name`, refusing it unless it belongs
     /// to this user and is exactly `len` bytes long.

@@ -2,13 +2,14 @@
 //! `ipcs`): live windows and stale names, with the creator's pid and
 //! liveness, the size, the rank count and the age.
 //!
-//! A window's segment is unlinked as soon as every rank has mapped it (see
-//! `way_in.rs`), so a live window has no name in the directory: it is found
-//! in the memory maps of the processes that map it
-//! (`/proc/PID/maps`, `… /dev/shm/kpccl-… (deleted)`), and read through
-//! `/proc/PID/map_files`. A name still in the directory is a window being
-//! created (its creator alive) or a stale one (its creator dead), which
-//! [`crate::sweep`] removes.
+//! A window's segment has no name in the directory (made nameless, or
+//! unlinked a few system calls after it was made: see `way_in.rs`): a live
+//! window is found in the memory maps of the processes that map it
+//! (`/proc/PID/maps`: `… /dev/shm/#<inode> (deleted)` for a nameless one,
+//! `… /dev/shm/kpccl-… (deleted)` for an unlinked one), and read through
+//! `/proc/PID/map_files`; its creator is the first entry of its rank table.
+//! A name still in the directory is a window being created (its creator
+//! alive) or a stale one (its creator dead), which [`crate::sweep`] removes.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use kpccl_core::ProcessIdentity;
-use kpccl_core::layout::shared::{Header, MAGIC};
+use kpccl_core::layout::shared::{Header, MAGIC, RankEntry};
 
 use crate::{liveness, sweep};
 
@@ -78,28 +79,37 @@ pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
             creator_alive: alive,
             attached: Vec::new(),
             size: meta.len(),
-            nranks: File::open(&path).ok().and_then(|mut f| nranks(&mut f)),
+            nranks: File::open(&path).ok().and_then(|mut f| head(&mut f)).map(|h| h.nranks),
             age: age(&meta),
             path: path.clone(),
         };
         found.insert(path, info);
     }
     for (path, pid, range) in mapped(dir) {
-        let entry = found.entry(path.clone()).or_insert_with(|| {
-            let creator = path.file_name().and_then(|n| sweep::creator(&n.to_string_lossy()));
+        if !found.contains_key(&path) {
             let file = File::open(format!("/proc/{pid}/map_files/{range}"));
             let meta = file.as_ref().ok().and_then(|f| f.metadata().ok());
-            SegmentInfo {
-                path,
-                state: State::Live,
-                creator_alive: creator.as_ref().is_some_and(liveness::is_alive),
-                creator,
-                attached: Vec::new(),
-                size: meta.as_ref().map_or_else(|| range_len(&range), fs::Metadata::len),
-                nranks: file.ok().and_then(|mut f| nranks(&mut f)),
-                age: meta.as_ref().and_then(age),
+            let head = file.ok().and_then(|mut f| head(&mut f));
+            let named = path.file_name().and_then(|n| sweep::creator(&n.to_string_lossy()));
+            if named.is_none() && head.is_none() {
+                continue; // a nameless file of someone else's, not a window
             }
-        });
+            let creator = named.or(head.and_then(|h| h.creator));
+            found.insert(
+                path.clone(),
+                SegmentInfo {
+                    path: path.clone(),
+                    state: State::Live,
+                    creator_alive: creator.as_ref().is_some_and(liveness::is_alive),
+                    creator,
+                    attached: Vec::new(),
+                    size: meta.as_ref().map_or_else(|| range_len(&range), fs::Metadata::len),
+                    nranks: head.map(|h| h.nranks),
+                    age: meta.as_ref().and_then(age),
+                },
+            );
+        }
+        let entry = found.get_mut(&path).expect("inserted above");
         if !entry.attached.contains(&pid) {
             entry.attached.push(pid);
         }
@@ -124,8 +134,10 @@ fn named(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// `(former path, pid, address range)` of every deleted kpccl segment under
-/// `dir` that a process maps (one line per mapping; the processes this user
-/// cannot inspect are left out).
+/// `dir` that a process maps, and of every nameless file there (a tmpfs
+/// `O_TMPFILE` file shows as `#<inode>`; [`list`] keeps those with a window
+/// header): one line per mapping; the processes this user cannot inspect
+/// are left out.
 fn mapped(dir: &Path) -> Vec<(PathBuf, u32, String)> {
     let Ok(procs) = fs::read_dir("/proc") else { return Vec::new() };
     let prefix = format!("{}/", dir.display());
@@ -138,7 +150,7 @@ fn mapped(dir: &Path) -> Vec<(PathBuf, u32, String)> {
                 continue;
             };
             let name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if sweep::creator(&name).is_some() {
+            if sweep::creator(&name).is_some() || name.starts_with('#') {
                 let range = line.split_whitespace().next().unwrap_or_default().to_owned();
                 found.push((PathBuf::from(path), pid, range));
             }
@@ -153,14 +165,40 @@ fn range_len(range: &str) -> u64 {
     range.split_once('-').and_then(|(a, b)| Some(parse(b)?.saturating_sub(parse(a)?))).unwrap_or(0)
 }
 
-/// The rank count in a window header at the start of `f`, if it is one.
-fn nranks(f: &mut impl Read) -> Option<u32> {
-    let mut head = [0u8; size_of::<Header>()];
-    f.read_exact(&mut head).ok()?;
-    let field = |at: usize, len: usize| head.get(at..at + len);
-    let magic = u64::from_ne_bytes(field(core::mem::offset_of!(Header, magic), 8)?.try_into().ok()?);
-    let n = u32::from_ne_bytes(field(core::mem::offset_of!(Header, nranks), 4)?.try_into().ok()?);
-    (magic == MAGIC).then_some(n)
+/// What the start of a window tells: its rank count and its creator (the
+/// first entry of its rank table, local rank 0 of the node).
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    nranks: u32,
+    creator: Option<ProcessIdentity>,
+}
+
+/// The head of the window at the start of `f`, if it is one (a window being
+/// created may not have its rank table yet: then no creator).
+fn head(f: &mut impl Read) -> Option<Head> {
+    let mut head = [0u8; size_of::<Header>() + size_of::<RankEntry>()];
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    let head = &head[..got];
+    let u64_at = |at: usize| Some(u64::from_ne_bytes(head.get(at..at + 8)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_ne_bytes(head.get(at..at + 4)?.try_into().ok()?));
+    if u64_at(core::mem::offset_of!(Header, magic))? != MAGIC {
+        return None;
+    }
+    let nranks = u32_at(core::mem::offset_of!(Header, nranks))?;
+    let entry = size_of::<Header>();
+    let creator = (|| {
+        let pid = u64_at(entry + core::mem::offset_of!(RankEntry, pid))?;
+        let start_time = u64_at(entry + core::mem::offset_of!(RankEntry, start_time))?;
+        let uid = u32_at(entry + core::mem::offset_of!(RankEntry, uid))?;
+        (pid != 0).then_some(ProcessIdentity { pid, start_time, uid })
+    })();
+    Some(Head { nranks, creator })
 }
 
 fn age(meta: &fs::Metadata) -> Option<Duration> {
@@ -219,15 +257,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_rank_count_of_a_window_header_only() {
-        let mut head = vec![0u8; size_of::<Header>()];
-        head[..8].copy_from_slice(&MAGIC.to_ne_bytes());
+    fn reads_the_rank_count_and_creator_of_a_window_header_only() {
+        let mut bytes = vec![0u8; size_of::<Header>() + size_of::<RankEntry>()];
+        bytes[..8].copy_from_slice(&MAGIC.to_ne_bytes());
         let at = core::mem::offset_of!(Header, nranks);
-        head[at..at + 4].copy_from_slice(&6u32.to_ne_bytes());
-        assert_eq!(nranks(&mut head.as_slice()), Some(6));
-        head[0] ^= 1;
-        assert_eq!(nranks(&mut head.as_slice()), None);
-        assert_eq!(nranks(&mut &head[..10]), None);
+        bytes[at..at + 4].copy_from_slice(&6u32.to_ne_bytes());
+        // The header alone: a window whose rank table is not written yet.
+        let read = |b: &[u8]| head(&mut &b[..]).map(|h| (h.nranks, h.creator.map(|c| (c.pid, c.start_time, c.uid))));
+        assert_eq!(read(&bytes[..size_of::<Header>()]), Some((6, None)));
+        let entry = size_of::<Header>();
+        bytes[entry + core::mem::offset_of!(RankEntry, pid)..][..8].copy_from_slice(&42u64.to_ne_bytes());
+        bytes[entry + core::mem::offset_of!(RankEntry, start_time)..][..8].copy_from_slice(&7u64.to_ne_bytes());
+        bytes[entry + core::mem::offset_of!(RankEntry, uid)..][..4].copy_from_slice(&1000u32.to_ne_bytes());
+        assert_eq!(read(&bytes), Some((6, Some((42, 7, 1000)))));
+        bytes[0] ^= 1;
+        assert_eq!(read(&bytes), None);
+        assert_eq!(read(&bytes[..10]), None);
     }
 
     #[test]

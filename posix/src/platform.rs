@@ -121,6 +121,9 @@ pub struct PosixSegment {
     fd: sys::Fd,
     map: sys::Mapping,
     reserve: Reserve,
+    /// Made with a name (where the file system cannot make a file without
+    /// one), which `publish` then removes.
+    named: bool,
 }
 
 impl kpccl_core::Segment for PosixSegment {
@@ -138,11 +141,49 @@ impl kpccl_core::Segment for PosixSegment {
     }
 }
 
-fn map(fd: sys::Fd, len: u64, reserve: Reserve) -> Result<PosixSegment, PlatformError> {
+fn map(fd: sys::Fd, len: u64, reserve: Reserve, named: bool) -> Result<PosixSegment, PlatformError> {
     let size =
         usize::try_from(len).map_err(|_| PlatformError { op: PlatformOp::Map, code: i64::from(libc::ENOMEM) })?;
     let map = sys::map_shared(&fd, size).map_err(|e| err(PlatformOp::Map, &e))?;
-    Ok(PosixSegment { fd, map, reserve })
+    Ok(PosixSegment { fd, map, reserve, named })
+}
+
+impl PosixPlatform {
+    /// A simulated node's directory goes once it holds no name.
+    fn remove_node_dir_if_empty(&self) {
+        if self.node_dir {
+            // Fails while another window of the node is being made: its creator removes it then.
+            let _ = std::fs::remove_dir(&*self.dir);
+        }
+    }
+
+    /// A new segment file in the directory: without a name where its file
+    /// system can (tmpfs can), so that no crash can leave one behind; else
+    /// created exclusively as `name`. Whether it is named comes with it.
+    fn make(&self, name: &str) -> std::io::Result<(sys::Fd, bool)> {
+        let attempt = || {
+            if self.node_dir {
+                sys::private_dir(&self.dir)?;
+            }
+            match sys::Fd::create_unnamed(&self.dir)? {
+                Some(fd) => Ok((fd, false)),
+                None => sys::Fd::create(&self.path(name)).map(|fd| (fd, true)),
+            }
+        };
+        if !self.node_dir {
+            return attempt();
+        }
+        // Another creator (of this node, unlinking; of any node, sweeping)
+        // may remove the (then empty) directory between our mkdir and our
+        // create, or even before our check of it: retry.
+        let mut tries = 0;
+        loop {
+            match attempt() {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 64 => tries += 1,
+                made => break made,
+            }
+        }
+    }
 }
 
 impl kpccl_core::Platform for PosixPlatform {
@@ -158,24 +199,10 @@ impl kpccl_core::Platform for PosixPlatform {
                 return Err(PlatformError { op: PlatformOp::Reserve, code: i64::from(libc::ENOSPC) });
             }
         }
-        let path = self.path(name);
-        let fd = if self.node_dir {
-            // Another creator (of this node, unlinking; of any node, sweeping)
-            // may remove the (then empty) directory between our mkdir and
-            // our create, or even before our check of it: retry.
-            let mut tries = 0;
-            loop {
-                match sys::private_dir(&self.dir).and_then(|()| sys::Fd::create(&path)) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 64 => tries += 1,
-                    made => break made,
-                }
-            }
-        } else {
-            sys::Fd::create(&path)
-        }
-        .map_err(|e| err(PlatformOp::Create, &e))?;
-        let made = fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len, self.reserve));
-        if made.is_err() {
+        let (fd, named) = self.make(name).map_err(|e| err(PlatformOp::Create, &e))?;
+        let made =
+            fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len, self.reserve, named));
+        if made.is_err() && named {
             let _ = self.unlink(name);
         }
         made
@@ -202,25 +229,26 @@ impl kpccl_core::Platform for PosixPlatform {
         if st.size != len || !st.regular {
             return Err(PlatformError { op: PlatformOp::Size, code: i64::try_from(st.size).unwrap_or(-1) });
         }
-        map(fd, len, self.reserve)
+        map(fd, len, self.reserve, false)
     }
 
-    /// Removes the name at once; the others open this process's descriptor
-    /// (see `way_in.rs` for why, and what it costs).
+    /// Removes the name at once, if the segment has one; the others open
+    /// this process's descriptor (see `way_in.rs` for why, and what it costs).
     fn publish(&self, segment: &PosixSegment, name: &str, out: &mut dyn std::fmt::Write) -> Result<(), PlatformError> {
         let inode = segment.fd.stat().map_err(|e| err(PlatformOp::Stat, &e))?.inode;
         let way_in = WayIn { pid: self.identity.pid, fd: segment.fd.raw(), inode };
-        self.unlink(name)?;
+        if segment.named {
+            self.unlink(name)?;
+        } else {
+            self.remove_node_dir_if_empty();
+        }
         write!(out, "{way_in}")
             .map_err(|_| PlatformError { op: PlatformOp::Create, code: i64::from(libc::ENAMETOOLONG) })
     }
 
     fn unlink(&self, name: &str) -> Result<(), PlatformError> {
         let removed = std::fs::remove_file(self.path(name)).map_err(|e| err(PlatformOp::Unlink, &e));
-        if self.node_dir {
-            // Fails while another window of the node is being made: its creator removes it then.
-            let _ = std::fs::remove_dir(&*self.dir);
-        }
+        self.remove_node_dir_if_empty();
         removed
     }
 

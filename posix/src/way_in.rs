@@ -5,12 +5,14 @@
 //! the only one that can while the others have not attached — across two
 //! out-of-band allgathers and every rank's `fallocate`, tens of milliseconds
 //! to seconds for a large window. A crash of the creator in that span left
-//! the segment (its memory) behind. Published as a descriptor, the name
-//! exists only from `open(O_CREAT | O_EXCL)` to the `unlink` four system
-//! calls later (`ftruncate`, `mmap`, `madvise`, `fstat`: 14 µs measured on
-//! x86_64, for 1 MiB as for 1 GiB), and the creation sweep removes what a
-//! crash in between leaves; the file itself lives exactly as long as some
-//! rank holds it open or mapped, whoever crashes. The cost is one
+//! the segment (its memory) behind. Published as a descriptor, the segment
+//! needs no name at all: the creator makes it with `O_TMPFILE` (tmpfs has
+//! it). Where the file system cannot, the name exists only from
+//! `open(O_CREAT | O_EXCL)` to the `unlink` four system calls later
+//! (`ftruncate`, `mmap`, `madvise`, `fstat`: 14 µs measured on x86_64, for
+//! 1 MiB as for 1 GiB), and the creation sweep removes what a crash in
+//! between leaves. The file itself lives exactly as long as some rank holds
+//! it open or mapped, whoever crashes. The cost is one
 //! `/proc` lookup per attaching rank, and the kernel's rule for it: the
 //! attaching process must be allowed to inspect the creator (the same user,
 //! creator dumpable) — which the window's own privacy rules ask anyway.

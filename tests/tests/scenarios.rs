@@ -205,14 +205,16 @@ fn signals_interrupting_a_sleeping_fence_are_survived() {
 }
 
 /// A rank aborts at every step of window creation: the others get errors,
-/// and no name is left, even when the creator dies (it removes the name
-/// right after creating it; the others open its descriptor).
+/// and no name is left, even when the creator dies (it makes the segment
+/// without a name, or removes the name right after making it; the others
+/// open its descriptor). `made` is the moment between making and
+/// publishing, where a named segment would still have its name.
 #[test]
 fn a_crash_at_any_step_of_creation_leaks_nothing() {
     use std::os::unix::process::ExitStatusExt;
-    for step in ["requested", "created", "attached", "unlinked", "ready"] {
-        // Only rank 0 creates, so only it passes `created`.
-        for victim in if step == "created" { &[0u32][..] } else { &[0, 1] } {
+    for step in ["requested", "made", "created", "attached", "unlinked", "ready"] {
+        // Only rank 0 creates, so only it passes `made` and `created`.
+        for victim in if matches!(step, "made" | "created") { &[0u32][..] } else { &[0, 1] } {
             let victim = *victim;
             let dir = scratch("crash");
             let report = Launch::new(3)

@@ -30,6 +30,21 @@ impl Fd {
         Ok(Self(rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?))
     }
 
+    /// Creates a file in the directory `dir` that has no name and never can
+    /// have one (`O_TMPFILE` with `O_EXCL`), mode 0600: it lives exactly as
+    /// long as a descriptor or mapping of it, so no crash can leave it
+    /// behind. `Ok(None)` where the kernel or the file system cannot make
+    /// one (kernels before 3.11; file systems without it, e.g. hugetlbfs).
+    pub(crate) fn create_unnamed(dir: &Path) -> io::Result<Option<Self>> {
+        let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::EXCL | OFlags::CLOEXEC;
+        match rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) {
+            Ok(fd) => Ok(Some(Self(fd))),
+            // EISDIR: a kernel that reads O_TMPFILE as O_DIRECTORY alone.
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Opens the existing `path` read-write, never following a link.
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
