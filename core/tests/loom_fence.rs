@@ -519,8 +519,8 @@ models! {
     window_fence_two_ranks: window::<Yielding>(2, 1, window_fence);
     window_fences_back_to_back_two_ranks: window::<Yielding>(2, 2, window_fence);
 
-    // Sleeping waits: straight to the doorbell, on a futex that really blocks, so
-    // a lost wake-up is a deadlock loom reports.
+    // Sleeping waits: one poll, then the doorbell (see `SLEEPY`), on a futex that
+    // really blocks, so a lost wake-up is a deadlock loom reports.
     peer_fence_publishes_sleeping: peer_once::<Futex>();
     back_to_back_peer_fences_sleeping: peer_twice::<Futex>();
     one_rank_fences_two_peers_sleeping: peer_star::<Futex>();
