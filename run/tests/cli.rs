@@ -191,3 +191,37 @@ fn kpccl_run_lists_live_and_stale_segments_and_removes_the_stale_only() {
     assert!(gone, "the stale name is still there: {removed:?}");
     assert!(still.is_ok(), "the live window was disturbed: {still:?}");
 }
+
+/// `kpccl-run --list` as an unprivileged user runs it: without
+/// CAP_SYS_ADMIN / CAP_CHECKPOINT_RESTORE, `/proc/PID/map_files/*` cannot be
+/// opened, so a nameless (`#<inode>`) window's header cannot be read, and
+/// `inventory::list` drops it as "a nameless file of someone else's". A
+/// named (unlinked) one used to be listed from its name alone.
+#[test]
+fn kpccl_run_lists_a_live_nameless_window_without_cap_sys_admin() {
+    if unsafe { libc::geteuid() } != 0 || std::process::Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("needs root and setpriv to drop the capabilities");
+        return;
+    }
+    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runlist-nocap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = kpccl_posix::Config { shm_dir: dir.clone(), ..kpccl_posix::Config::default() };
+    let comm = kpccl_posix::Comm::builder(Solo, 0, 1).config(config).build().unwrap();
+    let win = comm.window(8192).alloc().unwrap();
+    let d = dir.to_string_lossy().into_owned();
+    let privileged = kpccl_run(&["--list", &d]);
+    // Same uid (root may still ptrace-read its own processes), no CAP_SYS_ADMIN.
+    let unprivileged = std::process::Command::new("setpriv")
+        .args(["--bounding-set=-sys_admin,-checkpoint_restore", "--inh-caps=-all", RUN, "--list", &d])
+        .output()
+        .unwrap();
+    drop(win);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let with = String::from_utf8_lossy(&privileged.stdout).into_owned();
+    let without = String::from_utf8_lossy(&unprivileged.stdout).into_owned();
+    assert!(with.lines().any(|l| l.starts_with("live")), "privileged listing:\n{with}");
+    assert!(
+        without.lines().any(|l| l.starts_with("live")),
+        "the live window vanished from the unprivileged listing:\n{without}\n(privileged:\n{with})\n{unprivileged:?}"
+    );
+}
