@@ -99,3 +99,17 @@ fn creation_removes_what_a_dead_creator_left_and_nothing_else() {
     assert_eq!(left, expected);
     drop(live);
 }
+
+/// A simulated node's directory must go once empty. A nameless creation
+/// that fails after `make` (here the mapping: 4 EiB cannot be mapped) left
+/// the directory it made: `create` only cleans up after a *named* file, and
+/// the core clears the name on a failed `create`, so nobody calls `unlink`.
+#[test]
+fn a_failed_nameless_creation_leaves_no_node_directory() {
+    let dir = ScratchDir::new("segtest", "nodedir-fail");
+    let node = dir.path().join("kpccl-node-review-0");
+    let p = PosixPlatform::with_node_dir(&node);
+    let e = p.create("kpccl-big", 1 << 62).unwrap_err();
+    assert_eq!(e.op, PlatformOp::Map, "{e:?}");
+    assert!(!node.exists(), "the failed creation left the node directory {}", node.display());
+}
