@@ -202,8 +202,12 @@ impl kpccl_core::Platform for PosixPlatform {
         let (fd, named) = self.make(name).map_err(|e| err(PlatformOp::Create, &e))?;
         let made =
             fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len, self.reserve, named));
-        if made.is_err() && named {
-            let _ = self.unlink(name);
+        if made.is_err() {
+            if named {
+                let _ = self.unlink(name);
+            } else {
+                self.remove_node_dir_if_empty();
+            }
         }
         made
     }
