@@ -85,36 +85,67 @@ pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
         };
         found.insert(path, info);
     }
-    for (path, pid, range) in mapped(dir) {
+    let mut by_path: BTreeMap<PathBuf, Vec<Mapping>> = BTreeMap::new();
+    for m in mapped(dir) {
+        by_path.entry(m.path.clone()).or_default().push(m);
+    }
+    for (path, maps) in by_path {
         if !found.contains_key(&path) {
-            let file = File::open(format!("/proc/{pid}/map_files/{range}"));
-            let meta = file.as_ref().ok().and_then(|f| f.metadata().ok());
-            let head = file.ok().and_then(|mut f| head(&mut f));
-            let named = path.file_name().and_then(|n| sweep::creator(&n.to_string_lossy()));
-            if named.is_none() && head.is_none() {
-                continue; // a nameless file of someone else's, not a window
-            }
-            let creator = named.or(head.and_then(|h| h.creator));
-            found.insert(
-                path.clone(),
-                SegmentInfo {
-                    path: path.clone(),
-                    state: State::Live,
-                    creator_alive: creator.as_ref().is_some_and(liveness::is_alive),
-                    creator,
-                    attached: Vec::new(),
-                    size: meta.as_ref().map_or_else(|| range_len(&range), fs::Metadata::len),
-                    nranks: head.map(|h| h.nranks),
-                    age: meta.as_ref().and_then(age),
-                },
-            );
+            let Some(info) = live(&path, &maps) else { continue };
+            found.insert(path.clone(), info);
         }
         let entry = found.get_mut(&path).expect("inserted above");
-        if !entry.attached.contains(&pid) {
-            entry.attached.push(pid);
+        for m in &maps {
+            if !entry.attached.contains(&m.pid) {
+                entry.attached.push(m.pid);
+            }
         }
     }
     Ok(found.into_values().collect())
+}
+
+/// A live window at `path`, read through one of the processes that map it;
+/// `None` for a nameless file that is not a window (or that none of them
+/// lets this process read).
+fn live(path: &Path, maps: &[Mapping]) -> Option<SegmentInfo> {
+    let mut file = maps.iter().find_map(Mapping::open);
+    let meta = file.as_ref().and_then(|f| f.metadata().ok());
+    let head = file.as_mut().and_then(head);
+    let named = path.file_name().and_then(|n| sweep::creator(&n.to_string_lossy()));
+    if named.is_none() && head.is_none() {
+        return None;
+    }
+    let creator = named.or(head.and_then(|h| h.creator));
+    Some(SegmentInfo {
+        path: path.to_owned(),
+        state: State::Live,
+        creator_alive: creator.as_ref().is_some_and(liveness::is_alive),
+        creator,
+        attached: Vec::new(),
+        size: meta.as_ref().map_or_else(|| maps.first().map_or(0, |m| range_len(&m.range)), fs::Metadata::len),
+        nranks: head.map(|h| h.nranks),
+        age: meta.as_ref().and_then(age),
+    })
+}
+
+/// A deleted segment a process maps: its former path, the process, the
+/// mapping's address range, and the descriptor by which the process holds
+/// it open (every rank of a window does).
+struct Mapping {
+    path: PathBuf,
+    pid: u32,
+    range: String,
+    fd: Option<PathBuf>,
+}
+
+impl Mapping {
+    /// The segment, read-only: through the process's descriptor, which this
+    /// user may open, else through the mapping's `map_files` link, which
+    /// takes `CAP_SYS_ADMIN`.
+    fn open(&self) -> Option<File> {
+        let by_fd = self.fd.as_ref().and_then(|fd| File::open(fd).ok());
+        by_fd.or_else(|| File::open(format!("/proc/{}/map_files/{}", self.pid, self.range)).ok())
+    }
 }
 
 /// The kpccl segment names in `dir` and in its node directories.
@@ -133,18 +164,18 @@ fn named(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(paths)
 }
 
-/// `(former path, pid, address range)` of every deleted kpccl segment under
-/// `dir` that a process maps, and of every nameless file there (a tmpfs
-/// `O_TMPFILE` file shows as `#<inode>`; [`list`] keeps those with a window
-/// header): one line per mapping; the processes this user cannot inspect
-/// are left out.
-fn mapped(dir: &Path) -> Vec<(PathBuf, u32, String)> {
+/// Every deleted kpccl segment under `dir` that a process maps, and every
+/// nameless file there (a tmpfs `O_TMPFILE` file shows as `#<inode>`;
+/// [`list`] keeps those with a window header): one per mapping; the
+/// processes this user cannot inspect are left out.
+fn mapped(dir: &Path) -> Vec<Mapping> {
     let Ok(procs) = fs::read_dir("/proc") else { return Vec::new() };
     let prefix = format!("{}/", dir.display());
     let mut found = Vec::new();
     for entry in procs.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         let Ok(maps) = fs::read_to_string(entry.path().join("maps")) else { continue };
+        let mut fds: Option<Vec<(PathBuf, String)>> = None;
         for line in maps.lines() {
             let Some(path) = line.strip_suffix(" (deleted)").and_then(|l| l.find(&prefix).map(|at| &l[at..])) else {
                 continue;
@@ -152,11 +183,22 @@ fn mapped(dir: &Path) -> Vec<(PathBuf, u32, String)> {
             let name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if sweep::creator(&name).is_some() || name.starts_with('#') {
                 let range = line.split_whitespace().next().unwrap_or_default().to_owned();
-                found.push((PathBuf::from(path), pid, range));
+                let target = format!("{path} (deleted)");
+                let fds = fds.get_or_insert_with(|| descriptors(&entry.path()));
+                let fd = fds.iter().find(|(_, t)| *t == target).map(|(fd, _)| fd.clone());
+                found.push(Mapping { path: PathBuf::from(path), pid, range, fd });
             }
         }
     }
     found
+}
+
+/// A process's open descriptors (`/proc/PID/fd/N`) and what each links to.
+fn descriptors(proc_dir: &Path) -> Vec<(PathBuf, String)> {
+    let Ok(fds) = fs::read_dir(proc_dir.join("fd")) else { return Vec::new() };
+    fds.flatten()
+        .filter_map(|fd| Some((fd.path(), fs::read_link(fd.path()).ok()?.to_string_lossy().into_owned())))
+        .collect()
 }
 
 /// The length of a `start-end` address range (hex).

@@ -194,11 +194,12 @@ fn kpccl_run_lists_live_and_stale_segments_and_removes_the_stale_only() {
 
 /// `kpccl-run --list` as an unprivileged user runs it: without
 /// CAP_SYS_ADMIN / CAP_CHECKPOINT_RESTORE, `/proc/PID/map_files/*` cannot be
-/// opened, so a nameless (`#<inode>`) window's header cannot be read, and
-/// `inventory::list` drops it as "a nameless file of someone else's". A
-/// named (unlinked) one used to be listed from its name alone.
+/// opened, so a nameless (`#<inode>`) window's header is read through the
+/// descriptor its process holds (`/proc/PID/fd/N`), which the same user may
+/// open.
 #[test]
 fn kpccl_run_lists_a_live_nameless_window_without_cap_sys_admin() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 || std::process::Command::new("setpriv").arg("--version").output().is_err() {
         eprintln!("needs root and setpriv to drop the capabilities");
         return;
