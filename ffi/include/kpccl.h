@@ -742,10 +742,12 @@ int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
  * `remote_rank` has signalled this rank more times than this rank has
  * waited for it, consumes one signal (as `kpccl_shm_peer_wait` does, with
  * the same ordering) and sets `*flag` to 1; otherwise sets it to 0 and
- * consumes nothing. Returns at once either way. A test that finds no
- * signal looks at `remote_rank`'s process at most once per
- * `KPCCL_LIVENESS_MS` (50 ms), so a loop of tests fails, naming it, when
- * it dies, as a wait does; `KPCCL_TIMEOUT_MS` bounds waits, not tests.
+ * consumes nothing. Returns at once either way. Tests that find no signal
+ * look for dead ranks at most once per `KPCCL_LIVENESS_MS` (50 ms):
+ * `remote_rank` each time, every rank every eighth time, so a loop of tests
+ * fails, naming the dead rank, as a wait does; `KPCCL_TIMEOUT_MS` bounds
+ * waits, not tests. It fails at once, too, while another thread of this
+ * process is in a call on `win`.
  * Testing oneself sets 1. On failure `*flag` is 0 (when `flag` is not
  * `NULL`) and nothing is consumed.
  *

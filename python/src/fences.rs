@@ -80,8 +80,10 @@ impl PyFenced {
     /// Consumes one signal from ``peer`` if it has come and returns
     /// ``True`` (ordered as :meth:`wait`), else returns ``False`` at once:
     /// the wait that never waits, for overlapping work with it. A loop of
-    /// tests raises, naming ``peer``, if it dies (checked at most every
+    /// tests raises if a rank dies (looked for at most every
     /// ``KPCCL_LIVENESS_MS``); ``KPCCL_TIMEOUT_MS`` bounds waits, not tests.
+    /// While another thread waits on this window, it raises
+    /// :class:`Error` instead of waiting for its turn.
     fn try_wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
         self.h.try_wait(py, peer)
     }

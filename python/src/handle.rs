@@ -2,7 +2,7 @@
 //! (gone after `free()`; a rank's calls on it take turns), rank checks, and
 //! the fences and signals, which live in the host window of either kind.
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, TryLockError};
 
 use kpccl_core::fence::{Poison, PoisonKind};
 use kpccl_posix::Window;
@@ -174,9 +174,21 @@ impl<T: Fenced> Fences for Handle<T> {
         self.wait_on(py, |w| w.wait(p))
     }
 
-    fn try_wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn try_wait(&self, _py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
         let p = self.peer(peer)?;
-        self.wait_on(py, |w| w.try_wait(p))
+        let w = self.get()?;
+        // Never waits, not even for its turn: with another thread of this
+        // rank in a wait on the window, it fails as the C call does.
+        let t = match w.try_lock() {
+            Ok(t) => t,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                return Err(errors::library(
+                    "try_wait: the window is in use by another thread (in a wait); a test does not wait for its turn",
+                ));
+            }
+        };
+        t.host().try_wait(p).map_err(errors::host)
     }
 
     fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {

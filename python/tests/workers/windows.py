@@ -2,6 +2,9 @@
 peers' writes after each kind of fence, a ring of peer fences, bad input on
 one rank failing every rank, and use after free."""
 
+import threading
+import time
+
 import numpy as np
 
 import kpccl
@@ -50,6 +53,30 @@ with comm.alloc(64 * (r + 1)) as win:
     assert int(mine[2]) == 3000 + left, f"signal/try_wait: {mine[2]}"
     win.fence()  # nobody signals any more: a test finds nothing
     assert win.try_wait(left) is False, "try_wait took a signal nobody sent"
+
+    # A test never waits, not even for its turn: while another thread of
+    # rank 0 waits on the window (for the last rank's signal), it raises.
+    # The go-ahead for that signal travels through a second window, which
+    # the waiting thread does not hold.
+    with comm.alloc(8) as cue:
+        if r == 0:
+            waiter = threading.Thread(target=win.wait, args=(left,))
+            waiter.start()
+            for _ in range(500):
+                try:
+                    assert win.try_wait(right) is False  # no signal from right here
+                except kpccl.Error as e:
+                    assert "in use by another thread" in str(e), e
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("try_wait never met the waiting thread")
+            cue.signal(left)
+            waiter.join()
+        elif r == n - 1:
+            cue.wait(right)
+            win.signal(right)
+    win.fence()
     kept = win.numpy(dtype=np.int64)
 
 # Use after free: the window refuses, the views stay usable.
