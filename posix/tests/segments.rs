@@ -100,10 +100,10 @@ fn creation_removes_what_a_dead_creator_left_and_nothing_else() {
     drop(live);
 }
 
-/// A simulated node's directory must go once empty. A nameless creation
-/// that fails after `make` (here the mapping: 4 EiB cannot be mapped) left
-/// the directory it made: `create` only cleans up after a *named* file, and
-/// the core clears the name on a failed `create`, so nobody calls `unlink`.
+/// A simulated node's directory must go once empty: a nameless creation
+/// that fails after making it (here the mapping: 4 EiB cannot be mapped)
+/// removes it itself, since the core calls no `unlink` after a failed
+/// `create`.
 #[test]
 fn a_failed_nameless_creation_leaves_no_node_directory() {
     let dir = ScratchDir::new("segtest", "nodedir-fail");
