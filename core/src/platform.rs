@@ -105,8 +105,8 @@ pub trait Platform {
     /// By default the name itself, which then lives until every rank has
     /// attached: a crash of the creator meanwhile leaves it behind. A
     /// platform that can reach an open segment another way (Linux: the
-    /// creator's `/proc/<pid>/fd/<fd>`) removes the name here instead, so
-    /// that nothing outlives the creator.
+    /// creator's `/proc/<pid>/fd/<fd>`) removes the name here instead (if
+    /// `create` gave it one at all), so that nothing outlives the creator.
     fn publish(
         &self,
         segment: &Self::Segment,
