@@ -68,8 +68,9 @@ fn kpccl_run(args: &[&str]) -> Output {
     kpccl_run_with(args, &[])
 }
 
-/// `kpccl-run args…` with `envs` set, through the target runner if any.
-fn kpccl_run_with(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
+/// The command line that starts `kpccl-run`: through the target runner if
+/// any (qemu, when the tests run for aarch64 on another machine).
+fn kpccl_run_words() -> Vec<OsString> {
     let runner = std::env::var_os("KPCCL_RUNNER").or_else(|| {
         if cfg!(target_arch = "aarch64") {
             std::env::var_os("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER")
@@ -80,6 +81,12 @@ fn kpccl_run_with(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
     let mut words: Vec<OsString> =
         runner.map(|r| r.to_string_lossy().split_whitespace().map(OsString::from).collect()).unwrap_or_default();
     words.push(RUN.into());
+    words
+}
+
+/// `kpccl-run args…` with `envs` set, through the target runner if any.
+fn kpccl_run_with(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
+    let words = kpccl_run_words();
     let start = Instant::now();
     let out = Command::new(&words[0])
         .args(&words[1..])
@@ -213,7 +220,9 @@ fn kpccl_run_lists_a_live_nameless_window_without_cap_sys_admin() {
     let privileged = kpccl_run(&["--list", &d]);
     // Same uid (root may still ptrace-read its own processes), no CAP_SYS_ADMIN.
     let unprivileged = std::process::Command::new("setpriv")
-        .args(["--bounding-set=-sys_admin,-checkpoint_restore", "--inh-caps=-all", RUN, "--list", &d])
+        .args(["--bounding-set=-sys_admin,-checkpoint_restore", "--inh-caps=-all"])
+        .args(kpccl_run_words())
+        .args(["--list", &d])
         .output()
         .unwrap();
     drop(win);
