@@ -40,7 +40,7 @@ pub use nodes::{AUTO_LOCAL_RANK, NodeInfo, NodeRanks, Placement, map_nodes};
 use record::Stage;
 pub use record::{NAME_LEN, Record};
 
-use crate::error::{ArgError, AttachError, CollectiveError, Failure, Field, LayoutError, PlatformError};
+use crate::error::{ArgError, AttachError, CollectiveError, Failure, FenceError, Field, LayoutError, PlatformError};
 use crate::fence::{Barrier, Poison, PoisonKind, WaitPolicy};
 use crate::layout::shared::{Header, RankEntry};
 use crate::layout::{Digest, Layout, LayoutMode, LayoutParams, MAX_RANKS};
@@ -301,7 +301,15 @@ where
     let mut mine = Record::new(Stage::Attach, rank, nranks, &who);
     let attached = match created {
         Some(s) => Ok(s),
-        None => platform.open(&shared, layout.total()).map_err(Failure::Platform),
+        None => platform.open(&shared, layout.total()).map_err(|e| {
+            // The way in may be the creator's own descriptor: if the creator
+            // died after sharing it, that is what went wrong, and whom to name.
+            if platform.is_alive(&table[leader as usize].identity()) {
+                Failure::Platform(e)
+            } else {
+                Failure::Fence(FenceError::PeerDead { rank: leader })
+            }
+        }),
     }
     .and_then(|s| {
         let w = Window::new(platform.clone(), s, layout, me, request.policy, barrier);
