@@ -157,6 +157,16 @@ impl PosixPlatform {
         }
     }
 
+    /// Removes what names a segment this process made: its name if it has
+    /// one, else only a simulated node's directory left empty.
+    fn release_name(&self, named: bool, name: &str) -> Result<(), PlatformError> {
+        if named {
+            return kpccl_core::Platform::unlink(self, name);
+        }
+        self.remove_node_dir_if_empty();
+        Ok(())
+    }
+
     /// A new segment file in the directory: without a name where its file
     /// system can (tmpfs can), so that no crash can leave one behind; else
     /// created exclusively as `name`. Whether it is named comes with it.
@@ -203,11 +213,7 @@ impl kpccl_core::Platform for PosixPlatform {
         let made =
             fd.set_len(len).map_err(|e| err(PlatformOp::Resize, &e)).and_then(|()| map(fd, len, self.reserve, named));
         if made.is_err() {
-            if named {
-                let _ = self.unlink(name);
-            } else {
-                self.remove_node_dir_if_empty();
-            }
+            let _ = self.release_name(named, name);
         }
         made
     }
@@ -241,11 +247,7 @@ impl kpccl_core::Platform for PosixPlatform {
     fn publish(&self, segment: &PosixSegment, name: &str, out: &mut dyn std::fmt::Write) -> Result<(), PlatformError> {
         let inode = segment.fd.stat().map_err(|e| err(PlatformOp::Stat, &e))?.inode;
         let way_in = WayIn { pid: self.identity.pid, fd: segment.fd.raw(), inode };
-        if segment.named {
-            self.unlink(name)?;
-        } else {
-            self.remove_node_dir_if_empty();
-        }
+        self.release_name(segment.named, name)?;
         write!(out, "{way_in}")
             .map_err(|_| PlatformError { op: PlatformOp::Create, code: i64::from(libc::ENAMETOOLONG) })
     }

@@ -119,11 +119,11 @@ impl<T: Fenced> Handle<T> {
         wait::run(py, &*self.get()?, op)
     }
 
-    fn wait_on<R: Send>(
+    fn wait_on(
         &self,
         py: Python<'_>,
-        op: impl FnOnce(&Window) -> Result<R, kpccl_posix::Error> + Send,
-    ) -> PyResult<R> {
+        op: impl FnOnce(&Window) -> Result<(), kpccl_posix::Error> + Send,
+    ) -> PyResult<()> {
         self.run(py, |w| op(w.host()))?.map_err(errors::host)
     }
 

@@ -272,7 +272,7 @@ where
     let mut way_in = heapless::String::<{ NAME_LEN - 1 }>::new();
     let mut created = None;
     if me == 0 {
-        match create_segment(platform, rank, &layout, header, table, node, &mut name, &mut way_in) {
+        match create_segment(platform, &layout, header, table, node, &mut name, &mut way_in) {
             Ok(s) => {
                 platform.checkpoint(Step::Created, rank);
                 mine.set_name(&way_in);
@@ -408,11 +408,8 @@ fn entries<'a>(layout: &Layout, table: &'a [Record], node: NodeRanks<'a>) -> imp
 /// Rank 0's part: an exclusive segment, published at once (`way_in` is what
 /// the others open), with the creator's share reserved and the header and
 /// rank table written. Unlinks what it made if it fails.
-// Each argument is one input of the segment or one output of the step.
-#[allow(clippy::too_many_arguments)]
 fn create_segment<P: Platform>(
     platform: &P,
-    rank: u32,
     layout: &Layout,
     header: Header,
     table: &[Record],
@@ -434,7 +431,8 @@ fn create_segment<P: Platform>(
     )
     .map_err(|_| PlatformError { op: crate::error::PlatformOp::Create, code: 36 /* ENAMETOOLONG */ })?;
     let segment = platform.create(name, layout.total()).inspect_err(|_| name.clear())?;
-    platform.checkpoint(Step::Made, rank);
+    // The creator is the node's local rank 0.
+    platform.checkpoint(Step::Made, node.global(0));
     // Published before the slow steps (reserving can take milliseconds per
     // GiB): a platform that drops the name here leaves nothing to a crash.
     way_in.clear();
