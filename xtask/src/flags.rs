@@ -12,11 +12,11 @@ cargo xtask <task> [flags]
 Tasks:
   test [--quick]                 the whole host suite, in order, stopping at the first failure:
                                  rustfmt, clippy -D warnings, no_std build for aarch64-unknown-none
-                                 (and no libc in kpccl-core's tree), cargo test, loom, Miri, rustdoc
-                                 -D warnings, C tests, Rust over MPI, benchmark smoke run, the Python
-                                 package (pip install ./python into $KPCCL_PY_VENV or target/py-venv,
-                                 which .ci/run makes, then its pytest suite); ends with
-                                 `N passed, N failed` (steps).
+                                 (and no libc in kpccl-core's tree), cargo test, loom (clippy, then
+                                 the models, under --cfg loom), Miri, rustdoc -D warnings, C tests,
+                                 Rust over MPI, benchmark smoke run, the Python package (pip install
+                                 ./python into $KPCCL_PY_VENV or target/py-venv, which .ci/run makes,
+                                 then its pytest suite); ends with `N passed, N failed` (steps).
                                  --quick skips loom and Miri.
   test-aarch64 [--install] [--cross]
                                  the workspace's tests, doctests, examples and C tests built for

@@ -111,18 +111,24 @@ fn extend_flags(var: &str, flags: &str) -> String {
     }
 }
 
-/// The loom models: every `core/tests/loom_*.rs`, built with `--cfg loom`.
+/// The loom models: every `core/tests/loom_*.rs`, built with `--cfg loom`,
+/// after clippy on core and its tests under that cfg.
 fn loom() -> Result<Done> {
     let models = loom_tests()?;
     if models.is_empty() {
         println!("note: no core/tests/loom_*.rs yet, nothing to model-check");
         return Ok(Done::Skipped("no core/tests/loom_*.rs yet".to_owned()));
     }
+    let loom_cargo = || {
+        Cmd::cargo()
+            .env("RUSTFLAGS", extend_flags("RUSTFLAGS", "--cfg loom"))
+            .env("CARGO_TARGET_DIR", side_target_dir("loom"))
+    };
+    // Core's code under `cfg(loom)` and every test target there lint-clean.
+    loom_cargo().args(["clippy", "-p", "kpccl-core", "--tests", "--", "-D", "warnings"]).run()?;
     let preemptions = env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "2".to_owned());
-    let mut cmd = Cmd::cargo()
-        .env("RUSTFLAGS", extend_flags("RUSTFLAGS", "--cfg loom"))
+    let mut cmd = loom_cargo()
         .env("LOOM_MAX_PREEMPTIONS", &preemptions)
-        .env("CARGO_TARGET_DIR", side_target_dir("loom"))
         // Optimized models without the release profile's LTO and single
         // codegen unit: builds in half the time (loom's dependencies are big).
         .env("CARGO_PROFILE_RELEASE_LTO", "off")
