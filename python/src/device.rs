@@ -1,7 +1,7 @@
 //! `kpccl.DeviceWindow`: a window in Ascend device memory (or the host
 //! simulator's), with the same fences as host windows.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use kpccl_ascend::DeviceWindow;
 use kpccl_posix::Window;
@@ -11,7 +11,7 @@ use pyo3::types::PyBytes;
 
 use crate::errors;
 use crate::fences::PyFenced;
-use crate::handle::{Fenced, Handle, Shared};
+use crate::handle::{Call, Fenced, Handle, Shared};
 use crate::options;
 
 /// A [`DeviceWindow`] that may move between threads.
@@ -45,7 +45,7 @@ impl Fenced for Movable {
     fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
         match Arc::try_unwrap(w) {
             Ok(m) => {
-                let m = m.into_inner().unwrap_or_else(PoisonError::into_inner);
+                let m = m.into_inner();
                 // Each step's waits end on a dead peer or the timeout; Ctrl-C
                 // is handled once it is done (nothing would be left to abandon).
                 py.detach(move || m.free_now()).map_err(errors::device)
@@ -70,13 +70,20 @@ impl Fenced for Movable {
 #[derive(Debug)]
 pub(crate) struct PyDeviceWindow {
     h: Arc<Handle<Movable>>,
+    /// This rank's device.
+    device: i32,
+    /// Every rank's segment, `(address, length)`, if it has one here: the
+    /// queries answer from these, alongside another thread's wait.
+    segments: Vec<Option<(usize, usize)>>,
 }
 
 impl PyDeviceWindow {
     /// The Python object of `w`.
     pub(crate) fn create(py: Python<'_>, w: Movable) -> PyResult<Bound<'_, PyAny>> {
+        let segments = (0..w.0.nranks()).map(|r| w.0.segment(r).ok().map(|s| (s.ptr as usize, s.len))).collect();
+        let device = w.0.device();
         let h = Arc::new(Handle::new(w));
-        let init = PyClassInitializer::from(PyFenced::new(h.clone())).add_subclass(Self { h });
+        let init = PyClassInitializer::from(PyFenced::new(h.clone())).add_subclass(Self { h, device, segments });
         Ok(Bound::new(py, init)?.into_any())
     }
 }
@@ -85,8 +92,9 @@ impl PyDeviceWindow {
 impl PyDeviceWindow {
     /// This rank's device.
     #[getter]
-    fn device(&self, py: Python<'_>) -> PyResult<i32> {
-        self.h.run(py, |w| w.0.device())
+    fn device(&self) -> PyResult<i32> {
+        self.h.get()?;
+        Ok(self.device)
     }
 
     /// ``(dev_ptr, nbytes)`` of ``rank``'s segment (default: this rank's):
@@ -94,7 +102,15 @@ impl PyDeviceWindow {
     #[pyo3(signature = (rank = None))]
     fn segment(&self, py: Python<'_>, rank: Option<&Bound<'_, PyAny>>) -> PyResult<(usize, usize)> {
         let r = self.h.rank_or_mine(rank)?;
-        self.h.run(py, |w| w.0.segment(r).map(|s| (s.ptr as usize, s.len)))?.map_err(errors::device)
+        self.h.get()?;
+        match self.segments[r as usize] {
+            Some(s) => Ok(s),
+            // The error, from the window itself.
+            None => self
+                .h
+                .run(py, Call::Quick, |w| w.0.segment(r).map(|s| (s.ptr as usize, s.len)))?
+                .map_err(errors::device),
+        }
     }
 
     /// Copies the bytes of ``data`` (any bytes-like object) to ``offset`` in
@@ -109,7 +125,7 @@ impl PyDeviceWindow {
         let r = self.h.peer(rank)?;
         let off: usize = options::count(offset, "offset").map_err(errors::value)?;
         let bytes: Vec<u8> = py.import("builtins")?.getattr("bytes")?.call1((data,))?.extract()?;
-        self.h.run(py, |w| w.0.write(r, off, &bytes))?.map_err(errors::device)
+        self.h.run(py, Call::Quick, |w| w.0.write(r, off, &bytes))?.map_err(errors::device)
     }
 
     /// ``nbytes`` bytes from ``offset`` in ``rank``'s device segment.
@@ -124,7 +140,7 @@ impl PyDeviceWindow {
         let off: usize = options::count(offset, "offset").map_err(errors::value)?;
         let n: usize = options::count(nbytes, "nbytes").map_err(errors::value)?;
         let mut buf = vec![0u8; n];
-        self.h.run(py, |w| w.0.read(r, off, &mut buf))?.map_err(errors::device)?;
+        self.h.run(py, Call::Quick, |w| w.0.read(r, off, &mut buf))?.map_err(errors::device)?;
         Ok(PyBytes::new(py, &buf))
     }
 }

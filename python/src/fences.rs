@@ -15,6 +15,12 @@ use crate::handle::Fences;
 /// ``KeyboardInterrupt`` and abandons the window (its peers' waits fail, as
 /// after a timeout; ``free()`` still releases it). Anything but ``free()``
 /// after ``free()`` raises ``ValueError``.
+///
+/// Threads: a rank's calls on a window run one at a time. A call waits for
+/// another thread's quick one (a signal, a test, a copy) to end, but raises
+/// :class:`Error` at once while another thread is in a fence or a wait on the
+/// window, as the C API fails: that wait may be for the very call that would
+/// queue behind it. Queries (sizes, views, addresses) answer meanwhile.
 #[pyclass(name = "_Fenced", module = "kpccl", subclass, frozen)]
 pub(crate) struct PyFenced {
     h: Arc<dyn Fences>,
@@ -82,8 +88,6 @@ impl PyFenced {
     /// the wait that never waits, for overlapping work with it. A loop of
     /// tests raises if a rank dies (looked for at most every
     /// ``KPCCL_LIVENESS_MS``); ``KPCCL_TIMEOUT_MS`` bounds waits, not tests.
-    /// While another thread waits on this window, it raises
-    /// :class:`Error` instead of waiting for its turn.
     fn try_wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
         self.h.try_wait(py, peer)
     }

@@ -1,10 +1,13 @@
 //! What host and device windows share in Python: the window behind locks
-//! (gone after `free()`; a rank's calls on it take turns), rank checks, and
-//! the fences and signals, which live in the host window of either kind.
+//! (gone after `free()`; a rank's threads take turns on it, see
+//! [`Guarded::turn`]), rank checks, and the fences and signals, which live in
+//! the host window of either kind.
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock, TryLockError};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 
 use kpccl_core::fence::{Poison, PoisonKind};
+use kpccl_core::sync::{AtomicU32, Ordering};
 use kpccl_posix::Window;
 use pyo3::prelude::*;
 
@@ -27,11 +30,15 @@ impl Fenced for Window {
 
     /// `Window::free`, except that views may still hold the mapping: fence
     /// (unless the window is abandoned: nobody would come), then let go.
-    fn free(_: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
-        let fenced = wait::run(py, &*w, |w| match w.poisoned() {
+    fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
+        let fenced = wait::run_in_turn(py, &w, Call::Waits, |w| match w.poisoned() {
             Some(p) => Err(kpccl_posix::Error::Fence(p.error())),
             None => w.fence(),
         });
+        let Ok(fenced) = fenced else {
+            h.put_back(w);
+            return Err(Busy::error());
+        };
         drop(w);
         fenced?.map_err(errors::host)
     }
@@ -72,7 +79,101 @@ pub(crate) fn abandon(w: &Window) {
 }
 
 /// A window shared by a Python object and the views of it.
-pub(crate) type Shared<T> = Arc<Mutex<T>>;
+pub(crate) type Shared<T> = Arc<Guarded<T>>;
+
+/// Whether a call on a window may wait for its peers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// A fence, a wait, `free()`: returns when peers come.
+    Waits,
+    /// A signal, a test, a copy, a query: returns without waiting for anyone.
+    Quick,
+}
+
+/// A window behind the lock through which a rank's threads take turns.
+#[derive(Debug)]
+pub(crate) struct Guarded<T> {
+    win: Mutex<T>,
+    /// 1 while the thread holding the turn is in a call that may wait for peers.
+    waiting: AtomicU32,
+}
+
+/// The call in another thread that a call would have waited behind.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Busy;
+
+impl Busy {
+    /// As the exception the call raises.
+    pub(crate) fn error() -> PyErr {
+        errors::library(
+            "the window is in use by another thread of this rank, in a fence or wait: a call does not \
+             queue behind a wait, which may be waiting for that very call",
+        )
+    }
+}
+
+/// This thread's turn on a window.
+#[derive(Debug)]
+pub(crate) struct Turn<'a, T> {
+    guarded: &'a Guarded<T>,
+    win: MutexGuard<'a, T>,
+}
+
+impl<T> Deref for Turn<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.win
+    }
+}
+
+impl<T> Drop for Turn<'_, T> {
+    fn drop(&mut self) {
+        // Relaxed: a hint to the threads asking for a turn; the lock, dropped
+        // after this, orders the window's use.
+        self.guarded.waiting.store(0, Ordering::Relaxed);
+    }
+}
+
+impl<T> Guarded<T> {
+    fn new(w: T) -> Self {
+        Self { win: Mutex::new(w), waiting: AtomicU32::new(0) }
+    }
+
+    /// This thread's turn for `call`. A rank's calls on a window never run
+    /// on two threads at once: a turn waits while another thread's quick
+    /// call ends (microseconds), but fails at once with [`Busy`] while
+    /// another thread is in a call that waits, as the C API does: that wait
+    /// may be for the very call that would queue behind it (a signal from
+    /// this rank that the peer needs first), a deadlock no liveness check
+    /// would end.
+    pub(crate) fn turn(&self, call: Call) -> Result<Turn<'_, T>, Busy> {
+        loop {
+            let win = match self.win.try_lock() {
+                Ok(win) => win,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    // Relaxed: a hint; a stale `false` only means one more try.
+                    if self.waiting.load(Ordering::Relaxed) != 0 {
+                        return Err(Busy);
+                    }
+                    std::thread::yield_now();
+                    continue;
+                }
+            };
+            if call == Call::Waits {
+                // Relaxed: read only as a hint (above), under no ordering.
+                self.waiting.store(1, Ordering::Relaxed);
+            }
+            return Ok(Turn { guarded: self, win });
+        }
+    }
+
+    /// The window, once nobody else holds it.
+    pub(crate) fn into_inner(self) -> T {
+        self.win.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// A window as a Python object holds it.
 #[derive(Debug)]
@@ -87,7 +188,7 @@ pub(crate) struct Handle<T> {
 impl<T: Fenced> Handle<T> {
     pub(crate) fn new(w: T) -> Self {
         let (rank, size) = (w.host().rank(), w.host().nranks());
-        Self { win: RwLock::new(Some(Arc::new(Mutex::new(w)))), rank, size }
+        Self { win: RwLock::new(Some(Arc::new(Guarded::new(w)))), rank, size }
     }
 
     /// The window, unless it was freed.
@@ -114,17 +215,20 @@ impl<T: Fenced> Handle<T> {
         *self.win.write().unwrap_or_else(PoisonError::into_inner) = Some(w);
     }
 
-    /// Runs `op` on the window without the GIL, its waits interruptible by Ctrl-C.
-    pub(crate) fn run<R: Send>(&self, py: Python<'_>, op: impl FnOnce(&T) -> R + Send) -> PyResult<R> {
-        wait::run(py, &*self.get()?, op)
+    /// Runs `op` on the window without the GIL, in this thread's turn
+    /// ([`Guarded::turn`]), its waits interruptible by Ctrl-C.
+    pub(crate) fn run<R: Send>(&self, py: Python<'_>, call: Call, op: impl FnOnce(&T) -> R + Send) -> PyResult<R> {
+        wait::run(py, &*self.get()?, call, op)
     }
 
-    fn wait_on(
+    /// `op` on the host window, its error raised.
+    fn host_call<R: Send>(
         &self,
         py: Python<'_>,
-        op: impl FnOnce(&Window) -> Result<(), kpccl_posix::Error> + Send,
-    ) -> PyResult<()> {
-        self.run(py, |w| op(w.host()))?.map_err(errors::host)
+        call: Call,
+        op: impl FnOnce(&Window) -> Result<R, kpccl_posix::Error> + Send,
+    ) -> PyResult<R> {
+        self.run(py, call, |w| op(w.host()))?.map_err(errors::host)
     }
 
     /// A rank argument, checked: an int from 0 to `size - 1`.
@@ -156,48 +260,38 @@ impl<T: Fenced> Fences for Handle<T> {
 
     fn peer_fence(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
-        self.wait_on(py, |w| w.peer_fence(p))
+        self.host_call(py, Call::Waits, |w| w.peer_fence(p))
     }
 
     fn fence(&self, py: Python<'_>) -> PyResult<()> {
-        self.wait_on(py, Window::fence)
+        self.host_call(py, Call::Waits, Window::fence)
     }
 
     fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
-        // Never waits, but another thread may hold the window in a wait.
-        self.wait_on(py, |w| w.signal(p))
+        self.host_call(py, Call::Quick, |w| w.signal(p))
     }
 
     fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
-        self.wait_on(py, |w| w.wait(p))
+        self.host_call(py, Call::Waits, |w| w.wait(p))
     }
 
-    fn try_wait(&self, _py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn try_wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<bool> {
         let p = self.peer(peer)?;
-        let w = self.get()?;
-        // Never waits, not even for its turn: with another thread of this
-        // rank in a wait on the window, it fails as the C call does.
-        let t = match w.try_lock() {
-            Ok(t) => t,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                return Err(errors::library(
-                    "try_wait: the window is in use by another thread (in a wait); a test does not wait for its turn",
-                ));
-            }
-        };
-        t.host().try_wait(p).map_err(errors::host)
+        self.host_call(py, Call::Quick, |w| w.try_wait(p))
     }
 
     fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.run(py, |w| w.host().poisoned().map(|p| p.error().to_string()))
+        self.run(py, Call::Quick, |w| w.host().poisoned().map(|p| p.error().to_string()))
     }
 
     fn abandon_and_release(&self, py: Python<'_>) {
+        // With another thread of this rank in a wait on it, the window is
+        // let go as it is: that call ends as its peers decide (its own
+        // `free()` or this process's end tells them).
         if let Some(w) = self.take() {
-            let _ = wait::run(py, &*w, |w| abandon(w.host()));
+            let _ = wait::run_in_turn(py, &w, Call::Quick, |w| abandon(w.host()));
         }
     }
 

@@ -5,14 +5,13 @@
 //! releases it) and the wait raises that exception.
 
 use std::cell::RefCell;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use kpccl_posix::Window;
 use kpccl_posix::interrupt;
 use pyo3::prelude::*;
 
-use crate::handle::{Fenced, abandon};
+use crate::handle::{Busy, Call, Fenced, Guarded, abandon};
 
 /// How often a sleeping wait checks for signals.
 const CHECK_EVERY: Duration = Duration::from_millis(5);
@@ -41,18 +40,31 @@ fn check(window: usize) {
     });
 }
 
-/// Runs `op` on the window in `w` without the GIL, with every sleep of its
-/// waits interruptible; a signal handler's exception wins over the error
-/// the abandoned wait returns. Calls on one window take turns (a rank's
-/// fences never run on two threads at once).
-pub(crate) fn run<T: Fenced, R: Send>(py: Python<'_>, w: &Mutex<T>, op: impl FnOnce(&T) -> R + Send) -> PyResult<R> {
+/// Runs `op` on the window in `w` without the GIL, in this thread's turn
+/// for `call` ([`Guarded::turn`]), with every sleep of its waits
+/// interruptible; a signal handler's exception wins over the error the
+/// abandoned wait returns.
+pub(crate) fn run<T: Fenced, R: Send>(
+    py: Python<'_>,
+    w: &Guarded<T>,
+    call: Call,
+    op: impl FnOnce(&T) -> R + Send,
+) -> PyResult<R> {
+    run_in_turn(py, w, call, op).unwrap_or_else(|Busy| Err(Busy::error()))
+}
+
+/// [`run`], with a refused turn (nothing done) told apart.
+pub(crate) fn run_in_turn<T: Fenced, R: Send>(
+    py: Python<'_>,
+    w: &Guarded<T>,
+    call: Call,
+    op: impl FnOnce(&T) -> R + Send,
+) -> Result<PyResult<R>, Busy> {
     let out = py.detach(|| {
-        let t = w.lock().unwrap_or_else(PoisonError::into_inner);
+        let t = w.turn(call)?;
         let host: *const Window = t.host();
-        interrupt::while_sleeping(CHECK_EVERY, check, host as usize, || op(&t))
+        Ok(interrupt::while_sleeping(CHECK_EVERY, check, host as usize, || op(&t)))
     });
-    match CAUGHT.with(|c| c.borrow_mut().take()) {
-        Some(e) => Err(e),
-        None => Ok(out),
-    }
+    let caught = CAUGHT.with(|c| c.borrow_mut().take());
+    out.map(|out| caught.map_or(Ok(out), Err))
 }

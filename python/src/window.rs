@@ -30,6 +30,11 @@ use crate::handle::{Handle, Shared};
 #[derive(Debug)]
 pub(crate) struct PyWindow {
     h: Arc<Handle<Window>>,
+    /// The node's ranks, by local rank.
+    node_ranks: Vec<u32>,
+    /// Every rank's segment, `(address, length)`, or why it has none here:
+    /// the queries answer from these, alongside another thread's wait.
+    segments: Vec<Result<(usize, usize), kpccl_posix::Error>>,
 }
 
 /// Keeps a window's mapping alive for the views of it (the owner of their memory).
@@ -42,9 +47,18 @@ pub(crate) struct Mapping {
 impl PyWindow {
     /// The Python object of `w`.
     pub(crate) fn create(py: Python<'_>, w: Window) -> PyResult<Bound<'_, PyAny>> {
+        let segments = (0..w.nranks()).map(|r| w.segment(r).map(|s| (s.ptr.as_ptr() as usize, s.len))).collect();
+        let node_ranks = w.node_ranks().to_vec();
         let h = Arc::new(Handle::new(w));
-        let init = PyClassInitializer::from(PyFenced::new(h.clone())).add_subclass(Self { h });
+        let init = PyClassInitializer::from(PyFenced::new(h.clone())).add_subclass(Self { h, node_ranks, segments });
         Ok(Bound::new(py, init)?.into_any())
+    }
+
+    /// `rank`'s segment (default: this rank's), unless the window was freed.
+    fn segment(&self, rank: Option<&Bound<'_, PyAny>>) -> PyResult<(usize, usize)> {
+        let r = self.h.rank_or_mine(rank)?;
+        self.h.get()?;
+        self.segments[r as usize].clone().map_err(errors::host)
     }
 }
 
@@ -66,15 +80,15 @@ fn view<'py>(py: Python<'py>, addr: usize, len: usize, owner: Bound<'py, PyAny>)
 impl PyWindow {
     /// The ranks whose segments this rank can reach (its node's), by local rank.
     #[getter]
-    fn node_ranks(&self, py: Python<'_>) -> PyResult<Vec<u32>> {
-        self.h.run(py, |w| w.node_ranks().to_vec())
+    fn node_ranks(&self) -> PyResult<Vec<u32>> {
+        self.h.get()?;
+        Ok(self.node_ranks.clone())
     }
 
     /// The length in bytes of ``rank``'s segment (default: this rank's).
     #[pyo3(signature = (rank = None))]
-    fn nbytes(&self, py: Python<'_>, rank: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
-        let r = self.h.rank_or_mine(rank)?;
-        self.h.run(py, |w| w.segment(r).map(|s| s.len))?.map_err(errors::host)
+    fn nbytes(&self, rank: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+        Ok(self.segment(rank)?.1)
     }
 
     /// A writable, zero-copy ``memoryview`` (format ``"B"``) of ``rank``'s
@@ -82,10 +96,8 @@ impl PyWindow {
     /// lives, even after :meth:`free`.
     #[pyo3(signature = (rank = None))]
     fn buffer<'py>(&self, py: Python<'py>, rank: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        let r = self.h.rank_or_mine(rank)?;
+        let (addr, len) = self.segment(rank)?;
         let w = self.h.get()?;
-        let (addr, len) =
-            self.h.run(py, |w| w.segment(r).map(|s| (s.ptr.as_ptr() as usize, s.len)))?.map_err(errors::host)?;
         let owner = Bound::new(py, Mapping { _win: w })?.into_any();
         view(py, addr, len, owner)
     }

@@ -54,10 +54,11 @@ with comm.alloc(64 * (r + 1)) as win:
     win.fence()  # nobody signals any more: a test finds nothing
     assert win.try_wait(left) is False, "try_wait took a signal nobody sent"
 
-    # A test never waits, not even for its turn: while another thread of
-    # rank 0 waits on the window (for the last rank's signal), it raises.
-    # The go-ahead for that signal travels through a second window, which
-    # the waiting thread does not hold.
+    # While another thread of rank 0 waits on the window (for the last
+    # rank's signal), calls that would queue behind that wait raise at once
+    # (the wait may be for them), and queries answer. The go-ahead for the
+    # signal travels through a second window, which the waiting thread does
+    # not hold.
     with comm.alloc(8) as cue:
         if r == 0:
             waiter = threading.Thread(target=win.wait, args=(left,))
@@ -71,6 +72,15 @@ with comm.alloc(64 * (r + 1)) as win:
                 time.sleep(0.01)
             else:
                 raise AssertionError("try_wait never met the waiting thread")
+            for call in (lambda: win.signal(right), win.fence, lambda: win.peer_fence(right), win.free):
+                try:
+                    call()
+                except kpccl.Error as e:
+                    assert "in use by another thread" in str(e), e
+                else:
+                    raise AssertionError("a call ran beside another thread's wait")
+            assert not win.freed and win.nbytes(right) == win.buffer(right).nbytes > 0
+            assert win.node_ranks == list(range(n))
             cue.signal(left)
             waiter.join()
         elif r == n - 1:
