@@ -153,7 +153,7 @@ impl<T> Guarded<T> {
                 Ok(win) => win,
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
                 Err(TryLockError::WouldBlock) => {
-                    // Relaxed: a hint; a stale `false` only means one more try.
+                    // Relaxed: a hint; a stale 0 only means one more try.
                     if self.waiting.load(Ordering::Relaxed) != 0 {
                         return Err(Busy);
                     }
