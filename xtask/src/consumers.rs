@@ -10,7 +10,10 @@
 //! 3. the CMake project `ffi/tests/consumer` (`find_package(kpccl)`,
 //!    `kpccl::kpccl`, `MPI::MPI_C`), shared and static, run on 4 ranks;
 //! 4. the reference example linked fully static with
-//!    `pkg-config --static`, run by the installed `kpccl-run`.
+//!    `pkg-config --static`, run by the installed `kpccl-run`;
+//! 5. the reference example linked from the build tree, as a user who has
+//!    not installed anything does (`mpicc -I ffi/include … -L target/release
+//!    -lkpccl`), run on 2 ranks: it needs `libkpccl.so.0` there.
 //!
 //! Every build uses `-Wall -Wextra -Werror`. The staged prefix is used in
 //! place: the CMake package finds its prefix from where it lies, and
@@ -27,6 +30,7 @@ use crate::{
     cmd::{Cmd, Result, bail, err, which},
     install,
     report::Counts,
+    staticlib::target_dir,
 };
 
 /// The prefix the staged files name (never created: they are used in place).
@@ -49,7 +53,15 @@ pub(crate) fn run(cfg: &CTests, mpirun: Option<&[String]>, out: &Path) -> Vec<(S
     };
     let mut rows = vec![row("install", "DESTDIR layout", timed(start, || layout(&root)))];
     match mpirun {
-        Some(mpirun) => rows.extend(mpi_programs(cfg, mpirun, &root, out)),
+        Some(mpirun) => {
+            rows.extend(mpi_programs(cfg, mpirun, &root, out));
+            let start = Instant::now();
+            let run = match from_build_tree(out) {
+                Ok(program) => run_one(cfg, &Flavor::Mpi(mpirun.to_vec()), &program, 2),
+                Err(e) => failed(start, e.to_string()),
+            };
+            rows.push(row("-L target/release -lkpccl", &format!("{} -np 2", mpirun[0]), run));
+        }
         None => println!("note: the installed package is not tried with MPI (no mpicc/mpirun)"),
     }
     let launcher = vec![root.join("bin").join("kpccl-run").to_string_lossy().into_owned()];
@@ -240,6 +252,27 @@ fn cmake_build(root: &Path, out: &Path, static_: bool) -> Result<PathBuf> {
     Cmd::new("cmake").arg("--build").arg(&build).run()?;
     let program = build.join("comm_create_mpi");
     expect_needed(&program, !static_)?;
+    Ok(program)
+}
+
+/// The reference example built against the release `libkpccl.so` in the
+/// build tree (which `install` has just built), found at run time through an
+/// rpath to that directory, as `LD_LIBRARY_PATH` would find it.
+fn from_build_tree(out: &Path) -> Result<PathBuf> {
+    let release = std::env::current_dir().unwrap_or_default().join(target_dir()).join("release");
+    let program = out.join("kpccl_peer_fence-build-tree");
+    Cmd::new("mpicc")
+        .args(CFLAGS)
+        .args(["-I", "ffi/include"])
+        .arg(EXAMPLE)
+        .arg("-o")
+        .arg(&program)
+        .arg("-L")
+        .arg(&release)
+        .arg("-lkpccl")
+        .arg(format!("-Wl,-rpath,{}", release.display()))
+        .run()?;
+    expect_needed(&program, true)?;
     Ok(program)
 }
 
