@@ -417,6 +417,9 @@ impl<F: fmt::Display, M: fmt::Display> fmt::Display for CollectiveError<F, M> {
         match self {
             Self::Local(e) => e.fmt(f),
             Self::Peer { rank, failure } => write!(f, "rank {rank} failed: {failure}"),
+            // Rank 0 is found disagreeing only with the rank judging the
+            // table (its rank count, its stage), not with itself.
+            Self::Mismatch { rank: 0, field } => write!(f, "rank 0 disagrees with this rank on the {field}"),
             Self::Mismatch { rank, field } => {
                 write!(f, "rank {rank} disagrees with rank 0 on the {field}")
             }
@@ -458,7 +461,7 @@ impl From<FenceError> for CollectiveError {
 mod tests {
     use std::string::ToString;
 
-    use super::ArgError;
+    use super::{ArgError, CollectiveError, Failure, Field};
 
     /// Messages say the last valid rank, as C and Python users read ranges:
     /// Rust's `0..3` reads as if rank 3 were valid.
@@ -467,5 +470,15 @@ mod tests {
         let e = ArgError::Rank { rank: 3, nranks: 3 };
         assert_eq!(e.to_string(), "rank 3 is out of range: the communicator has ranks 0 to 2");
         assert_eq!(ArgError::Rank { rank: 0, nranks: 0 }.to_string(), "rank 0 is out of range: there are no ranks");
+    }
+
+    /// Rank 0 is only ever found disagreeing with the rank that reads the
+    /// message (its rank count): never "rank 0 disagrees with rank 0".
+    #[test]
+    fn a_disagreement_of_rank_0_is_with_this_rank() {
+        let e = CollectiveError::<Failure, Field>::Mismatch { rank: 0, field: Field::RankCount };
+        assert_eq!(e.to_string(), "rank 0 disagrees with this rank on the rank count");
+        let e = CollectiveError::<Failure, Field>::Mismatch { rank: 2, field: Field::Alignment };
+        assert_eq!(e.to_string(), "rank 2 disagrees with rank 0 on the alignment");
     }
 }
