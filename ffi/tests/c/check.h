@@ -71,24 +71,22 @@ static inline int check_finish(MPI_Comm comm)
     return failed == 0 ? 0 : 1;
 }
 
-/* The real MPI callbacks of the reference example. */
+/* The MPI callbacks of the reference example, with one MPI_Allgather for
+ * every kpccl datatype. */
 static int check_allgather(const void *sendbuf, void *recvbuf, int size, void *group, kpccl_shm_datatype_t datatype)
 {
+    MPI_Datatype type;
     switch (datatype) {
-    case KPCCL_SHM_DATATYPE_CHAR:
-        return MPI_Allgather(sendbuf, size, MPI_CHAR, recvbuf, size, MPI_CHAR, (MPI_Comm)group);
-    case KPCCL_SHM_DATATYPE_INT:
-        return MPI_Allgather(sendbuf, size, MPI_INT, recvbuf, size, MPI_INT, (MPI_Comm)group);
-    case KPCCL_SHM_DATATYPE_LONG:
-        return MPI_Allgather(sendbuf, size, MPI_LONG, recvbuf, size, MPI_LONG, (MPI_Comm)group);
-    case KPCCL_SHM_DATATYPE_FLOAT:
-        return MPI_Allgather(sendbuf, size, MPI_FLOAT, recvbuf, size, MPI_FLOAT, (MPI_Comm)group);
-    case KPCCL_SHM_DATATYPE_DOUBLE:
-        return MPI_Allgather(sendbuf, size, MPI_DOUBLE, recvbuf, size, MPI_DOUBLE, (MPI_Comm)group);
+    case KPCCL_SHM_DATATYPE_CHAR: type = MPI_CHAR; break;
+    case KPCCL_SHM_DATATYPE_INT: type = MPI_INT; break;
+    case KPCCL_SHM_DATATYPE_LONG: type = MPI_LONG; break;
+    case KPCCL_SHM_DATATYPE_FLOAT: type = MPI_FLOAT; break;
+    case KPCCL_SHM_DATATYPE_DOUBLE: type = MPI_DOUBLE; break;
     default:
         kpccl_error("not support datatype %d", (int)datatype);
         return KPCCL_ERROR;
     }
+    return MPI_Allgather(sendbuf, size, type, recvbuf, size, type, (MPI_Comm)group);
 }
 
 static int check_barrier(void *group)
