@@ -122,8 +122,10 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
             "-n" | "--nranks" => {
                 let v = value("-n")?;
                 let n: u32 = v.parse().map_err(|_| format!("-n {v}: not a rank count"))?;
-                if n == 0 {
-                    return Err("-n must be at least 1".into());
+                // Checked here, not only by the launcher, so that it is a
+                // usage error (exit 2) like every other bad flag.
+                if n == 0 || n > kpccl_core::MAX_RANKS {
+                    return Err(format!("-n {n}: the rank count must be 1 to {}", kpccl_core::MAX_RANKS));
                 }
                 nranks = Some(n);
             }
@@ -232,6 +234,8 @@ mod tests {
             &["prog"][..],
             &["-n"],
             &["-n", "0", "prog"],
+            &["-n", "100000", "prog"],
+            &["-n", "1025", "prog"],
             &["-n", "x", "prog"],
             &["-n", "2"],
             &["-n", "2", "--"],

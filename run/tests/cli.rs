@@ -119,7 +119,13 @@ fn kpccl_run_exits_like_its_first_failing_rank() {
 
 #[test]
 fn kpccl_run_usage_errors_exit_2() {
-    for args in [&[][..], &["--", "true"], &["-n", "0", "--", "true"], &["-n", "2", "--frobnicate", "true"]] {
+    for args in [
+        &[][..],
+        &["--", "true"],
+        &["-n", "0", "--", "true"],
+        &["-n", "100000", "--", "true"],
+        &["-n", "2", "--frobnicate", "true"],
+    ] {
         let out = kpccl_run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("usage: kpccl-run"), "{args:?}");
