@@ -334,8 +334,6 @@ pub enum Field {
     Version,
     /// The rank count.
     RankCount,
-    /// The rank number (two ranks claim one number, or a rank sits at another's place).
-    Rank,
     /// The layout mode.
     Mode,
     /// The segment alignment.
@@ -355,7 +353,6 @@ impl fmt::Display for Field {
         f.write_str(match self {
             Self::Version => "library version",
             Self::RankCount => "rank count",
-            Self::Rank => "rank number",
             Self::Mode => "layout mode",
             Self::Alignment => "alignment",
             Self::PageSize => "page size",
@@ -394,6 +391,18 @@ pub enum CollectiveError<F = Failure, M = Field> {
         /// What it disagrees on.
         field: M,
     },
+    /// The process whose record the out-of-band allgather put at rank
+    /// `place`'s place says it is rank `says`: two processes claim one rank
+    /// number (`shared`), or the out-of-band collective orders the ranks
+    /// otherwise than they number themselves.
+    RankClaim {
+        /// The place (the out-of-band collective's rank) of the first offender.
+        place: u32,
+        /// The rank number that process gave.
+        says: u32,
+        /// Whether another process gave the same rank number.
+        shared: bool,
+    },
     /// The layout of the requested window cannot be built (e.g. sizes overflow).
     Layout(LayoutError),
     /// The local ranks given do not number each node's ranks `0..n`: `rank`
@@ -423,6 +432,18 @@ impl<F: fmt::Display, M: fmt::Display> fmt::Display for CollectiveError<F, M> {
             Self::Mismatch { rank, field } => {
                 write!(f, "rank {rank} disagrees with rank 0 on the {field}")
             }
+            // Said in the user's terms: the rank numbers the processes gave,
+            // not the table positions they were gathered into.
+            Self::RankClaim { says, shared: true, .. } => write!(
+                f,
+                "two processes both say they are rank {says}: each process must give its own rank, 0 to the rank \
+                 count - 1"
+            ),
+            Self::RankClaim { place, says, shared: false } => write!(
+                f,
+                "the process at rank {place}'s place in the out-of-band exchange says it is rank {says}: the \
+                 out-of-band collective must order the ranks as they number themselves"
+            ),
             Self::Layout(e) => write!(f, "the window cannot be laid out: {e}"),
             Self::LocalRank { rank, local_rank, node, local_size, clash } => {
                 match clash {
@@ -480,5 +501,20 @@ mod tests {
         assert_eq!(e.to_string(), "rank 0 disagrees with this rank on the rank count");
         let e = CollectiveError::<Failure, Field>::Mismatch { rank: 2, field: Field::Alignment };
         assert_eq!(e.to_string(), "rank 2 disagrees with rank 0 on the alignment");
+    }
+
+    /// A rank number given twice, or out of the out-of-band order, is told as
+    /// what the processes said, not as a disagreement on "the rank number".
+    #[test]
+    fn a_wrong_rank_claim_says_what_the_processes_said() {
+        let e = CollectiveError::<Failure, Field>::RankClaim { place: 2, says: 1, shared: true };
+        assert_eq!(
+            e.to_string(),
+            "two processes both say they are rank 1: each process must give its own rank, 0 to the rank count - 1"
+        );
+        let e = CollectiveError::<Failure, Field>::RankClaim { place: 2, says: 3, shared: false };
+        assert!(
+            e.to_string().starts_with("the process at rank 2's place in the out-of-band exchange says it is rank 3")
+        );
     }
 }

@@ -460,3 +460,30 @@ fn a_failing_out_of_band_call_fails_every_rank() {
         assert!(platform.leaked().is_empty(), "{case}: names left behind");
     }
 }
+
+/// A process that gives another process's rank number, or ranks that the
+/// out-of-band collective orders otherwise than they number themselves,
+/// fail every rank with what the processes said, not with table positions.
+#[test]
+fn a_wrong_rank_claim_fails_every_rank_saying_what_was_claimed() {
+    type Claims = fn(u32) -> u32;
+    let cases: [(Claims, CollectiveError); 2] = [
+        // The processes at places 1 and 2 both say rank 1.
+        (|r| r.min(1), CollectiveError::RankClaim { place: 2, says: 1, shared: true }),
+        // Places 1 and 2 hold ranks 2 and 1.
+        (|r| [0, 2, 1][r as usize], CollectiveError::RankClaim { place: 1, says: 2, shared: false }),
+    ];
+    for (claim, want) in cases {
+        let platform = ThreadPlatform::new(4096);
+        let p = platform.clone();
+        let results = run(3, LIMIT, move |place, oob| {
+            let rank = claim(place);
+            let mut table = vec![Record::default(); 3];
+            create_comm(Collective::new(&p, &oob, rank, 3, &mut table), Placement::alone(rank))
+        });
+        for (r, res) in results.into_iter().enumerate() {
+            assert_eq!(res, Err(want), "place {r}");
+        }
+        assert_eq!(platform.created(), 0);
+    }
+}

@@ -54,9 +54,10 @@ impl ErrorKind {
     pub fn of_collective(e: &CollectiveError) -> ErrorKind {
         match e {
             CollectiveError::Local(f) | CollectiveError::Peer { failure: f, .. } => Self::of_failure(f),
-            CollectiveError::Mismatch { .. } | CollectiveError::Layout(_) | CollectiveError::LocalRank { .. } => {
-                Self::InvalidArgument
-            }
+            CollectiveError::Mismatch { .. }
+            | CollectiveError::RankClaim { .. }
+            | CollectiveError::Layout(_)
+            | CollectiveError::LocalRank { .. } => Self::InvalidArgument,
             _ => Self::Internal,
         }
     }

@@ -118,9 +118,11 @@ pub(crate) fn failure_level(e: &Error, me: u32) -> crate::log::Level {
         }
         Error::Collective(CollectiveError::Peer { .. }) | Error::Launcher { rank: Some(_), .. } => Level::Debug,
         Error::Platform { rank: Some(_), .. } => Level::Debug,
-        Error::Collective(CollectiveError::Mismatch { rank, .. } | CollectiveError::LocalRank { rank, .. }) => {
-            about(*rank)
-        }
+        Error::Collective(
+            CollectiveError::Mismatch { rank, .. }
+            | CollectiveError::LocalRank { rank, .. }
+            | CollectiveError::RankClaim { place: rank, .. },
+        ) => about(*rank),
         Error::Collective(CollectiveError::Layout(_)) => about(0),
         _ => Level::Error,
     }

@@ -122,7 +122,8 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
         } else if rec.nranks != first.nranks || rec.nranks as usize != table.len() {
             Field::RankCount
         } else if rec.rank != r {
-            Field::Rank
+            let shared = (0u32..).zip(table).any(|(o, other)| o != r && other.rank == rec.rank);
+            return Err(CollectiveError::RankClaim { place: r, says: rec.rank, shared });
         } else if rec.uid != first.uid {
             Field::User
         } else if rec.mode != first.mode {
