@@ -58,6 +58,10 @@ impl<O: Oob> CommBuilder<O> {
         let config = match config.map_or_else(Config::from_env, Ok) {
             Ok(config) => config,
             Err(e) => {
+                // KPCCL_LOG holds even when another variable is refused.
+                if let Ok(Some(level)) = crate::config::log_level() {
+                    log::set_level(level);
+                }
                 log::log(Level::Error, format_args!("rank {rank}: {e}"));
                 Comm::fail(&oob, rank, nranks);
                 return Err(e);

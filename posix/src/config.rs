@@ -120,9 +120,15 @@ impl Config {
             }
             c.node_id = Some(v);
         }
-        if let Some(log) = parsed("KPCCL_LOG", "off, error, warn, info or debug")? {
+        if let Some(log) = log_level()? {
             c.log = log;
         }
         Ok(c)
     }
+}
+
+/// `KPCCL_LOG`'s level, if it is set: also read alone, so that a refused
+/// other variable is reported (or not) at the level asked for.
+pub(crate) fn log_level() -> Result<Option<Level>, Error> {
+    parsed("KPCCL_LOG", "off, error, warn, info or debug")
 }
