@@ -46,7 +46,7 @@ pub const ENVIRONMENT: &[kpccl_posix::EnvVar] = &[
     },
     kpccl_posix::EnvVar {
         name: "KPCCL_ASCEND_PID_VALIDATION",
-        meaning: "`0`: device windows from C export keys without a PID whitelist, unless `attr.pid_validation` says otherwise (the Rust builder: `.disable_pid_validation(true)`); the same on every rank",
+        meaning: "`0`: device windows from C export keys without a PID whitelist, unless `attr.pid_validation` says otherwise (the Rust builder: `.disable_pid_validation(true)`); the same on every rank; any other value keeps the whitelist",
         default: "`1`",
     },
 ];
