@@ -417,7 +417,7 @@ impl<O: Oob> WindowBuilder<'_, O> {
             memory_kind: self.memory_kind,
         };
         let mut table = vec![Record::default(); c.nranks as usize];
-        let stats = crate::stats::Counters::if_enabled();
+        let stats = c.config.stats.then(Arc::default);
         let platform = c.platform.clone().with_reserve(self.reserve).with_stats(stats.clone());
         let node = NodeRanks::Some { ranks: &c.nodes.ranks, local_rank: c.nodes.info.local_rank };
         let inner = kpccl_core::create_window(

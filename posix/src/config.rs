@@ -33,6 +33,8 @@ pub struct Config {
     pub liveness: Duration,
     /// Log level.
     pub log: Level,
+    /// Whether windows keep counters of their calls (`KPCCL_STATS=1`).
+    pub stats: bool,
     /// The node this process says it runs on (`KPCCL_NODE_ID`), overriding
     /// the boot id and hostname, so that tests can simulate several nodes on
     /// one machine; each such node keeps its segments in a directory of its own.
@@ -51,6 +53,7 @@ impl Default for Config {
             reserve: Reserve::Eager,
             liveness: Duration::from_millis(50),
             log: Level::Warn,
+            stats: false,
             node_id: None,
         }
     }
@@ -113,6 +116,9 @@ impl Config {
         }
         if let Some(ms) = millis("KPCCL_LIVENESS_MS")? {
             c.liveness = Duration::from_millis(ms.max(1));
+        }
+        if let Some(stats) = choice("KPCCL_STATS", &[("0", false), ("1", true)], "0 or 1")? {
+            c.stats = stats;
         }
         if let Some(v) = var("KPCCL_NODE_ID") {
             if v.len() > 255 || v.contains('\0') {

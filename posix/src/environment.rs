@@ -60,7 +60,7 @@ pub const ENVIRONMENT: &[EnvVar] = &[
     EnvVar { name: "KPCCL_LOG", meaning: "`off`, `error`, `warn`, `info`, `debug`", default: "`warn`" },
     EnvVar {
         name: "KPCCL_STATS",
-        meaning: "`1`: each window counts its fences, peer fences, signals, waits, and the waits that slept and for how long; printed on stderr at free, read in Rust with `Window::stats()` (any other value, or unset: off, with no counters and nothing added to the fence path but a test)",
+        meaning: "`1`: each window counts its fences, peer fences, signals, waits, and the waits that slept and for how long; printed on stderr at free, read in Rust with `Window::stats()`; `0`: off, with no counters and nothing added to the fence path but a test; another value fails communicator creation",
         default: "off",
     },
     EnvVar {

@@ -1,4 +1,4 @@
-//! Per-window counters, kept only with `KPCCL_STATS=1`: fences, signals and
+//! Per-window counters, kept only with `KPCCL_STATS=1` ([`crate::Config::stats`]): fences, signals and
 //! waits made, waits that slept in the kernel, and the time they slept.
 //! They are printed on stderr when the window is freed, and read with
 //! [`crate::Window::stats`].
@@ -9,7 +9,6 @@
 //! path. Threads calling on one window at once may then lose counts: these
 //! are statistics, not accounting.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use kpccl_core::sync::AtomicU64;
@@ -54,13 +53,6 @@ pub(crate) fn add(counter: &AtomicU64, n: u64) {
 }
 
 impl Counters {
-    /// New counters if `KPCCL_STATS=1`, read once per process.
-    pub(crate) fn if_enabled() -> Option<std::sync::Arc<Counters>> {
-        static ENABLED: OnceLock<bool> = OnceLock::new();
-        let on = *ENABLED.get_or_init(|| std::env::var("KPCCL_STATS").is_ok_and(|v| v.trim() == "1"));
-        on.then(Default::default)
-    }
-
     /// Their values now. Relaxed: a snapshot of statistics, ordering nothing.
     pub(crate) fn snapshot(&self) -> WindowStats {
         WindowStats {

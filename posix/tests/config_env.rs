@@ -36,6 +36,7 @@ fn variables_set_the_defaults_and_bad_values_are_named() {
         ("KPCCL_YIELD_US", "30"),
         ("KPCCL_TIMEOUT_MS", "250"),
         ("KPCCL_LOG", "Debug"),
+        ("KPCCL_STATS", "1"),
     ];
     for (name, value) in vars {
         set(name, value);
@@ -43,7 +44,7 @@ fn variables_set_the_defaults_and_bad_values_are_named() {
     let c = Config::from_env().unwrap();
     assert_eq!((c.layout, c.barrier, c.reserve), (LayoutMode::Aligned, Some(Barrier::Flat), Reserve::Lazy));
     assert_eq!((c.spins, c.yield_time), (Some(12), Some(Duration::from_micros(30))));
-    assert_eq!((c.timeout, c.log), (Some(Duration::from_millis(250)), Level::Debug));
+    assert_eq!((c.timeout, c.log, c.stats), (Some(Duration::from_millis(250)), Level::Debug, true));
 
     set("KPCCL_BARRIER", "auto");
     assert_eq!(Config::from_env().unwrap().barrier, None, "auto leaves the choice to the window");
@@ -65,6 +66,7 @@ fn variables_set_the_defaults_and_bad_values_are_named() {
         refused("KPCCL_TIMEOUT_MS", "1s"),
         r#"KPCCL_TIMEOUT_MS="1s" is invalid: expected milliseconds (an integer)"#
     );
+    assert_eq!(refused("KPCCL_STATS", "yes"), r#"KPCCL_STATS="yes" is invalid: expected 0 or 1"#);
     assert_eq!(
         refused("KPCCL_LOG", "loud"),
         r#"KPCCL_LOG="loud" is invalid: expected off, error, warn, info or debug"#

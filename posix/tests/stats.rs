@@ -1,6 +1,6 @@
 //! `KPCCL_STATS=1`: a window counts its fences, signals and waits, and the
 //! waits that slept for a late peer and for how long (two threads as two
-//! ranks). Its own binary: the variable is read once per process.
+//! ranks).
 #![allow(missing_docs, clippy::std_instead_of_core)]
 
 use std::sync::{Arc, Barrier, Mutex};
@@ -39,7 +39,7 @@ fn a_window_counts_its_calls_and_its_sleeps() {
             let oob = Threads { rank: rank as usize, slots: Arc::clone(&slots), barrier: Arc::clone(&barrier) };
             std::thread::spawn(move || {
                 // No spinning: a wait for a late peer sleeps at once.
-                let config = Config { spins: Some(0), ..Config::default() };
+                let config = Config { spins: Some(0), ..Config::from_env().unwrap() };
                 let comm = Comm::builder(oob, rank, 2).config(config).build().unwrap();
                 let win = comm.window(4096).alloc().unwrap();
                 let fresh = win.stats().expect("KPCCL_STATS=1 keeps counters");

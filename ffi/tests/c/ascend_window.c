@@ -12,7 +12,8 @@
  *   failing rank's kpccl_last_error;
  * - ranks asking for host and device memory fail together;
  * - attr.pid_validation (or KPCCL_ASCEND_PID_VALIDATION=0) exports without
- *   a whitelist, and ranks that disagree on it fail together;
+ *   a whitelist, and ranks that disagree on it fail together, as do ranks
+ *   where one has another value in KPCCL_ASCEND_PID_VALIDATION;
  * - kpccl_shm_win_put / kpccl_shm_win_get reach any rank's segment of a
  *   device window (under the inference chip model too) and of a host window
  *   alike, refuse ranges outside it, and kpccl_shm_win_fence_stream orders
@@ -182,6 +183,25 @@ static void mixed_validation(kpccl_shm_comm_h comm)
     fails_together(comm, &attr, "PID validation");
 }
 
+/* A value of KPCCL_ASCEND_PID_VALIDATION other than 0 or 1 is refused, on every rank. */
+static void bad_validation_variable(kpccl_shm_comm_h comm)
+{
+    kpccl_shm_win_attr_t attr;
+    int bad = n - 1;
+    device_attr(&attr, me % SIM_DEVICES);
+    if (me == bad) {
+        setenv("KPCCL_ASCEND_PID_VALIDATION", "off", 1);
+    }
+    char want[64];
+    if (me == bad) {
+        snprintf(want, sizeof want, "KPCCL_ASCEND_PID_VALIDATION=\"off\" is invalid");
+    } else {
+        snprintf(want, sizeof want, "rank %d passed an invalid argument", bad);
+    }
+    fails_together(comm, &attr, want);
+    unsetenv("KPCCL_ASCEND_PID_VALIDATION");
+}
+
 /* The setting is for device memory only: a host window refuses it on every rank. */
 static void host_memory_refuses_pid_validation(kpccl_shm_comm_h comm)
 {
@@ -221,6 +241,7 @@ int main(int argc, char **argv)
         handoff(comm, KPCCL_SHM_PID_VALIDATION_DEFAULT);
         mixed_validation(comm);
         unsetenv("KPCCL_ASCEND_PID_VALIDATION");
+        bad_validation_variable(comm);
         host_memory_refuses_pid_validation(comm);
         put_get(comm, me % SIM_DEVICES);
         put_get(comm, -1);
