@@ -160,13 +160,58 @@ fn ranks(n: u32, rank: impl Fn(u32) + Sync + Send + 'static) {
     }
 }
 
-/// The two ways a rank may wait, each model running under both where it can.
-/// A model's shared state: the sync area of `ranks` ranks, `words` data
-/// words, the wait environment.
-fn shared<E: Mode>(ranks: u32, words: u32) -> (Arc<Area>, Arc<Data>, Arc<E>) {
-    (Arc::new(Area::new(ranks)), Arc::new(Data::new(words)), Arc::new(E::env()))
+/// What every rank of a model shares: the sync area, one data word per
+/// writer, the wait environment.
+struct World<E> {
+    ranks: u32,
+    area: Area,
+    data: Data,
+    env: E,
 }
 
+impl<E: Mode> World<E> {
+    /// The world of `ranks` ranks with `words` data words, fresh for one
+    /// execution (its words are loom's atomics).
+    fn new(ranks: u32, words: u32) -> Arc<Self> {
+        Arc::new(Self { ranks, area: Area::new(ranks), data: Data::new(words), env: E::env() })
+    }
+}
+
+/// Runs `rank(world, me)` on every rank of `world` (see [`ranks`]); the
+/// world stays the caller's, to check what the ranks left in it.
+fn on_every_rank<E: Mode>(world: &Arc<World<E>>, rank: impl Fn(&World<E>, u32) + Sync + Send + 'static) {
+    let shared = Arc::clone(world);
+    ranks(world.ranks, move |me| rank(&shared, me));
+}
+
+/// Rank `me` of a pair publishes 1, fences, reads its peer's 1, fences
+/// again and only then overwrites with 2: the second fence orders the
+/// peer's read before the overwrite, so loom sees no write racing a read.
+fn publish_then_overwrite(data: &Data, me: u32, fence: impl Fn()) {
+    let peer = 1 - me;
+    data.write(me, 1);
+    fence();
+    assert_eq!(data.read(peer), 1);
+    fence();
+    data.write(me, 2);
+}
+
+/// Rank 0 fills two messages, sending after each; rank 1 takes twice and
+/// reads each message only after its own take. A take that returned early,
+/// or a Release/Acquire edge missing, is a race loom reports.
+fn two_messages(msgs: &Data, me: u32, send: impl Fn(), take: impl Fn()) {
+    for k in 0..2 {
+        if me == 0 {
+            msgs.write(k, 7 + u64::from(k));
+            send();
+        } else {
+            take();
+            assert_eq!(msgs.read(k), 7 + u64::from(k));
+        }
+    }
+}
+
+/// The two ways a rank may wait, each model running under both where it can.
 trait Mode: WaitEnv + Send + Sync + Sized + 'static {
     const POLICY: WaitPolicy;
     fn env() -> Self;
@@ -226,78 +271,61 @@ impl Mode for FutexStraight {
 /// Two ranks, one peer fence: each sees the other's write.
 fn peer_once<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 2);
-        ranks(2, move |me| {
+        on_every_rank(&World::<E>::new(2, 2), |w, me| {
             let peer = 1 - me;
-            data.write(me, 10 + u64::from(me));
-            peer_fence(&*area, &*env, me, peer, &E::POLICY).unwrap();
-            assert_eq!(data.read(peer), 10 + u64::from(peer));
+            w.data.write(me, 10 + u64::from(me));
+            peer_fence(&w.area, &w.env, me, peer, &E::POLICY).unwrap();
+            assert_eq!(w.data.read(peer), 10 + u64::from(peer));
         });
     });
 }
 
-/// Two ranks, two peer fences. Round 1: publish, read the peer's. Round 2:
-/// overwrite, which must come after the peer is done reading (the second
-/// fence), so loom sees no write racing with a read.
+/// Two ranks, two peer fences: publish, then overwrite after the peer's read.
 fn peer_twice<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 2);
-        let (a, d) = (Arc::clone(&area), Arc::clone(&data));
-        ranks(2, move |me| {
-            let peer = 1 - me;
-            d.write(me, 1);
-            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
-            assert_eq!(d.read(peer), 1);
-            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
-            d.write(me, 2);
+        let world = World::<E>::new(2, 2);
+        on_every_rank(&world, |w, me| {
+            publish_then_overwrite(&w.data, me, || peer_fence(&w.area, &w.env, me, 1 - me, &E::POLICY).unwrap());
         });
         // Each slot went through epochs 1 and 2, and the last writes stand.
-        assert_eq!(area.peer_slot(0, 1).load(Ordering::Relaxed), 2);
-        assert_eq!(area.peer_slot(1, 0).load(Ordering::Relaxed), 2);
-        assert_eq!((data.read(0), data.read(1)), (2, 2));
+        assert_eq!(world.area.peer_slot(0, 1).load(Ordering::Relaxed), 2);
+        assert_eq!(world.area.peer_slot(1, 0).load(Ordering::Relaxed), 2);
+        assert_eq!((world.data.read(0), world.data.read(1)), (2, 2));
     });
 }
 
 /// Three ranks: rank 0 fences with 1, then with 2; ranks 1 and 2 fence with 0 only.
 fn peer_star<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(3, 3);
-        ranks(3, move |me| {
-            data.write(me, 100 + u64::from(me));
+        on_every_rank(&World::<E>::new(3, 3), |w, me| {
+            w.data.write(me, 100 + u64::from(me));
             let peers: &[u32] = if me == 0 { &[1, 2] } else { &[0] };
             for &p in peers {
-                peer_fence(&*area, &*env, me, p, &E::POLICY).unwrap();
-                assert_eq!(data.read(p), 100 + u64::from(p));
+                peer_fence(&w.area, &w.env, me, p, &E::POLICY).unwrap();
+                assert_eq!(w.data.read(p), 100 + u64::from(p));
             }
         });
     });
 }
 
-/// One-way signals count: rank 0 fills two messages, signalling after each;
-/// rank 1 waits twice and reads each message after its own signal. A wait
-/// that returned early, or a Release/Acquire edge missing, is a race loom reports.
+/// One-way signals count: two messages, each sent with a signal and taken
+/// with a wait.
 fn signals_count<E: Mode>() {
     model(|| {
-        let (area, msgs, env) = shared::<E>(2, 2);
-        let (a, m) = (Arc::clone(&area), Arc::clone(&msgs));
-        ranks(2, move |me| {
-            if me == 0 {
-                for k in 0..2 {
-                    m.write(k, 7 + u64::from(k));
-                    peer_signal(&*a, &*env, 0, 1).unwrap();
-                }
-            } else {
-                for k in 0..2 {
-                    peer_wait(&*a, &*env, 1, 0, &E::POLICY).unwrap();
-                    assert_eq!(m.read(k), 7 + u64::from(k));
-                }
-            }
+        let world = World::<E>::new(2, 2);
+        on_every_rank(&world, |w, me| {
+            two_messages(
+                &w.data,
+                me,
+                || peer_signal(&w.area, &w.env, 0, 1).unwrap(),
+                || peer_wait(&w.area, &w.env, 1, 0, &E::POLICY).unwrap(),
+            );
         });
         // Two sent, two taken, nothing the other way, no fence epoch moved.
-        assert_eq!(area.signal_slot(0, 1).load(Ordering::Relaxed), 2);
-        assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
-        assert_eq!(area.signal_slot(1, 0).load(Ordering::Relaxed), 0);
-        assert_eq!(area.peer_slot(0, 1).load(Ordering::Relaxed), 0);
+        assert_eq!(world.area.signal_slot(0, 1).load(Ordering::Relaxed), 2);
+        assert_eq!(world.area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
+        assert_eq!(world.area.signal_slot(1, 0).load(Ordering::Relaxed), 0);
+        assert_eq!(world.area.peer_slot(0, 1).load(Ordering::Relaxed), 0);
     });
 }
 
@@ -307,17 +335,16 @@ fn signals_count<E: Mode>() {
 /// The fence must match the fence, not the signal.
 fn signal_then_fence<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 1);
-        ranks(2, move |me| {
+        on_every_rank(&World::<E>::new(2, 1), |w, me| {
             if me == 0 {
-                data.write(0, 1);
-                peer_signal(&*area, &*env, 0, 1).unwrap();
-                peer_fence(&*area, &*env, 0, 1, &E::POLICY).unwrap();
-                data.write(0, 2);
+                w.data.write(0, 1);
+                peer_signal(&w.area, &w.env, 0, 1).unwrap();
+                peer_fence(&w.area, &w.env, 0, 1, &E::POLICY).unwrap();
+                w.data.write(0, 2);
             } else {
-                peer_wait(&*area, &*env, 1, 0, &E::POLICY).unwrap();
-                assert_eq!(data.read(0), 1);
-                peer_fence(&*area, &*env, 1, 0, &E::POLICY).unwrap();
+                peer_wait(&w.area, &w.env, 1, 0, &E::POLICY).unwrap();
+                assert_eq!(w.data.read(0), 1);
+                peer_fence(&w.area, &w.env, 1, 0, &E::POLICY).unwrap();
             }
         });
     });
@@ -331,16 +358,15 @@ type WindowFence<E> = fn(&Area, &E, u32, &WaitPolicy) -> Result<(), FenceError>;
 /// written only after the next fence, when everyone is done reading the last.
 fn window<E: Mode>(n: u32, fences: u64, fence: WindowFence<E>) {
     model(move || {
-        let (area, data, env) = shared::<E>(n, n);
-        ranks(n, move |me| {
+        on_every_rank(&World::<E>::new(n, n), move |w, me| {
             for f in 0..fences {
                 if f > 0 {
-                    fence(&area, &env, me, &E::POLICY).unwrap();
+                    fence(&w.area, &w.env, me, &E::POLICY).unwrap();
                 }
-                data.write(me, 1000 * f + u64::from(me));
-                fence(&area, &env, me, &E::POLICY).unwrap();
+                w.data.write(me, 1000 * f + u64::from(me));
+                fence(&w.area, &w.env, me, &E::POLICY).unwrap();
                 for r in (0..n).filter(|&r| r != me) {
-                    assert_eq!(data.read(r), 1000 * f + u64::from(r));
+                    assert_eq!(w.data.read(r), 1000 * f + u64::from(r));
                 }
             }
         });
@@ -364,18 +390,13 @@ fn polled(area: &Area, env: &impl WaitEnv, started: Result<PendingFence, FenceEr
 /// sees the other's write, and the overwrite comes after the peer's read.
 fn peer_polled<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 2);
-        ranks(2, move |me| {
-            let peer = 1 - me;
+        on_every_rank(&World::<E>::new(2, 2), |w, me| {
+            let (area, env, peer) = (&w.area, &w.env, 1 - me);
             let fence = || match me {
-                0 => polled(&area, &*env, PendingFence::peer_fence(&*area, &*env, me, peer, &E::POLICY)),
-                _ => peer_fence(&*area, &*env, me, peer, &E::POLICY),
+                0 => polled(area, env, PendingFence::peer_fence(area, env, me, peer, &E::POLICY)),
+                _ => peer_fence(area, env, me, peer, &E::POLICY),
             };
-            data.write(me, 1);
-            fence().unwrap();
-            assert_eq!(data.read(peer), 1);
-            fence().unwrap();
-            data.write(me, 2);
+            publish_then_overwrite(&w.data, me, || fence().unwrap());
         });
     });
 }
@@ -384,20 +405,17 @@ fn peer_polled<E: Mode>() {
 /// for rank 0's two messages.
 fn wait_polled<E: Mode>() {
     model(|| {
-        let (area, msgs, env) = shared::<E>(2, 2);
-        let (a, m) = (Arc::clone(&area), Arc::clone(&msgs));
-        ranks(2, move |me| {
-            for k in 0..2 {
-                if me == 0 {
-                    m.write(k, 7 + u64::from(k));
-                    peer_signal(&*a, &*env, 0, 1).unwrap();
-                } else {
-                    polled(&a, &*env, PendingFence::wait(&*a, &*env, 1, 0, &E::POLICY)).unwrap();
-                    assert_eq!(m.read(k), 7 + u64::from(k));
-                }
-            }
+        let world = World::<E>::new(2, 2);
+        on_every_rank(&world, |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            two_messages(
+                &w.data,
+                me,
+                || peer_signal(area, env, 0, 1).unwrap(),
+                || polled(area, env, PendingFence::wait(area, env, 1, 0, &E::POLICY)).unwrap(),
+            );
         });
-        assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
+        assert_eq!(world.area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
     });
 }
 
@@ -406,23 +424,22 @@ fn wait_polled<E: Mode>() {
 /// none consumes a signal that was not sent.
 fn wait_tested<E: Mode>() {
     model(|| {
-        let (area, msgs, env) = shared::<E>(2, 2);
-        let (a, m, e) = (Arc::clone(&area), Arc::clone(&msgs), Arc::clone(&env));
-        ranks(2, move |me| {
-            for k in 0..2 {
-                if me == 0 {
-                    m.write(k, 7 + u64::from(k));
-                    peer_signal(&*a, &*e, 0, 1).unwrap();
-                } else {
-                    while !peer_test(&*a, &*e, 1, 0, || None).unwrap() {
+        let world = World::<E>::new(2, 2);
+        on_every_rank(&world, |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            two_messages(
+                &w.data,
+                me,
+                || peer_signal(area, env, 0, 1).unwrap(),
+                || {
+                    while !peer_test(area, env, 1, 0, || None).unwrap() {
                         thread::yield_now();
                     }
-                    assert_eq!(m.read(k), 7 + u64::from(k));
-                }
-            }
+                },
+            );
         });
-        assert_eq!(peer_test(&*area, &*env, 1, 0, || None), Ok(false), "a third test finds no signal");
-        assert_eq!(area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
+        assert_eq!(peer_test(&world.area, &world.env, 1, 0, || None), Ok(false), "a third test finds no signal");
+        assert_eq!(world.area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
     });
 }
 
@@ -486,14 +503,9 @@ fn flat_placed<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPolicy) -
 /// slow wait polls: polling must order the same accesses as yielding.
 fn peer_twice_placed<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 2);
-        ranks(2, move |me| {
-            let placed = OnCpu { env: &*env, cpu: me };
-            data.write(me, 1);
-            peer_fence(&*area, &placed, me, 1 - me, &E::POLICY).unwrap();
-            assert_eq!(data.read(1 - me), 1);
-            peer_fence(&*area, &placed, me, 1 - me, &E::POLICY).unwrap();
-            data.write(me, 2);
+        on_every_rank(&World::<E>::new(2, 2), |w, me| {
+            let placed = OnCpu { env: &w.env, cpu: me };
+            publish_then_overwrite(&w.data, me, || peer_fence(&w.area, &placed, me, 1 - me, &E::POLICY).unwrap());
         });
     });
 }
@@ -568,21 +580,20 @@ models! {
 /// re-raises the flag (else it sleeps for ever: loom reports a deadlock).
 fn wake_taken_down_by_another_signaller<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(3, 3);
-        ranks(3, move |me| match me {
+        on_every_rank(&World::<E>::new(3, 3), |w, me| match me {
             0 => {
-                data.write(0, 1);
-                peer_fence(&*area, &*env, 0, 2, &E::POLICY).unwrap();
+                w.data.write(0, 1);
+                peer_fence(&w.area, &w.env, 0, 2, &E::POLICY).unwrap();
             }
             1 => {
-                data.write(1, 1);
-                peer_signal(&*area, &*env, 1, 2).unwrap();
+                w.data.write(1, 1);
+                peer_signal(&w.area, &w.env, 1, 2).unwrap();
             }
             _ => {
-                peer_fence(&*area, &*env, 2, 0, &E::POLICY).unwrap();
-                assert_eq!(data.read(0), 1);
-                peer_wait(&*area, &*env, 2, 1, &E::POLICY).unwrap();
-                assert_eq!(data.read(1), 1);
+                peer_fence(&w.area, &w.env, 2, 0, &E::POLICY).unwrap();
+                assert_eq!(w.data.read(0), 1);
+                peer_wait(&w.area, &w.env, 2, 1, &E::POLICY).unwrap();
+                assert_eq!(w.data.read(1), 1);
             }
         });
     });
@@ -594,28 +605,28 @@ fn wake_taken_down_by_another_signaller<E: Mode>() {
 /// fence (or the reverse) would let a read race a write.
 fn signals_and_fences_interleaved<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 2);
-        let (a, d) = (Arc::clone(&area), Arc::clone(&data));
-        ranks(2, move |me| {
+        let world = World::<E>::new(2, 2);
+        on_every_rank(&world, |w, me| {
+            let (area, env, data) = (&w.area, &w.env, &w.data);
             if me == 0 {
-                d.write(0, 1);
-                peer_signal(&*a, &*env, 0, 1).unwrap();
-                peer_fence(&*a, &*env, 0, 1, &E::POLICY).unwrap();
-                d.write(0, 2); // rank 1 read 1 before its fence
-                peer_wait(&*a, &*env, 0, 1, &E::POLICY).unwrap();
-                assert_eq!(d.read(1), 5);
+                data.write(0, 1);
+                peer_signal(area, env, 0, 1).unwrap();
+                peer_fence(area, env, 0, 1, &E::POLICY).unwrap();
+                data.write(0, 2); // rank 1 read 1 before its fence
+                peer_wait(area, env, 0, 1, &E::POLICY).unwrap();
+                assert_eq!(data.read(1), 5);
             } else {
-                peer_wait(&*a, &*env, 1, 0, &E::POLICY).unwrap();
-                assert_eq!(d.read(0), 1);
-                peer_fence(&*a, &*env, 1, 0, &E::POLICY).unwrap();
-                d.write(1, 5);
-                peer_signal(&*a, &*env, 1, 0).unwrap();
+                peer_wait(area, env, 1, 0, &E::POLICY).unwrap();
+                assert_eq!(data.read(0), 1);
+                peer_fence(area, env, 1, 0, &E::POLICY).unwrap();
+                data.write(1, 5);
+                peer_signal(area, env, 1, 0).unwrap();
             }
         });
         for (w, r) in [(0, 1), (1, 0)] {
-            assert_eq!(area.signal_slot(w, r).load(Ordering::Relaxed), 1);
-            assert_eq!(area.taken_slot(r, w).load(Ordering::Relaxed), 1);
-            assert_eq!(area.peer_slot(w, r).load(Ordering::Relaxed), 1);
+            assert_eq!(world.area.signal_slot(w, r).load(Ordering::Relaxed), 1);
+            assert_eq!(world.area.taken_slot(r, w).load(Ordering::Relaxed), 1);
+            assert_eq!(world.area.peer_slot(w, r).load(Ordering::Relaxed), 1);
         }
     });
 }
@@ -626,34 +637,27 @@ fn signals_and_fences_interleaved<E: Mode>() {
 /// both doorbells at `u32::MAX` (a wake wraps them).
 fn counters_wrap<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 2);
+        let world = World::<E>::new(2, 2);
         let msgs = Arc::new(Data::new(2));
         for (w, r) in [(0, 1), (1, 0)] {
-            area.peer_slot(w, r).store(u64::MAX - 1, Ordering::Relaxed);
-            area.signal_slot(w, r).store(u64::MAX, Ordering::Relaxed);
-            area.taken_slot(r, w).store(u64::MAX, Ordering::Relaxed);
+            world.area.peer_slot(w, r).store(u64::MAX - 1, Ordering::Relaxed);
+            world.area.signal_slot(w, r).store(u64::MAX, Ordering::Relaxed);
+            world.area.taken_slot(r, w).store(u64::MAX, Ordering::Relaxed);
         }
         for r in 0..2 {
-            area.doorbell(r).store(u32::MAX, Ordering::Relaxed);
+            world.area.doorbell(r).store(u32::MAX, Ordering::Relaxed);
         }
-        let (a, d) = (Arc::clone(&area), Arc::clone(&data));
-        ranks(2, move |me| {
-            let peer = 1 - me;
-            d.write(me, 1);
-            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
-            assert_eq!(d.read(peer), 1);
-            peer_fence(&*a, &*env, me, peer, &E::POLICY).unwrap();
-            d.write(me, 2);
-            for k in 0..2 {
-                if me == 0 {
-                    msgs.write(k, 7 + u64::from(k));
-                    peer_signal(&*a, &*env, 0, 1).unwrap();
-                } else {
-                    peer_wait(&*a, &*env, 1, 0, &E::POLICY).unwrap();
-                    assert_eq!(msgs.read(k), 7 + u64::from(k));
-                }
-            }
+        on_every_rank(&world, move |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            publish_then_overwrite(&w.data, me, || peer_fence(area, env, me, 1 - me, &E::POLICY).unwrap());
+            two_messages(
+                &msgs,
+                me,
+                || peer_signal(area, env, 0, 1).unwrap(),
+                || peer_wait(area, env, 1, 0, &E::POLICY).unwrap(),
+            );
         });
+        let area = &world.area;
         assert_eq!(area.peer_slot(0, 1).load(Ordering::Relaxed), 0);
         assert_eq!(area.peer_slot(1, 0).load(Ordering::Relaxed), 0);
         assert_eq!(area.signal_slot(0, 1).load(Ordering::Relaxed), 1);
@@ -665,17 +669,17 @@ fn counters_wrap<E: Mode>() {
 /// epoch wraps to 0.
 fn window_wraps<E: Mode>(n: u32) {
     model(move || {
-        let (area, data, env) = shared::<E>(n, n);
+        let world = World::<E>::new(n, n);
         for round in 0..kpccl_core::fence::rounds(n) {
             for r in 0..n {
-                area.round_slot(round, r).store(u64::MAX, Ordering::Relaxed);
+                world.area.round_slot(round, r).store(u64::MAX, Ordering::Relaxed);
             }
         }
-        ranks(n, move |me| {
-            data.write(me, 7 + u64::from(me));
-            window_fence(&*area, &*env, me, &E::POLICY).unwrap();
+        on_every_rank(&world, move |w, me| {
+            w.data.write(me, 7 + u64::from(me));
+            window_fence(&w.area, &w.env, me, &E::POLICY).unwrap();
             for r in (0..n).filter(|&r| r != me) {
-                assert_eq!(data.read(r), 7 + u64::from(r));
+                assert_eq!(w.data.read(r), 7 + u64::from(r));
             }
         });
     });
@@ -686,12 +690,11 @@ fn window_wraps<E: Mode>(n: u32) {
 /// must end with rank 0's reason (a missed wake is a deadlock).
 fn poison_wakes_sleepers<E: Mode>() {
     model(|| {
-        let (area, env) = (Arc::new(Area::new(3)), Arc::new(E::env()));
-        ranks(3, move |me| {
+        on_every_rank(&World::<E>::new(3, 0), |w, me| {
             if me == 0 {
-                poison(&*area, &*env, Poison { kind: PoisonKind::Aborted, rank: 0 });
+                poison(&w.area, &w.env, Poison { kind: PoisonKind::Aborted, rank: 0 });
             } else {
-                let got = peer_wait(&*area, &*env, me, 0, &E::POLICY);
+                let got = peer_wait(&w.area, &w.env, me, 0, &E::POLICY);
                 assert_eq!(got, Err(FenceError::Aborted { rank: 0 }));
             }
         });
@@ -704,17 +707,16 @@ fn poison_wakes_sleepers<E: Mode>() {
 /// poison is seen too); the second ends with the poison, never hangs.
 fn signal_then_poison<E: Mode>() {
     model(|| {
-        let (area, data, env) = shared::<E>(2, 1);
-        ranks(2, move |me| {
+        on_every_rank(&World::<E>::new(2, 1), |w, me| {
             if me == 0 {
-                data.write(0, 1);
-                peer_signal(&*area, &*env, 0, 1).unwrap();
-                poison(&*area, &*env, Poison { kind: PoisonKind::Aborted, rank: 0 });
+                w.data.write(0, 1);
+                peer_signal(&w.area, &w.env, 0, 1).unwrap();
+                poison(&w.area, &w.env, Poison { kind: PoisonKind::Aborted, rank: 0 });
             } else {
-                if peer_wait(&*area, &*env, 1, 0, &E::POLICY).is_ok() {
-                    assert_eq!(data.read(0), 1);
+                if peer_wait(&w.area, &w.env, 1, 0, &E::POLICY).is_ok() {
+                    assert_eq!(w.data.read(0), 1);
                 }
-                let got = peer_wait(&*area, &*env, 1, 0, &E::POLICY);
+                let got = peer_wait(&w.area, &w.env, 1, 0, &E::POLICY);
                 assert_eq!(got, Err(FenceError::Aborted { rank: 0 }));
             }
         });
