@@ -162,11 +162,11 @@ fn ranks(n: u32, rank: impl Fn(u32) + Sync + Send + 'static) {
 
 /// What every rank of a model shares: the sync area, one data word per
 /// writer, the wait environment.
-struct World<E> {
+struct World<E: Mode> {
     ranks: u32,
     area: Area,
     data: Data,
-    env: E,
+    env: E::Env,
 }
 
 impl<E: Mode> World<E> {
@@ -211,13 +211,16 @@ fn two_messages(msgs: &Data, me: u32, send: impl Fn(), take: impl Fn()) {
     }
 }
 
-/// The two ways a rank may wait, each model running under both where it can.
-trait Mode: WaitEnv + Send + Sync + Sized + 'static {
+/// The ways a rank may wait, each model running under both where it can: a
+/// wait environment and the policy it runs with.
+trait Mode: 'static {
+    type Env: WaitEnv + Send + Sync + 'static;
     const POLICY: WaitPolicy;
-    fn env() -> Self;
+    fn env() -> Self::Env;
 }
 
 impl Mode for Yielding {
+    type Env = Self;
     const POLICY: WaitPolicy = POLICY;
     fn env() -> Self {
         Yielding
@@ -225,6 +228,7 @@ impl Mode for Yielding {
 }
 
 impl Mode for Futex {
+    type Env = Self;
     const POLICY: WaitPolicy = SLEEPY;
     fn env() -> Self {
         Futex::new()
@@ -241,30 +245,13 @@ const STRAIGHT_TO_SLEEP: WaitPolicy = WaitPolicy { spins: 0, signal_spins: 0, ..
 
 /// The futex, reached without spinning first.
 #[derive(Debug)]
-struct FutexStraight(Futex);
-
-impl WaitEnv for FutexStraight {
-    fn now_ns(&self) -> u64 {
-        0
-    }
-    fn yield_now(&self) {
-        thread::yield_now();
-    }
-    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
-        self.0.wait(word, expected, deadline_ns)
-    }
-    fn wake(&self, word: &AtomicU32) {
-        self.0.wake(word);
-    }
-    fn is_alive(&self, _rank: u32) -> bool {
-        true
-    }
-}
+struct FutexStraight;
 
 impl Mode for FutexStraight {
+    type Env = Futex;
     const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
-    fn env() -> Self {
-        FutexStraight(Futex::new())
+    fn env() -> Futex {
+        Futex::new()
     }
 }
 
@@ -351,7 +338,7 @@ fn signal_then_fence<E: Mode>() {
 }
 
 /// A window-wide fence algorithm, as the models call it.
-type WindowFence<E> = fn(&Area, &E, u32, &WaitPolicy) -> Result<(), FenceError>;
+type WindowFence<E> = fn(&Area, &<E as Mode>::Env, u32, &WaitPolicy) -> Result<(), FenceError>;
 
 /// `n` ranks, `fences` window fences made with `fence`: in each, every rank
 /// publishes a new value and then reads every other rank's; the next value is
