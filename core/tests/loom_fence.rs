@@ -255,18 +255,6 @@ impl Mode for FutexStraight {
     }
 }
 
-/// Two ranks, one peer fence: each sees the other's write.
-fn peer_once<E: Mode>() {
-    model(|| {
-        on_every_rank(&World::<E>::new(2, 2), |w, me| {
-            let peer = 1 - me;
-            w.data.write(me, 10 + u64::from(me));
-            peer_fence(&w.area, &w.env, me, peer, &E::POLICY).unwrap();
-            assert_eq!(w.data.read(peer), 10 + u64::from(peer));
-        });
-    });
-}
-
 /// Two ranks, two peer fences: publish, then overwrite after the peer's read.
 fn peer_twice<E: Mode>() {
     model(|| {
@@ -281,13 +269,15 @@ fn peer_twice<E: Mode>() {
     });
 }
 
-/// Three ranks: rank 0 fences with 1, then with 2; ranks 1 and 2 fence with 0 only.
-fn peer_star<E: Mode>() {
-    model(|| {
-        on_every_rank(&World::<E>::new(3, 3), |w, me| {
+/// `n` ranks: rank 0 fences with 1, then 2, and so on; every other rank
+/// fences with 0 only, and each sees the write of the rank it fenced with.
+/// With two ranks, one pair's single fence.
+fn peer_star<E: Mode>(n: u32) {
+    model(move || {
+        on_every_rank(&World::<E>::new(n, n), move |w, me| {
             w.data.write(me, 100 + u64::from(me));
-            let peers: &[u32] = if me == 0 { &[1, 2] } else { &[0] };
-            for &p in peers {
+            let peers = if me == 0 { 1..n } else { 0..1 };
+            for p in peers {
                 peer_fence(&w.area, &w.env, me, p, &E::POLICY).unwrap();
                 assert_eq!(w.data.read(p), 100 + u64::from(p));
             }
@@ -513,16 +503,16 @@ models! {
     // Polling waits: `wait` yields and returns. With three ranks every poll is a
     // choice of which other rank runs, and the executions explode, so the
     // three-rank models use the futex below; with two there is no such choice.
-    peer_fence_publishes: peer_once::<Yielding>();
+    peer_fence_publishes: peer_star::<Yielding>(2);
     back_to_back_peer_fences: peer_twice::<Yielding>();
     window_fence_two_ranks: window::<Yielding>(2, 1, window_fence);
     window_fences_back_to_back_two_ranks: window::<Yielding>(2, 2, window_fence);
 
     // Sleeping waits: one poll, then the doorbell (see `SLEEPY`), on a futex that
     // really blocks, so a lost wake-up is a deadlock loom reports.
-    peer_fence_publishes_sleeping: peer_once::<Futex>();
+    peer_fence_publishes_sleeping: peer_star::<Futex>(2);
     back_to_back_peer_fences_sleeping: peer_twice::<Futex>();
-    one_rank_fences_two_peers_sleeping: peer_star::<Futex>();
+    one_rank_fences_two_peers_sleeping: peer_star::<Futex>(3);
     window_fence_two_ranks_sleeping: window::<Futex>(2, 1, window_fence);
     window_fence_three_ranks_sleeping: window::<Futex>(3, 1, window_fence);
 
