@@ -127,15 +127,10 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Collective(e) | Self::RankLost { cause: e, .. } => Some(e),
-            Self::Fence(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No `source()`: every message already says its cause in full (a wrapped
+/// fence or collective error is printed as part of it), so a reporter that
+/// walks the chain of causes would print it twice.
+impl std::error::Error for Error {}
 
 impl From<CollectiveError> for Error {
     fn from(e: CollectiveError) -> Self {
@@ -152,6 +147,21 @@ impl From<FenceError> for Error {
 #[cfg(test)]
 mod tests {
     use super::Error;
+
+    /// A reporter that prints an error and then its causes (anyhow's `{:#}`)
+    /// says each thing once.
+    #[test]
+    fn a_wrapped_error_is_said_once() {
+        use std::error::Error as _;
+        let fence = Error::from(kpccl_core::FenceError::PeerDead { rank: 1 });
+        assert!(fence.to_string().contains("rank 1"), "{fence}");
+        assert!(fence.source().is_none(), "the message already says it: {fence}");
+        let collective = Error::from(kpccl_core::CollectiveError::Peer {
+            rank: 1,
+            failure: kpccl_core::Failure::Fence(kpccl_core::FenceError::PeerDead { rank: 2 }),
+        });
+        assert!(collective.source().is_none(), "the message already says it: {collective}");
+    }
 
     #[test]
     fn an_access_past_the_address_space_is_named_as_asked() {
