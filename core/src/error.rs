@@ -90,8 +90,23 @@ pub enum LayoutError {
         /// The page size given.
         page: u64,
     },
-    /// The window's total size overflows 64 bits (or the address space).
+    /// The fixed part of the window (header, rank table, sync blocks)
+    /// overflows (only page sizes no platform has get there); or, as the
+    /// ranks of another node are told it, [`LayoutError::TooLarge`].
     Overflow,
+    /// The segments asked for add up to more than one shared-memory segment
+    /// can hold; `rank` asked for the most (the lowest such rank on a tie).
+    TooLarge {
+        /// The rank with the largest request.
+        rank: u32,
+        /// Its request, in bytes.
+        size: u64,
+        /// The window's total length (every segment, the header and the sync
+        /// blocks); wider than 64 bits, as the sum of 64-bit sizes may be.
+        total: u128,
+        /// The most a segment may hold (`layout::MAX_TOTAL`).
+        max: u64,
+    },
 }
 
 impl fmt::Display for LayoutError {
@@ -104,6 +119,11 @@ impl fmt::Display for LayoutError {
             }
             Self::PageSize { page } => write!(f, "page size {page} is not a power of two >= 128"),
             Self::Overflow => f.write_str("the window's total size overflows"),
+            Self::TooLarge { rank, size, total, max } => write!(
+                f,
+                "rank {rank} asked for {size} bytes: the window's total of {total} bytes is more than a \
+                 shared-memory segment can hold ({max} bytes)"
+            ),
         }
     }
 }
@@ -444,6 +464,8 @@ impl<F: fmt::Display, M: fmt::Display> fmt::Display for CollectiveError<F, M> {
                 "the process at rank {place}'s place in the out-of-band exchange says it is rank {says}: the \
                  out-of-band collective must order the ranks as they number themselves"
             ),
+            // Names the rank and says why on its own.
+            Self::Layout(e @ LayoutError::TooLarge { .. }) => e.fmt(f),
             Self::Layout(e) => write!(f, "the window cannot be laid out: {e}"),
             Self::LocalRank { rank, local_rank, node, local_size, clash } => {
                 match clash {

@@ -13,8 +13,8 @@ use std::vec::Vec;
 use kpccl_core::error::{ArgError, Failure};
 use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{
-    Collective, CollectiveError, LayoutMode, NodeInfo, NodeRanks, Placement, Record, WaitPolicy, WindowRequest,
-    create_comm, create_window,
+    Collective, CollectiveError, LayoutError, LayoutMode, NodeInfo, NodeRanks, Placement, Record, WaitPolicy,
+    WindowRequest, create_comm, create_window,
 };
 use support::{check, fill};
 
@@ -101,4 +101,32 @@ fn one_nodes_failure_fails_every_node() {
         assert_eq!(res, Err(want), "rank {r}");
     }
     assert_eq!(platform.created(), 0);
+}
+
+/// A window too large for one node's segment fails every node: that node's
+/// ranks name the rank that asked, and the other nodes are told by it.
+#[test]
+fn one_nodes_oversized_window_fails_every_node() {
+    let platform = ThreadPlatform::new(4096);
+    let p = platform.clone();
+    let results = run(4, LIMIT, move |rank, oob| {
+        let mut table = vec![Record::default(); 4];
+        let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), round_robin(rank, 2))?;
+        let ranks = [rank % 2, rank % 2 + 2];
+        let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
+        let size = if rank == 3 { i64::MAX.unsigned_abs() } else { 64 };
+        create_window(Collective::new(&p, &oob, rank, 4, &mut table), group, &request(size)).map(drop)
+    });
+    for (r, res) in (0u32..).zip(results) {
+        match res {
+            // Node 1 (ranks 1 and 3) laid the window out itself.
+            Err(CollectiveError::Layout(LayoutError::TooLarge { rank: 3, .. })) if r % 2 == 1 => {}
+            Err(CollectiveError::Peer {
+                rank: 3,
+                failure: Failure::Argument(ArgError::Layout(LayoutError::Overflow)),
+            }) if r % 2 == 0 => {}
+            other => panic!("rank {r}: {other:?}"),
+        }
+    }
+    assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
 }

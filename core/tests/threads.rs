@@ -380,19 +380,37 @@ fn disagreeing_ranks_fail_every_rank() {
 
 #[test]
 fn oversized_windows_fail_every_rank() {
-    // Each size fits, their sum does not: every rank computes the same overflow.
+    // Each size fits a segment, their sum does not: every rank computes the
+    // same refusal, naming the rank that asked the most, before any segment.
     let platform = ThreadPlatform::new(4096);
-    for res in create_all(4, &platform, |_| request(1 << 62, LayoutMode::Contiguous, 64)) {
-        assert_eq!(res, Err(CollectiveError::Layout(LayoutError::Overflow)));
+    for res in create_all(4, &platform, |r| {
+        request(if r == 2 { (1 << 62) + 4096 } else { 1 << 62 }, LayoutMode::Contiguous, 64)
+    }) {
+        let Err(CollectiveError::Layout(LayoutError::TooLarge { rank: 2, size, total, .. })) = res else {
+            panic!("{res:?}")
+        };
+        assert_eq!(size, (1 << 62) + 4096);
+        assert!(total > 1 << 64, "{total}");
     }
-    // The sum fits in 64 bits but cannot be allocated: rank 0's creation fails
-    // and every other rank is told.
-    for (r, res) in create_all(2, &platform, |_| request(1 << 62, LayoutMode::Contiguous, 64)).into_iter().enumerate() {
-        match res {
-            Err(CollectiveError::Local(Failure::Platform(_))) if r == 0 => {}
-            Err(CollectiveError::Peer { rank: 0, failure: Failure::Platform(_) }) if r != 0 => {}
-            other => panic!("rank {r}: {other:?}"),
-        }
+    // The sum fits in 64 bits but not in a file (an `off_t`): the rank that
+    // asked for it is named on every rank, not the creator whose `ftruncate`
+    // would fail.
+    for (r, res) in create_all(2, &platform, |r| {
+        request(if r == 1 { i64::MAX.unsigned_abs() } else { 64 }, LayoutMode::Contiguous, 64)
+    })
+    .into_iter()
+    .enumerate()
+    {
+        let Err(e @ CollectiveError::Layout(LayoutError::TooLarge { rank: 1, size, .. })) = res else {
+            panic!("rank {r}: {res:?}")
+        };
+        assert_eq!(size, i64::MAX.unsigned_abs());
+        let text = e.to_string();
+        assert!(text.starts_with("rank 1 asked for 9223372036854775807 bytes: the window's total of "), "{text}");
+        assert!(
+            text.ends_with(" bytes is more than a shared-memory segment can hold (9223372036854775807 bytes)"),
+            "{text}"
+        );
     }
     // A size no address space holds fails on its rank, before anything else.
     let results = create_all(3, &platform, |r| request(if r == 1 { u64::MAX } else { 0 }, LayoutMode::Aligned, 64));

@@ -123,6 +123,7 @@ pub(crate) fn failure_level(e: &Error, me: u32) -> crate::log::Level {
             | CollectiveError::LocalRank { rank, .. }
             | CollectiveError::RankClaim { place: rank, .. },
         ) => about(*rank),
+        Error::Collective(CollectiveError::Layout(kpccl_core::LayoutError::TooLarge { rank, .. })) => about(*rank),
         Error::Collective(CollectiveError::Layout(_)) => about(0),
         _ => Level::Error,
     }
@@ -146,5 +147,9 @@ mod tests {
         assert_eq!(failure_level(&Error::Collective(peer), 0), Level::Debug);
         let own = CollectiveError::Local(Failure::Argument(ArgError::Rank { rank: 9, nranks: 2 }));
         assert_eq!(failure_level(&Error::Collective(own), 1), Level::Error);
+        // A window too large is logged by the rank that asked for it.
+        let big = CollectiveError::Layout(kpccl_core::LayoutError::TooLarge { rank: 1, size: 1, total: 1, max: 0 });
+        let levels: Vec<Level> = (0..3).map(|me| failure_level(&Error::Collective(big), me)).collect();
+        assert_eq!(levels, [Level::Debug, Level::Error, Level::Debug]);
     }
 }

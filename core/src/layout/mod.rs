@@ -35,6 +35,15 @@ const _: () = assert!(size_of::<Header>() == HEADER_SIZE as usize);
 pub const MAX_RANKS: u32 = 1024;
 const _: () = assert!(MAX_RANKS <= crate::fence::NAMEABLE_RANKS, "two ranks fit the poison word");
 
+/// The longest a window may be, in bytes. A window is one shared-memory
+/// segment, a file sized by `ftruncate`, whose length is an `off_t`: a
+/// signed 64-bit file offset, so no file holds more than `i64::MAX` bytes
+/// (asking for more fails there with `EINVAL` or `EFBIG`, on the creator
+/// alone). Every rank maps the whole window, so it must fit a `usize` too
+/// (less on 32-bit targets).
+pub const MAX_TOTAL: u64 =
+    if (usize::MAX as u64) < i64::MAX.unsigned_abs() { usize::MAX as u64 } else { i64::MAX.unsigned_abs() };
+
 /// The smallest alignment of a data segment in contiguous mode.
 pub const MIN_SEGMENT_ALIGN: u64 = 64;
 
@@ -164,6 +173,9 @@ impl Layout {
         };
         let sync_end = add(sync_base, mul(n, sync_stride)?)?;
         let data_base = align_up(sync_end, params.page)?;
+        if data_base > MAX_TOTAL {
+            return Err(LayoutError::Overflow);
+        }
 
         let mut digest = Digest::default()
             .u64(u64::from(VERSION))
@@ -171,15 +183,31 @@ impl Layout {
             .u64(u64::from(params.mode.code()))
             .u64(params.align)
             .u64(params.page);
-        let mut end = data_base;
+        // The data area in 128 bits, which cannot overflow: at most MAX_RANKS
+        // sizes below 2^64, each after a rounding up by less than 2^64. So an
+        // impossible window is told by its total and the rank that asked the
+        // most, the same on every rank, and not by a failing `ftruncate` on
+        // the creator alone.
+        let up = |v: u128, align: u64| (v + u128::from(align - 1)) & !u128::from(align - 1);
+        let mut end = u128::from(data_base);
+        let (mut largest, mut most) = (0, 0);
         for r in 0..params.nranks {
             let s = size(r);
             digest = digest.u64(s);
-            end = add(align_up(end, params.segment_align())?, s)?;
+            if s > most {
+                (largest, most) = (r, s);
+            }
+            end = up(end, params.segment_align()) + u128::from(s);
         }
-        let total = align_up(end, params.page)?;
-        // The whole window must be mappable on this platform too.
-        usize::try_from(total).map_err(|_| LayoutError::Overflow)?;
+        let total = up(end, params.page);
+        // Empty segments add nothing to the page-aligned `data_base`, so a
+        // total this large has a rank with a non-empty request to name.
+        let total = u64::try_from(total).ok().filter(|&t| t <= MAX_TOTAL).ok_or(LayoutError::TooLarge {
+            rank: largest,
+            size: most,
+            total,
+            max: MAX_TOTAL,
+        })?;
         Ok(Self { params, rounds, rank_table, sync_base, sync_stride, data_base, total, digest: digest.finish() })
     }
 
@@ -297,9 +325,8 @@ impl Layout {
         let align = self.params.segment_align();
         let mut end = self.data_base;
         (0..self.params.nranks).map(move |r| {
-            // Cannot overflow: `new` walked the same sums with checks. `align - 1`
-            // first, as in `align_up`: `end + align` alone overflows when the
-            // last segment starts in the top `align` bytes (found by proptest).
+            // Cannot overflow: `new` walked the same sums and kept the total
+            // within MAX_TOTAL, below 2^63.
             let offset = (end + (align - 1)) & !(align - 1);
             let len = size(r);
             end = offset + len;

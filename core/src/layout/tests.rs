@@ -50,16 +50,22 @@ fn at(sizes: &[u64]) -> impl Fn(u32) -> u64 + '_ {
 }
 
 /// The window's total length by a `u128` model of the data area (starting at
-/// the `data_base` of the same parameters with empty segments), or `None` if
-/// it does not fit in 64 bits.
-fn model_total(params: LayoutParams, sizes: &[u64]) -> Option<u64> {
+/// the `data_base` of the same parameters with empty segments).
+fn model_total(params: LayoutParams, sizes: &[u64]) -> u128 {
     let empty = Layout::new(params, |_| 0).expect("the fixed part of a layout never overflows");
     let up = |v: u128, a: u64| v.div_ceil(u128::from(a)) * u128::from(a);
     let mut end = u128::from(empty.header().data_base);
     for &s in sizes {
         end = up(end, params.segment_align()) + u128::from(s);
     }
-    u64::try_from(up(end, params.page)).ok()
+    up(end, params.page)
+}
+
+/// The refusal of a window of `total` bytes: the first rank with the largest request.
+fn too_large(sizes: &[u64], total: u128) -> LayoutError {
+    let size = sizes.iter().copied().max().unwrap_or(0);
+    let rank = u32::try_from(sizes.iter().position(|&s| s == size).unwrap_or(0)).unwrap();
+    LayoutError::TooLarge { rank, size, total, max: MAX_TOTAL }
 }
 
 /// Checks properties (a), (b), (c) and the sync-block lines (e) of one layout.
@@ -182,14 +188,14 @@ fn build_and_check(params: LayoutParams, sizes: &[u64]) -> Result<Layout, Layout
         assert_eq!(result, Err(e));
         return result;
     }
-    match (model_total(params, sizes), result) {
-        (Some(total), Ok(l)) => {
-            assert_eq!(l.total(), total);
-            check_layout(&l, params, sizes);
-        }
-        (None, Err(e)) => assert_eq!(e, LayoutError::Overflow),
-        (model, got) => panic!("the model says {model:?}, the layout {got:?}"),
+    let total = model_total(params, sizes);
+    if total > u128::from(MAX_TOTAL) {
+        assert_eq!(result, Err(too_large(sizes, total)));
+        return result;
     }
+    let l = result.unwrap_or_else(|e| panic!("the model says {total} bytes, the layout {e:?}"));
+    assert_eq!(u128::from(l.total()), total);
+    check_layout(&l, params, sizes);
     result
 }
 
@@ -283,25 +289,43 @@ fn max_ranks_with_empty_and_page_sized_segments() {
 }
 
 #[test]
-fn overflow_is_an_error() {
+fn a_window_beyond_a_segment_names_the_largest_request() {
     for mode in [LayoutMode::Contiguous, LayoutMode::Aligned] {
+        let params = |n| LayoutParams { nranks: n, mode, align: 1 << 16, page: 65536 };
         for sizes in [vec![u64::MAX], vec![u64::MAX - 4096], vec![1 << 63, 1 << 63], vec![0, u64::MAX, 0]] {
             let n = u32::try_from(sizes.len()).unwrap();
-            let params = LayoutParams { nranks: n, mode, align: 1 << 16, page: 65536 };
-            assert_eq!(build_and_check(params, &sizes), Err(LayoutError::Overflow), "{sizes:?}");
+            let e = build_and_check(params(n), &sizes).unwrap_err();
+            assert!(matches!(e, LayoutError::TooLarge { max: MAX_TOTAL, .. }), "{sizes:?}: {e:?}");
         }
+        // Each fits a segment, the sum does not: the tie goes to the lower rank.
+        let e = Layout::new(params(3), |r| [64, 1 << 62, 1 << 62][r as usize]).unwrap_err();
+        let LayoutError::TooLarge { rank: 1, size, total, max } = e else { panic!("{e:?}") };
+        assert_eq!((size, max), (1 << 62, i64::MAX.unsigned_abs()));
+        assert!(total > u128::from(max) && total < 1 << 64, "{total}");
     }
+    let e = LayoutError::TooLarge { rank: 1, size: i64::MAX.unsigned_abs(), total: 1 << 63, max: MAX_TOTAL };
+    assert_eq!(
+        std::string::ToString::to_string(&e),
+        "rank 1 asked for 9223372036854775807 bytes: the window's total of 9223372036854775808 bytes is more than \
+         a shared-memory segment can hold (9223372036854775807 bytes)"
+    );
 }
 
 #[test]
-fn a_window_reaching_the_top_of_the_address_range_is_laid_out() {
-    // The last segments start in the top page of u64: rounding their offsets
-    // up must not overflow on the way (a debug-build panic, found by proptest).
+fn the_largest_window_is_laid_out_and_one_byte_more_is_refused() {
+    // The bound is what a file offset holds (i64::MAX); the largest window
+    // is the last whole page below it. Its segments end at the window's
+    // end, where rounding their offsets up must not overflow either.
     let params = LayoutParams { nranks: 3, mode: LayoutMode::Aligned, align: 32, page: 65536 };
-    let sizes = [u64::MAX - 393_214, 0, 0];
+    let base = Layout::new(params, |_| 0).unwrap().header().data_base;
+    let last = MAX_TOTAL - MAX_TOTAL % 65536;
+    let sizes = [last - base, 0, 0];
     let l = build_and_check(params, &sizes).unwrap();
-    assert_eq!(l.total(), u64::MAX - 65535);
+    assert_eq!(l.total(), last);
     assert!(l.segments(at(&sizes)).skip(1).all(|s| s.offset == l.total()));
+    let more = [0, last - base + 1, 0];
+    let want = LayoutError::TooLarge { rank: 1, size: more[1], total: u128::from(last) + 65536, max: MAX_TOTAL };
+    assert_eq!(build_and_check(params, &more), Err(want));
 }
 
 #[test]

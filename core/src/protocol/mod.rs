@@ -262,7 +262,29 @@ where
     verdict(table, rank, Stage::Request)?;
     let params = LayoutParams { nranks: local_size, mode: request.mode, align: request.align, page };
     let size_of = |l: u32| table[node.global(l) as usize].size;
-    let layout = Layout::new(params, size_of).map_err(CollectiveError::Layout)?;
+    let layout = match Layout::new(params, size_of) {
+        Ok(layout) => layout,
+        Err(e) => {
+            // The layout numbers the node's ranks; the caller, every rank.
+            let (e, culprit) = match e {
+                LayoutError::TooLarge { rank, size, total, max } => {
+                    (LayoutError::TooLarge { rank: node.global(rank), size, total, max }, node.global(rank))
+                }
+                e => (e, leader),
+            };
+            if multi_node {
+                // The other nodes lay out their own segments and cannot see
+                // this one's: they learn of it in the allgather they make
+                // next (step 3's), from the rank to blame, so every node fails.
+                let mut mine = Record::new(Stage::Create, rank, nranks, &who);
+                if rank == culprit {
+                    mine.fail(Failure::Argument(ArgError::Layout(e)));
+                }
+                exchange(oob, &mine, table)?;
+            }
+            return Err(CollectiveError::Layout(e));
+        }
+    };
     let barrier = agreed_barrier(table, node);
     let digest = window_digest(&layout, barrier, entries(&layout, table, node));
     let header = Header { digest, barrier: barrier.code(), ..layout.header() };

@@ -149,6 +149,10 @@ fn encode_layout(e: LayoutError) -> (u32, u64) {
         LayoutError::PageSize { page } => (3, page),
         LayoutError::Overflow => (4, 0),
         LayoutError::AlignmentAbovePage { align, page } => (5, pair(align.trailing_zeros(), page.trailing_zeros())),
+        // Every rank of the node finds it itself; the ranks of other nodes
+        // are told by the rank it names, as what a record can carry: a
+        // total that does not fit.
+        LayoutError::TooLarge { .. } => (4, 0),
     }
 }
 

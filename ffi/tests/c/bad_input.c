@@ -144,10 +144,18 @@ static void win_alloc(void)
     CHECK(rc == KPCCL_ERROR && base == NULL, "NULL win on rank %d: rc %d", bad, rc);
     rc = kpccl_shm_win_alloc(me == bad ? SIZE_MAX : 64, comm, &base, &win);
     CHECK(rc == KPCCL_ERROR && win == NULL && base == NULL, "SIZE_MAX on rank %d: rc %d", bad, rc);
+    /* SIZE_MAX/2 fits an address space but no segment file (an off_t):
+       every rank names the rank that asked, not the creator. */
     rc = kpccl_shm_win_alloc(me == bad ? SIZE_MAX / 2 : 64, comm, &base, &win);
     CHECK(rc == KPCCL_ERROR && win == NULL, "SIZE_MAX/2 on rank %d: rc %d", bad, rc);
-    if (me != bad) {
-        CHECK(strstr(kpccl_last_error(), "kpccl_shm_win_alloc") != NULL, "peers say why too");
+    CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "SIZE_MAX/2: class %d", (int)kpccl_last_error_code());
+    CHECK(strstr(kpccl_last_error(), "kpccl_shm_win_alloc") != NULL, "every rank says why");
+    {
+        char asked[64];
+        snprintf(asked, sizeof asked, "rank %d asked for %zu bytes", bad, SIZE_MAX / 2);
+        CHECK(strstr(kpccl_last_error(), asked) != NULL, "every rank names rank %d: %s", bad, kpccl_last_error());
+        CHECK(strstr(kpccl_last_error(), "more than a shared-memory segment can hold") != NULL, "and why: %s",
+              kpccl_last_error());
     }
 
     /* Still in step: size 0 is legal, and gives no base. */
