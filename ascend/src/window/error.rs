@@ -142,8 +142,9 @@ impl fmt::Display for Failure {
 pub enum Setting {
     /// The protocol stage (a rank runs another step or another version).
     Stage,
-    /// The rank numbering (rank number or rank count).
-    Ranks,
+    /// The rank count. (A wrong rank number is no disagreement with rank 0
+    /// but a [`CollectiveError::RankClaim`], told as the processes said it.)
+    RankCount,
     /// Whether imports validate the importer's PID.
     PidValidation,
 }
@@ -152,15 +153,16 @@ impl fmt::Display for Setting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Stage => "protocol stage",
-            Self::Ranks => "rank numbering",
+            Self::RankCount => "rank count",
             Self::PidValidation => "PID validation setting",
         })
     }
 }
 
 /// How a device window's creation failed across its ranks: this rank
-/// (`Local`), another (`Peer`), or a disagreement with rank 0 (`Mismatch`) —
-/// the shape and wording of host collectives, over device failures.
+/// (`Local`), another (`Peer`), a disagreement with rank 0 (`Mismatch`), or a
+/// wrong rank number (`RankClaim`) — the shape and wording of host
+/// collectives, over device failures.
 pub type Collective = CollectiveError<Failure, Setting>;
 
 /// A device window's error.

@@ -153,8 +153,12 @@ pub(crate) fn verdict(table: &[Record], stage: Stage, local: Option<Error>) -> R
     for (r, rec) in (0u32..).zip(table) {
         let field = if rec.magic != MAGIC || rec.stage != stage as u32 {
             Setting::Stage
-        } else if rec.rank != r || rec.nranks as usize != table.len() {
-            Setting::Ranks
+        } else if rec.nranks as usize != table.len() {
+            Setting::RankCount
+        } else if rec.rank != r {
+            // As host collectives say it: what the processes said, not table places.
+            let shared = (0u32..).zip(table).any(|(o, other)| o != r && other.rank == rec.rank);
+            return Err(Collective::RankClaim { place: r, says: rec.rank, shared }.into());
         } else if rec.options != table[0].options {
             Setting::PidValidation
         } else {
@@ -184,6 +188,28 @@ mod tests {
             assert_eq!(r.failure(), Some(f));
         }
         assert_eq!(Record::new(Stage::Ident, 0, 1).failure(), None);
+    }
+
+    /// A wrong rank number reads as in host collectives: what the processes
+    /// said, not "rank numbering" at a table position.
+    #[test]
+    fn a_wrong_rank_number_says_what_the_processes_said() {
+        let said = |ranks: &[u32], nranks: u32| -> Vec<Record> {
+            ranks.iter().map(|&r| Record::new(Stage::Ident, r, nranks)).collect()
+        };
+        let e = verdict(&said(&[0, 1, 1], 3), Stage::Ident, None).unwrap_err();
+        assert!(matches!(e, Error::Collective(Collective::RankClaim { place: 2, says: 1, shared: true })), "{e:?}");
+        assert!(e.to_string().starts_with("two processes both say they are rank 1: "), "{e}");
+        let e = verdict(&said(&[0, 2, 1], 3), Stage::Ident, None).unwrap_err();
+        assert!(matches!(e, Error::Collective(Collective::RankClaim { place: 1, says: 2, shared: false })), "{e:?}");
+        assert!(
+            e.to_string().starts_with("the process at rank 1's place in the out-of-band exchange says it is rank 2")
+        );
+        let e = verdict(&said(&[0, 1, 2], 2), Stage::Ident, None).unwrap_err();
+        let want = Collective::Mismatch { rank: 0, field: Setting::RankCount };
+        assert!(matches!(e, Error::Collective(c) if c == want), "{e:?}");
+        assert_eq!(e.to_string(), "rank 0 disagrees with this rank on the rank count");
+        assert!(verdict(&said(&[0, 1, 2], 3), Stage::Ident, None).is_ok());
     }
 
     #[test]
