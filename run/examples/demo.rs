@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use kpccl_posix::{Comm, Oob, Window};
-use kpccl_run::{Launch, RunOob};
+use kpccl_run::{Launch, RunOob, parse_rank_count};
 
 const WORDS: usize = 128 * 1024; // 1 MiB per rank
 
@@ -30,14 +30,12 @@ fn options() -> Result<Options, String> {
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match a.as_str() {
-            "-n" | "--ranks" => o.ranks = value("-n")?.parse().map_err(|_| "-n takes a rank count")?,
+            // The launcher's own check: a count it would refuse is a usage error here too.
+            "-n" | "--ranks" => o.ranks = parse_rank_count(&value("-n")?)?,
             "--rounds" => o.rounds = value("--rounds")?.parse().map_err(|_| "--rounds takes a count")?,
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {a:?}")),
         }
-    }
-    if o.ranks == 0 {
-        return Err("-n must be at least 1".into());
     }
     Ok(o)
 }

@@ -26,6 +26,7 @@
 #[allow(unsafe_code)]
 mod cred;
 mod hub;
+mod ranks;
 mod spawn;
 
 pub use hub::Hub;
@@ -33,6 +34,7 @@ pub use kpccl_posix::launch::{
     DEFAULT_TIMEOUT, Departure, Ending, NRANKS_ENV, RANK_ENV, RUNNER_ENV, RunOob, SOCKET_ENV, TIMEOUT_ENV, code,
     last_departure,
 };
+pub use ranks::parse_rank_count;
 pub use spawn::{DEFAULT_ABORT_AFTER, Launch, Report};
 
 #[cfg(test)]

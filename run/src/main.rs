@@ -18,7 +18,7 @@ use std::io;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kpccl_run::{DEFAULT_ABORT_AFTER, Launch};
+use kpccl_run::{DEFAULT_ABORT_AFTER, Launch, parse_rank_count};
 
 const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
 
@@ -120,14 +120,9 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
         match flag {
             "-h" | "--help" => return Ok(None),
             "-n" | "--nranks" => {
-                let v = value("-n")?;
-                let n: u32 = v.parse().map_err(|_| format!("-n {v}: not a rank count"))?;
                 // Checked here, not only by the launcher, so that it is a
                 // usage error (exit 2) like every other bad flag.
-                if n == 0 || n > kpccl_core::MAX_RANKS {
-                    return Err(format!("-n {n}: the rank count must be 1 to {}", kpccl_core::MAX_RANKS));
-                }
-                nranks = Some(n);
+                nranks = Some(parse_rank_count(&value("-n")?)?);
             }
             "--timeout" => {
                 let v = value("--timeout")?;
