@@ -83,18 +83,27 @@ fn bad_local_ranks_fail_every_rank() {
     assert!(results.iter().all(|r| *r == Err(want)), "{results:?}");
 }
 
-#[test]
-fn one_nodes_failure_fails_every_node() {
-    let platform = ThreadPlatform::new(4096);
+/// Four ranks on two nodes (rank r on node r % 2) make a communicator, then
+/// a window whose request, and local verdict, `ask` gives each rank.
+fn on_two_nodes(
+    platform: &ThreadPlatform,
+    ask: impl Fn(u32) -> (WindowRequest, Result<(), ArgError>) + Send + Sync + 'static,
+) -> Vec<Result<(), CollectiveError>> {
     let p = platform.clone();
-    let results = run(4, LIMIT, move |rank, oob| {
+    run(4, LIMIT, move |rank, oob| {
         let mut table = vec![Record::default(); 4];
         let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), round_robin(rank, 2))?;
         let ranks = [rank % 2, rank % 2 + 2];
         let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
-        let local = if rank == 3 { Err(ArgError::Caller) } else { Ok(()) };
-        create_window(Collective::new(&p, &oob, rank, 4, &mut table).local(local), group, &request(64)).map(drop)
-    });
+        let (request, local) = ask(rank);
+        create_window(Collective::new(&p, &oob, rank, 4, &mut table).local(local), group, &request).map(drop)
+    })
+}
+
+#[test]
+fn one_nodes_failure_fails_every_node() {
+    let platform = ThreadPlatform::new(4096);
+    let results = on_two_nodes(&platform, |rank| (request(64), if rank == 3 { Err(ArgError::Caller) } else { Ok(()) }));
     let failure = Failure::Argument(ArgError::Caller);
     for (r, res) in (0u32..).zip(results) {
         let want = if r == 3 { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: 3, failure } };
@@ -108,15 +117,8 @@ fn one_nodes_failure_fails_every_node() {
 #[test]
 fn one_nodes_oversized_window_fails_every_node() {
     let platform = ThreadPlatform::new(4096);
-    let p = platform.clone();
-    let results = run(4, LIMIT, move |rank, oob| {
-        let mut table = vec![Record::default(); 4];
-        let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), round_robin(rank, 2))?;
-        let ranks = [rank % 2, rank % 2 + 2];
-        let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
-        let size = if rank == 3 { i64::MAX.unsigned_abs() } else { 64 };
-        create_window(Collective::new(&p, &oob, rank, 4, &mut table), group, &request(size)).map(drop)
-    });
+    let results =
+        on_two_nodes(&platform, |rank| (request(if rank == 3 { i64::MAX.unsigned_abs() } else { 64 }), Ok(())));
     for (r, res) in (0u32..).zip(results) {
         match res {
             // Node 1 (ranks 1 and 3) laid the window out itself.
