@@ -378,19 +378,23 @@ fn peer_polled<E: Mode>() {
     });
 }
 
+/// Rank 0 signals rank 1 after each of two messages; rank 1 takes each with
+/// `take`. Returns the world, to check what the takes left in it.
+fn two_signalled_messages<E: Mode>(take: fn(&Area, &E::Env)) -> Arc<World<E>> {
+    let world = World::<E>::new(2, 2);
+    on_every_rank(&world, move |w, me| {
+        let (area, env) = (&w.area, &w.env);
+        two_messages(&w.data, me, || peer_signal(area, env, 0, 1).unwrap(), || take(area, env));
+    });
+    world
+}
+
 /// A polled wait consumes one signal per completion: rank 1 polls two waits
 /// for rank 0's two messages.
 fn wait_polled<E: Mode>() {
     model(|| {
-        let world = World::<E>::new(2, 2);
-        on_every_rank(&world, |w, me| {
-            let (area, env) = (&w.area, &w.env);
-            two_messages(
-                &w.data,
-                me,
-                || peer_signal(area, env, 0, 1).unwrap(),
-                || polled(area, env, PendingFence::wait(area, env, 1, 0, &E::POLICY)).unwrap(),
-            );
+        let world = two_signalled_messages::<E>(|area, env| {
+            polled(area, env, PendingFence::wait(area, env, 1, 0, &E::POLICY)).unwrap();
         });
         assert_eq!(world.area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
     });
@@ -401,19 +405,10 @@ fn wait_polled<E: Mode>() {
 /// none consumes a signal that was not sent.
 fn wait_tested<E: Mode>() {
     model(|| {
-        let world = World::<E>::new(2, 2);
-        on_every_rank(&world, |w, me| {
-            let (area, env) = (&w.area, &w.env);
-            two_messages(
-                &w.data,
-                me,
-                || peer_signal(area, env, 0, 1).unwrap(),
-                || {
-                    while !peer_test(area, env, 1, 0, || None).unwrap() {
-                        thread::yield_now();
-                    }
-                },
-            );
+        let world = two_signalled_messages::<E>(|area, env| {
+            while !peer_test(area, env, 1, 0, || None).unwrap() {
+                thread::yield_now();
+            }
         });
         assert_eq!(peer_test(&world.area, &world.env, 1, 0, || None), Ok(false), "a third test finds no signal");
         assert_eq!(world.area.taken_slot(1, 0).load(Ordering::Relaxed), 2);
