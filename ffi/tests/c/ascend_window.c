@@ -144,18 +144,26 @@ static void fails_together(kpccl_shm_comm_h comm, const kpccl_shm_win_attr_t *at
     CHECK(strstr(kpccl_last_error(), what) != NULL, "the error does not say \"%s\"", what);
 }
 
+/* Creation fails on every rank: rank `bad` says `own`, every other rank
+ * names rank `bad`, then says `others`. */
+static void fails_blaming(kpccl_shm_comm_h comm, const kpccl_shm_win_attr_t *attr, int bad, const char *own,
+                          const char *others)
+{
+    char want[128];
+    if (me == bad) {
+        snprintf(want, sizeof want, "%s", own);
+    } else {
+        snprintf(want, sizeof want, "rank %d %s", bad, others);
+    }
+    fails_together(comm, attr, want);
+}
+
 static void bad_device(kpccl_shm_comm_h comm)
 {
     kpccl_shm_win_attr_t attr;
     int bad = n - 1;
     device_attr(&attr, me == bad ? 99 : me % SIM_DEVICES);
-    char want[64];
-    if (me == bad) {
-        snprintf(want, sizeof want, "aclrtSetDevice failed: ACL error 107001");
-    } else {
-        snprintf(want, sizeof want, "rank %d failed: aclrtSetDevice", bad);
-    }
-    fails_together(comm, &attr, want);
+    fails_blaming(comm, &attr, bad, "aclrtSetDevice failed: ACL error 107001", "failed: aclrtSetDevice");
 }
 
 static void mixed_kinds(kpccl_shm_comm_h comm)
@@ -192,13 +200,7 @@ static void bad_validation_variable(kpccl_shm_comm_h comm)
     if (me == bad) {
         setenv("KPCCL_ASCEND_PID_VALIDATION", "off", 1);
     }
-    char want[64];
-    if (me == bad) {
-        snprintf(want, sizeof want, "KPCCL_ASCEND_PID_VALIDATION=\"off\" is invalid");
-    } else {
-        snprintf(want, sizeof want, "rank %d passed an invalid argument", bad);
-    }
-    fails_together(comm, &attr, want);
+    fails_blaming(comm, &attr, bad, "KPCCL_ASCEND_PID_VALIDATION=\"off\" is invalid", "passed an invalid argument");
     unsetenv("KPCCL_ASCEND_PID_VALIDATION");
 }
 
