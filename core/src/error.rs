@@ -494,6 +494,16 @@ impl<F: fmt::Display, M: fmt::Display> fmt::Display for CollectiveError<F, M> {
 
 impl<F: fmt::Display + fmt::Debug, M: fmt::Display + fmt::Debug> core::error::Error for CollectiveError<F, M> {}
 
+impl<F, M> CollectiveError<F, M> {
+    /// The [`RankClaim`](Self::RankClaim) of the process at `place` that says
+    /// it is rank `says`, given the rank number every place gave (`claims`,
+    /// in place order): whether another process gave the same number.
+    pub fn rank_claim(place: u32, says: u32, claims: impl IntoIterator<Item = u32>) -> Self {
+        let shared = (0u32..).zip(claims).any(|(other, claim)| other != place && claim == says);
+        Self::RankClaim { place, says, shared }
+    }
+}
+
 impl From<FenceError> for CollectiveError {
     fn from(e: FenceError) -> Self {
         Self::Local(Failure::Fence(e))

@@ -145,23 +145,13 @@ fn device_stream(stream: *mut c_void) -> Option<AclStream> {
 #[cfg(feature = "ascend")]
 const VALIDATION_ENV: &str = "KPCCL_ASCEND_PID_VALIDATION";
 
-/// Whether `KPCCL_ASCEND_PID_VALIDATION` (`0` or `1`; unset or empty: `1`)
-/// keeps the PID whitelist.
-#[cfg(feature = "ascend")]
-fn validation_from_env() -> Result<bool, kpccl_posix::Error> {
-    match std::env::var(VALIDATION_ENV).unwrap_or_default().as_str() {
-        "" | "1" => Ok(true),
-        "0" => Ok(false),
-        other => Err(kpccl_posix::Error::Config { var: VALIDATION_ENV, value: other.to_owned(), expected: "0 or 1" }),
-    }
-}
-
 /// Allocates a device window on `device`, with the runtime `KPCCL_ASCEND` names
 /// (and without a PID whitelist if the attribute, or else
 /// `KPCCL_ASCEND_PID_VALIDATION=0`, says so).
 #[cfg(feature = "ascend")]
 pub(crate) fn alloc<O: Oob>(comm: &Comm<O>, size: usize, device: i32, options: &Options) -> Result<AnyWindow, Error> {
-    let validation = match options.pid_validation.map_or_else(validation_from_env, Ok) {
+    let from_env = || kpccl_posix::env_flag(VALIDATION_ENV).map(|on| on.unwrap_or(true));
+    let validation = match options.pid_validation.map_or_else(from_env, Ok) {
         Ok(validation) => validation,
         Err(e) => {
             // Take part in the window's first collective, refused, so that no rank waits.

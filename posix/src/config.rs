@@ -117,7 +117,7 @@ impl Config {
         if let Some(ms) = millis("KPCCL_LIVENESS_MS")? {
             c.liveness = Duration::from_millis(ms.max(1));
         }
-        if let Some(stats) = choice("KPCCL_STATS", &[("0", false), ("1", true)], "0 or 1")? {
+        if let Some(stats) = env_flag("KPCCL_STATS")? {
             c.stats = stats;
         }
         if let Some(v) = var("KPCCL_NODE_ID") {
@@ -131,6 +131,12 @@ impl Config {
         }
         Ok(c)
     }
+}
+
+/// `name`'s value as a switch, if it is set: `0` (off) or `1` (on); any
+/// other value is refused, never read as off.
+pub fn env_flag(name: &'static str) -> Result<Option<bool>, Error> {
+    choice(name, &[("0", false), ("1", true)], "0 or 1")
 }
 
 /// `KPCCL_LOG`'s level, if it is set: also read alone, so that a refused

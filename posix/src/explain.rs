@@ -121,9 +121,9 @@ pub(crate) fn failure_level(e: &Error, me: u32) -> crate::log::Level {
         Error::Collective(
             CollectiveError::Mismatch { rank, .. }
             | CollectiveError::LocalRank { rank, .. }
-            | CollectiveError::RankClaim { place: rank, .. },
+            | CollectiveError::RankClaim { place: rank, .. }
+            | CollectiveError::Layout(kpccl_core::LayoutError::TooLarge { rank, .. }),
         ) => about(*rank),
-        Error::Collective(CollectiveError::Layout(kpccl_core::LayoutError::TooLarge { rank, .. })) => about(*rank),
         Error::Collective(CollectiveError::Layout(_)) => about(0),
         _ => Level::Error,
     }

@@ -1,5 +1,6 @@
-//! Per-window counters, kept only with `KPCCL_STATS=1` ([`crate::Config::stats`]): fences, signals and
-//! waits made, waits that slept in the kernel, and the time they slept.
+//! Per-window counters, kept only with `KPCCL_STATS=1` ([`crate::Config::stats`]):
+//! fences, signals and waits made, waits that slept in the kernel, and the
+//! time they slept.
 //! They are printed on stderr when the window is freed, and read with
 //! [`crate::Window::stats`].
 //!

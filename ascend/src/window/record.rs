@@ -157,8 +157,7 @@ pub(crate) fn verdict(table: &[Record], stage: Stage, local: Option<Error>) -> R
             Setting::RankCount
         } else if rec.rank != r {
             // As host collectives say it: what the processes said, not table places.
-            let shared = (0u32..).zip(table).any(|(o, other)| o != r && other.rank == rec.rank);
-            return Err(Collective::RankClaim { place: r, says: rec.rank, shared }.into());
+            return Err(Collective::rank_claim(r, rec.rank, table.iter().map(|t| t.rank)).into());
         } else if rec.options != table[0].options {
             Setting::PidValidation
         } else {

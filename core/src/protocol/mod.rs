@@ -122,8 +122,7 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
         } else if rec.nranks != first.nranks || rec.nranks as usize != table.len() {
             Field::RankCount
         } else if rec.rank != r {
-            let shared = (0u32..).zip(table).any(|(o, other)| o != r && other.rank == rec.rank);
-            return Err(CollectiveError::RankClaim { place: r, says: rec.rank, shared });
+            return Err(CollectiveError::rank_claim(r, rec.rank, table.iter().map(|t| t.rank)));
         } else if rec.uid != first.uid {
             Field::User
         } else if rec.mode != first.mode {
