@@ -109,6 +109,33 @@ pub struct kpccl_shm_win_attr_t {
     pub pid_validation: c_int,
 }
 
+// `Options::from_value` reads the enum fields by number: the memory kind as
+// 0 (host) or 1 (device), every other one as 0 (the default), 1 or 2 in
+// declaration order. The C values must stay those.
+const _: () = {
+    use kpccl_shm_barrier_t::*;
+    use kpccl_shm_layout_t::*;
+    use kpccl_shm_memory_kind_t::*;
+    use kpccl_shm_pid_validation_t::*;
+    use kpccl_shm_reserve_t::*;
+    const fn in_order(codes: [c_int; 3]) -> bool {
+        codes[0] == 0 && codes[1] == 1 && codes[2] == 2
+    }
+    assert!(in_order([KPCCL_SHM_LAYOUT_DEFAULT as _, KPCCL_SHM_LAYOUT_CONTIGUOUS as _, KPCCL_SHM_LAYOUT_ALIGNED as _]));
+    assert!(in_order([KPCCL_SHM_RESERVE_DEFAULT as _, KPCCL_SHM_RESERVE_EAGER as _, KPCCL_SHM_RESERVE_LAZY as _]));
+    assert!(in_order([
+        KPCCL_SHM_BARRIER_DEFAULT as _,
+        KPCCL_SHM_BARRIER_DISSEMINATION as _,
+        KPCCL_SHM_BARRIER_FLAT as _
+    ]));
+    assert!(in_order([
+        KPCCL_SHM_PID_VALIDATION_DEFAULT as _,
+        KPCCL_SHM_PID_VALIDATION_ON as _,
+        KPCCL_SHM_PID_VALIDATION_OFF as _,
+    ]));
+    assert!(KPCCL_SHM_MEMORY_HOST as c_int == 0 && KPCCL_SHM_MEMORY_ASCEND as c_int == 1);
+};
+
 /// The defaults: layout and timeout from the environment, alignment 64, host memory.
 const DEFAULT: kpccl_shm_win_attr_t = kpccl_shm_win_attr_t {
     version: KPCCL_SHM_WIN_ATTR_VERSION,
