@@ -482,6 +482,9 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
  * A bad `rank`, `local_rank` or `comm` on one rank still takes part in the
  * collective, so that every rank fails and none waits; a `NULL` `oob` or
  * an invalid `nranks` cannot (the peers' callbacks then wait in vain).
+ * A `nranks` smaller than the callbacks' group (up to 65 536 ranks) fails
+ * on every rank: the allgather of this call gathers into room for that
+ * many ranks' records, where the callback cannot write past the buffer.
  *
  * # Safety
  * `oob` is `NULL` or points to a readable `kpccl_shm_oob_cb_t` whose

@@ -8,7 +8,7 @@ use kpccl_posix::Comm;
 use crate::error::{Error, RangeOf};
 use crate::handle::{self, Exclusive, Kind};
 use crate::log::{self, Level};
-use crate::oob::{CallbackOob, kpccl_shm_oob_cb_h};
+use crate::oob::{CallbackOob, GroupSize, kpccl_shm_oob_cb_h};
 
 /// A communicator (opaque): `nranks` processes, on one node or many, that
 /// create windows together through out-of-band callbacks.
@@ -87,6 +87,9 @@ pub(crate) unsafe fn get<'a>(
 /// A bad `rank`, `local_rank` or `comm` on one rank still takes part in the
 /// collective, so that every rank fails and none waits; a `NULL` `oob` or
 /// an invalid `nranks` cannot (the peers' callbacks then wait in vain).
+/// A `nranks` smaller than the callbacks' group (up to 65 536 ranks) fails
+/// on every rank: the allgather of this call gathers into room for that
+/// many ranks' records, where the callback cannot write past the buffer.
 ///
 /// # Safety
 /// `oob` is `NULL` or points to a readable `kpccl_shm_oob_cb_t` whose
@@ -128,6 +131,11 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
             }
         };
         let comm = Comm::builder(callbacks, rank, n).local_rank(local_rank).build()?;
+        // Every rank that gathered the records of more ranks than `n` fails
+        // here (those past `n` fail as out of range), the communicator dropped.
+        if let GroupSize::Larger(at_least) = comm.oob().group_size() {
+            return Err(Error::GroupLarger { nranks: n, at_least });
+        }
         log::log(
             Level::Info,
             format_args!(

@@ -70,6 +70,13 @@ pub(crate) enum Error {
         /// Why.
         why: &'static str,
     },
+    /// More ranks answered the out-of-band allgather than `nranks` says.
+    GroupLarger {
+        /// The rank count given.
+        nranks: u32,
+        /// How many ranks answered, at least.
+        at_least: usize,
+    },
     /// Another rank's argument was invalid, so the collective failed on every rank.
     PeerArgument {
         /// The rank whose argument was invalid.
@@ -120,6 +127,11 @@ impl fmt::Display for Error {
                 }
             }
             Self::Invalid { arg, why } => write!(f, "`{arg}` is invalid: {why}"),
+            Self::GroupLarger { nranks, at_least } => write!(
+                f,
+                "nranks is {nranks}, but at least {at_least} ranks answered the out-of-band allgather: \
+                 every rank must pass the size of the callbacks' group (the size of the MPI communicator)"
+            ),
             Self::PeerArgument { rank } => write!(
                 f,
                 "rank {rank} passed an invalid argument, so the collective failed on every rank \

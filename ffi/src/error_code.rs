@@ -66,6 +66,7 @@ pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
         | Error::Handle { .. }
         | Error::Range { .. }
         | Error::Invalid { .. }
+        | Error::GroupLarger { .. }
         | Error::PeerArgument { .. } => KPCCL_ERR_INVALID_ARGUMENT,
         Error::NoHandle { .. } => KPCCL_ERR_NO_SPACE,
         Error::Api(e) => e.kind().into(),

@@ -97,6 +97,27 @@ pub struct kpccl_shm_oob_cb_t {
 /// A pointer to out-of-band callbacks.
 pub type kpccl_shm_oob_cb_h = *mut kpccl_shm_oob_cb_t;
 
+/// Room, in ranks, of the first allgather's buffer: see [`GroupSize`].
+const FIRST_GATHER_RANKS: usize = 1 << 16;
+
+/// What the first allgather of a communicator showed about the size of the
+/// callbacks' group. The allgather callback cannot be told the size of its
+/// buffer: with a `nranks` smaller than the group (the node's rank count
+/// passed with `MPI_COMM_WORLD`, say) it would write past the buffer. So the
+/// first allgather gathers into a zeroed buffer with room for
+/// [`FIRST_GATHER_RANKS`] ranks (allocated lazily, so the room costs only
+/// address space), and a record past the first `nranks` shows a larger
+/// group; later ones, on a group checked not to be larger, gather in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GroupSize {
+    /// No allgather has completed.
+    Unchecked,
+    /// No more ranks than `nranks` answered.
+    Fits,
+    /// At least this many ranks answered.
+    Larger(usize),
+}
+
 /// The C callbacks and their group, copied at communicator creation.
 #[derive(Debug)]
 pub(crate) struct CallbackOob {
@@ -107,6 +128,7 @@ pub(crate) struct CallbackOob {
     /// communicator destroyed), if set; a `Cell` because it is set through
     /// the handle's exclusive (shared-reference) access.
     release: Cell<Option<ReleaseFn>>,
+    group_size: Cell<GroupSize>,
 }
 
 impl CallbackOob {
@@ -130,7 +152,55 @@ impl CallbackOob {
             barrier: cbs.oob_barrier.ok_or(Error::Null("oob->oob_barrier"))?,
             group,
             release: Cell::new(None),
+            group_size: Cell::new(GroupSize::Unchecked),
         })
+    }
+
+    /// What the first allgather showed about the group's size.
+    pub(crate) fn group_size(&self) -> GroupSize {
+        self.group_size.get()
+    }
+
+    /// The user's allgather of `send` into `recv`, a buffer of `recv_len`
+    /// bytes (one block of `send.len()` per rank of the group, by the
+    /// callback's contract).
+    ///
+    /// # Safety
+    /// `recv` is valid for writes of `recv_len` bytes.
+    unsafe fn call_allgather(&self, send: &[u8], recv: *mut u8) -> Result<(), OobError> {
+        // The core gathers small fixed-size records; every rank passes the
+        // same length, so a length that does not fit fails on every rank.
+        let count = c_int::try_from(send.len()).map_err(|_| OobError { code: -1 })?;
+        // SAFETY: `send` holds `count` bytes and `recv` one such block per
+        // rank of the group (the caller's contract), as the callback's
+        // contract asks; the callback and `group` are the user's, promised
+        // valid at creation.
+        let rc = unsafe {
+            (self.allgather)(
+                send.as_ptr().cast(),
+                recv.cast(),
+                count,
+                self.group,
+                kpccl_shm_datatype_t::KPCCL_SHM_DATATYPE_CHAR,
+            )
+        };
+        if rc == 0 { Ok(()) } else { Err(OobError { code: rc }) }
+    }
+
+    /// The first allgather: into room for [`FIRST_GATHER_RANKS`] ranks, then
+    /// copied to `recv` (see [`GroupSize`]).
+    fn first_allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        let block = send.len().max(1);
+        let mut room = vec![0u8; recv.len().max(block.saturating_mul(FIRST_GATHER_RANKS))];
+        // SAFETY: `room` is a writable buffer of its length, which holds one
+        // block per rank for groups of up to `FIRST_GATHER_RANKS` ranks.
+        unsafe { self.call_allgather(send, room.as_mut_ptr()) }?;
+        // Every record the core gathers has a non-zero magic word.
+        let past = room[recv.len()..].chunks(block).take_while(|b| b.iter().any(|&x| x != 0)).count();
+        let size = if past == 0 { GroupSize::Fits } else { GroupSize::Larger(recv.len() / block + past) };
+        self.group_size.set(size);
+        recv.copy_from_slice(&room[..recv.len()]);
+        Ok(())
     }
 
     /// Makes dropping these callbacks call `release(group)`, once (`None`: nothing).
@@ -151,23 +221,13 @@ impl Drop for CallbackOob {
 
 impl Oob for CallbackOob {
     fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        // The core gathers small fixed-size records; every rank passes the
-        // same length, so a length that does not fit fails on every rank.
-        let count = c_int::try_from(send.len()).map_err(|_| OobError { code: -1 })?;
         debug_assert_eq!(recv.len() % send.len().max(1), 0, "recv holds one send per rank");
-        // SAFETY: `send` holds `count` bytes and `recv` one such block per
-        // rank (the `Oob` contract), as the callback's contract asks; the
-        // callback and `group` are the user's, promised valid at creation.
-        let rc = unsafe {
-            (self.allgather)(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                count,
-                self.group,
-                kpccl_shm_datatype_t::KPCCL_SHM_DATATYPE_CHAR,
-            )
-        };
-        if rc == 0 { Ok(()) } else { Err(OobError { code: rc }) }
+        if self.group_size.get() == GroupSize::Unchecked {
+            return self.first_allgather(send, recv);
+        }
+        // SAFETY: `recv` is writable, and holds one block per rank of a group
+        // that the first allgather found no larger than the rank count.
+        unsafe { self.call_allgather(send, recv.as_mut_ptr()) }
     }
 
     fn barrier(&self) -> Result<(), OobError> {

@@ -201,11 +201,15 @@ where
     let mut mine = Record::new(Stage::Comm, rank, nranks, &platform.identity());
     (mine.node, mine.local_rank) = (me.node, me.local_rank);
     let in_range = if rank < nranks { Ok(()) } else { Err(ArgError::Rank { rank, nranks }) };
-    if let Err(e) = local.and(in_range) {
+    let refused = local.and(in_range);
+    if let Err(e) = refused {
         mine.fail(Failure::Argument(e));
     }
     exchange(oob, &mine, table)?;
     verdict(table, rank, Stage::Comm)?;
+    // A rank whose record fell outside the table (its group is larger than
+    // `nranks`) found no failure there, its own included.
+    refused.map_err(|e| CollectiveError::Local(Failure::Argument(e)))?;
     nodes::place(table, rank)
 }
 

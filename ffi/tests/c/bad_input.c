@@ -98,9 +98,28 @@ static void comm_create_collective(void)
     if (n > 1) {
         rc = kpccl_shm_comm_create(n, me == bad ? 0 : me, me, &cbs, (void *)world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "two ranks 0: rc %d", rc);
-        /* A larger nranks on one rank (a smaller one would overflow its MPI receive buffer). */
+        /* A larger nranks on one rank. */
         rc = kpccl_shm_comm_create(me == bad ? n + 1 : n, me, me, &cbs, (void *)world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on rank %d: rc %d", n + 1, bad, rc);
+        /* A smaller one on rank 0: the callback gathers more records than that
+         * rank's count (the library gives the first allgather room for them). */
+        rc = kpccl_shm_comm_create(me == 0 ? n - 1 : n, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on rank 0: rc %d", n - 1, rc);
+        /* Rank 0 finds a peer's count among its records, or (with 2 ranks)
+         * only its own, and then the records past them. */
+        if (me == 0) {
+            CHECK(strstr(kpccl_last_error(), "on the rank count") != NULL ||
+                      strstr(kpccl_last_error(), "ranks answered the out-of-band allgather") != NULL,
+                  "rank 0 says its count is wrong: %s", kpccl_last_error());
+        }
+        /* A smaller one on every rank: the last is then out of range. */
+        rc = kpccl_shm_comm_create(n - 1, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on every rank: rc %d", n - 1, rc);
+        CHECK(strstr(kpccl_last_error(), me == n - 1 ? "is out of range" : "ranks answered the out-of-band allgather") !=
+                  NULL,
+              "each rank says why: %s", kpccl_last_error());
+        CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "an argument error: class %d",
+              (int)kpccl_last_error_code());
     }
     if (me != bad) {
         CHECK(strstr(kpccl_last_error(), "kpccl_shm_comm_create") != NULL, "peers say why too");
