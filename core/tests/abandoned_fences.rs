@@ -3,26 +3,9 @@
 //! first one says that the window must be poisoned.
 #![cfg(not(loom))]
 
-use kpccl_core::WaitOutcome;
-use kpccl_core::fence::{Barrier, PendingFence, WaitEnv, WaitPolicy};
-use kpccl_core::sync::AtomicU32;
+use kpccl_core::fence::{Barrier, PendingFence, WaitPolicy};
+use kpccl_testkit::ManualEnv;
 use kpccl_testkit::heap::HeapArea;
-
-struct Env;
-
-impl WaitEnv for Env {
-    fn now_ns(&self) -> u64 {
-        0
-    }
-    fn yield_now(&self) {}
-    fn wait(&self, _word: &AtomicU32, _expected: u32, _deadline_ns: u64) -> WaitOutcome {
-        WaitOutcome::Woken
-    }
-    fn wake(&self, _word: &AtomicU32) {}
-    fn is_alive(&self, _rank: u32) -> bool {
-        true
-    }
-}
 
 /// Rank 0 starts a flat fence and abandons it after arriving. Its next
 /// arrival would be counted in the same fence (the counter names a fence by
@@ -31,7 +14,7 @@ impl WaitEnv for Env {
 /// then poisons.
 #[test]
 fn an_abandoned_flat_fence_breaks_the_window() {
-    let (area, env, policy) = (HeapArea::new(3), Env, WaitPolicy::DEFAULT);
+    let (area, env, policy) = (HeapArea::new(3), ManualEnv::default(), WaitPolicy::DEFAULT);
     let first = PendingFence::window_fence(&area, &env, 0, Barrier::Flat, &policy).unwrap();
     assert!(!first.is_done());
     assert!(first.abandoning_breaks_window(&area), "abandoning an arrival must poison the window");
@@ -44,7 +27,7 @@ fn an_abandoned_flat_fence_breaks_the_window() {
 /// The last arrival at a flat fence completes it at once: nothing to abandon.
 #[test]
 fn a_completed_flat_fence_is_not_abandoned() {
-    let (area, env, policy) = (HeapArea::new(2), Env, WaitPolicy::DEFAULT);
+    let (area, env, policy) = (HeapArea::new(2), ManualEnv::default(), WaitPolicy::DEFAULT);
     let _first = PendingFence::window_fence(&area, &env, 0, Barrier::Flat, &policy).unwrap();
     let last = PendingFence::window_fence(&area, &env, 1, Barrier::Flat, &policy).unwrap();
     assert!(last.is_done() && !last.abandoning_breaks_window(&area));
@@ -54,7 +37,7 @@ fn a_completed_flat_fence_is_not_abandoned() {
 /// (the one case `abandoning_breaks_window` lets go): the next fence still waits.
 #[test]
 fn an_abandoned_dissemination_fence_is_harmless() {
-    let (area, env, policy) = (HeapArea::new(2), Env, WaitPolicy::DEFAULT);
+    let (area, env, policy) = (HeapArea::new(2), ManualEnv::default(), WaitPolicy::DEFAULT);
     let first = PendingFence::window_fence(&area, &env, 0, Barrier::Dissemination, &policy).unwrap();
     assert!(!first.is_done());
     assert!(!first.abandoning_breaks_window(&area), "abandoned without poisoning");

@@ -1,7 +1,8 @@
 //! What the tests of kpccl share, in one place instead of a copy per test
 //! (or a source file included by path): out-of-band doubles ([`FailingOob`], [`Solo`]),
 //! scratch directories removed on drop ([`ScratchDir`]), a window's sync
-//! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]), and, with feature
+//! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]) or
+//! polled by one thread ([`ManualEnv`]), and, with feature
 //! `acl`, the conformance suite of the ACL IPC calls (module `acl`).
 //!
 //! The in-process platform whose ranks are threads is not here: it is
@@ -15,11 +16,13 @@
 pub mod acl;
 mod dir;
 pub mod heap;
+mod manual_env;
 mod oob;
 #[cfg(not(loom))]
 mod thread_env;
 
 pub use dir::{ScratchDir, entries};
+pub use manual_env::ManualEnv;
 pub use oob::{FailingOob, INJECTED, Solo, When};
 #[cfg(not(loom))]
 pub use thread_env::ThreadEnv;

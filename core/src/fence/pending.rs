@@ -34,6 +34,8 @@ enum Step {
     Arrivals { target: u64 },
     /// Nothing: the fence is complete.
     Done,
+    /// Nothing: the fence failed, and every later poll says so again.
+    Failed(FenceError),
 }
 
 /// A fence started by rank `me` and not yet complete: poll it with the same
@@ -48,7 +50,9 @@ enum Step {
 /// barrier would have this rank's next arrival counted in it, so the owner
 /// of the area must poison the window then (see
 /// [`PendingFence::abandoning_breaks_window`]).
-#[derive(Clone, Copy, Debug)]
+// Not `Clone`: two copies polled would each take the steps (a round sent
+// twice, one signal consumed twice).
+#[derive(Debug)]
 #[must_use = "a started fence does nothing until it is polled to completion"]
 pub struct PendingFence {
     me: u32,
@@ -132,13 +136,15 @@ impl PendingFence {
         match self.step {
             Step::Round { round, .. } => round + 1 < rounds(area.nranks()),
             Step::Arrivals { .. } => true,
-            Step::Answer { .. } | Step::Signal { .. } | Step::Done => false,
+            // A failed fence poisoned the window, or found it poisoned.
+            Step::Answer { .. } | Step::Signal { .. } | Step::Done | Step::Failed(_) => false,
         }
     }
 
     /// Takes every step that is ready: `Ready(Ok(()))` once the fence is
-    /// complete (and on every later poll), `Ready(Err(_))` when it failed
-    /// (a dead rank, the deadline, a poisoned window), `Pending` otherwise.
+    /// complete, `Ready(Err(_))` when it failed (a dead rank, the deadline,
+    /// a poisoned window), each again on every later poll; `Pending`
+    /// otherwise.
     pub fn poll<A, E>(&mut self, area: &A, env: &E) -> Poll<Result<(), FenceError>>
     where
         A: SyncArea + ?Sized,
@@ -148,6 +154,7 @@ impl PendingFence {
         loop {
             let (ready, awaited) = match self.step {
                 Step::Done => return Poll::Ready(Ok(())),
+                Step::Failed(e) => return Poll::Ready(Err(e)),
                 Step::Answer { peer, epoch } => (answered(area, me, peer, epoch), Awaited::Rank(peer)),
                 Step::Signal { peer, want } => (signalled(area, me, peer, want), Awaited::Rank(peer)),
                 Step::Round { round, epoch } => {
@@ -158,7 +165,11 @@ impl PendingFence {
             if !ready {
                 return match self.watch.check(area, env, me, awaited) {
                     Ok(()) => Poll::Pending,
-                    Err(e) => Poll::Ready(Err(e)),
+                    Err(e) => {
+                        // Sticky: a wait that failed must not consume a signal that comes later.
+                        self.step = Step::Failed(e);
+                        Poll::Ready(Err(e))
+                    }
                 };
             }
             self.step = match self.step {
