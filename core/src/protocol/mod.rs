@@ -391,7 +391,11 @@ where
         Err(e) => match window.poisoned() {
             Some(Poison { kind: PoisonKind::Flush, rank: failed }) => {
                 lockstep::flush(oob, &mine, Failure::Fence(e), table);
-                Err(CollectiveError::Peer { rank: failed, failure: Failure::Oob(crate::error::OobError { code: -1 }) })
+                // The failed rank's record of the flush says why, unless the
+                // flush itself failed (then the table holds no failure).
+                let failure = table.get(failed as usize).and_then(|r| r.failure());
+                let failure = failure.unwrap_or(Failure::Oob(crate::error::OobError { code: -1 }));
+                Err(CollectiveError::Peer { rank: failed, failure })
             }
             _ => Err(CollectiveError::Local(Failure::Fence(e))),
         },
