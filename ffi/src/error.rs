@@ -107,6 +107,11 @@ impl fmt::Display for Error {
                     Refusal::Stale => write!(f, "{kind} {addr:#x} (`{arg}`) was freed (stale handle)"),
                     Refusal::Foreign => write!(f, "`{arg}` = {addr:#x} is not a {kind} (never made by kpccl)"),
                     Refusal::Kind(k) => write!(f, "`{arg}` = {addr:#x} is a {}, not a {kind}", k.name()),
+                    Refusal::OwnerOnly => write!(
+                        f,
+                        "{kind} {addr:#x} (`{arg}`) can be used only by the thread that made it: the \
+                         system refuses the membarrier call that lets another thread take it over"
+                    ),
                     Refusal::Busy => write!(
                         f,
                         "{kind} {addr:#x} (`{arg}`) is in use by another thread (a call that needs it alone \

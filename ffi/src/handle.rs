@@ -86,6 +86,9 @@ pub(crate) enum Refusal {
     Kind(Kind),
     /// Another thread is in an exclusive call on it.
     Busy,
+    /// Another thread made it, and the system refuses the barrier
+    /// (`membarrier`) that would let this one take it over.
+    OwnerOnly,
 }
 
 /// Makes a handle for `object`: `rank` and `nranks` are what C reads
@@ -178,10 +181,10 @@ pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Resul
             && b.state.compare_exchange(idle, idle | BUSY, Acquire, Relaxed).is_ok()
         {
             if !b.bias.revoke(me, heavy_fence) {
-                // The owner is in a call on it: refused as busy.
+                // The owner is in a call on it, or the barrier failed.
                 // Release: nothing was done; pairs as the guard's store.
                 b.state.store(idle, Release);
-                return Err(refused::<T>(h, arg, Refusal::Busy));
+                return Err(refused::<T>(h, arg, not_revoked()));
             }
             // SAFETY: live and now busy, with the owner out: the object stays
             // until the guard is dropped (`take` refuses busy handles).
@@ -190,6 +193,13 @@ pub(crate) fn exclusive<'a, T: Object, H>(h: *mut H, arg: &'static str) -> Resul
         }
     }
     Err(refusal::<T>(h, arg, block))
+}
+
+/// Why a revocation failed: the owner is inside, unless the barrier itself
+/// cannot run here (then no other thread can ever take the handle).
+#[cold]
+fn not_revoked() -> Refusal {
+    if heavy_fence_works() { Refusal::Busy } else { Refusal::OwnerOnly }
 }
 
 /// Runs `f` on the live handle `h`'s object under the arena's lock, so that
@@ -253,10 +263,10 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
     }
     if !block.bias.revoke(me, heavy_fence) {
         // The owner is in a call on it (on another thread, or this free is
-        // nested in one of its calls).
+        // nested in one of its calls), or the barrier failed.
         // Release: back as it was; nothing was done.
         block.state.store(idle, Release);
-        return Err(refused::<T>(h, arg, Refusal::Busy));
+        return Err(refused::<T>(h, arg, not_revoked()));
     }
     // SAFETY: it was live, and is ours alone now: every later call finds it freed.
     let object = unsafe { *block.object.get() };
