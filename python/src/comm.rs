@@ -5,6 +5,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use kpccl_ascend::DeviceWindow;
 use kpccl_posix::Comm;
 use kpccl_posix::launch::RunOob;
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -51,10 +52,21 @@ fn rank_of(v: &Bound<'_, PyAny>, nranks: u32) -> Result<u32, String> {
 }
 
 /// A failed collective's exception, with what a Python callback raised.
-pub(crate) fn oob_error(e: kpccl_posix::Error, oob: &PyOob) -> PyErr {
+pub(crate) fn oob_error(py: Python<'_>, e: kpccl_posix::Error, oob: &PyOob) -> PyErr {
+    match interrupt_or_message(py, oob) {
+        Err(interrupt) => interrupt,
+        Ok(Some(msg)) => errors::raise(errors::host_kind(&e), format!("{e}; the out-of-band collective raised: {msg}")),
+        Ok(None) => errors::host(e),
+    }
+}
+
+/// What a Python callback of `oob` raised (taken): a `KeyboardInterrupt`,
+/// `SystemExit` or other exception that is not an `Exception` as itself
+/// (`Err`), to be raised again; any other, its message.
+pub(crate) fn interrupt_or_message(py: Python<'_>, oob: &PyOob) -> Result<Option<String>, PyErr> {
     match oob.take_raised() {
-        Some(msg) => errors::raise(errors::host_kind(&e), format!("{e}; the out-of-band collective raised: {msg}")),
-        None => errors::host(e),
+        Some(raised) if !raised.is_instance_of::<PyException>(py) => Err(raised),
+        raised => Ok(raised.map(|r| r.to_string())),
     }
 }
 
@@ -79,7 +91,7 @@ impl PyComm {
         let given = oob.clone();
         match py.detach(|| Comm::builder(given, rank, nranks).local_rank(local).build()) {
             Ok(c) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
-            Err(e) => Err(oob_error(e, &oob)),
+            Err(e) => Err(oob_error(py, e, &oob)),
         }
     }
 
@@ -295,7 +307,7 @@ fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Boun
     let b = c.window(o.size).options(&o.window);
     match py.detach(|| b.alloc()) {
         Ok(w) => PyWindow::create(py, w),
-        Err(e) => Err(oob_error(e, c.oob())),
+        Err(e) => Err(oob_error(py, e, c.oob())),
     }
 }
 
@@ -310,9 +322,6 @@ fn alloc_device<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bo
     }
     match py.detach(|| b.alloc().map(Movable)) {
         Ok(w) => PyDeviceWindow::create(py, w),
-        Err(e) => {
-            let _ = c.oob().take_raised();
-            Err(errors::device(e))
-        }
+        Err(e) => Err(interrupt_or_message(py, c.oob()).err().unwrap_or_else(|| errors::device(e))),
     }
 }

@@ -124,7 +124,9 @@ impl PyDeviceWindow {
     ) -> PyResult<()> {
         let r = self.h.peer(rank)?;
         let off: usize = options::count(offset, "offset").map_err(errors::value)?;
-        let bytes: Vec<u8> = py.import("builtins")?.getattr("bytes")?.call1((data,))?.extract()?;
+        // `memoryview`, not `bytes`: `bytes(5)` would be five zero bytes.
+        let bytes: Vec<u8> =
+            py.import("builtins")?.getattr("memoryview")?.call1((data,))?.call_method0("tobytes")?.extract()?;
         self.h.run(py, Call::Quick, |w| w.0.write(r, off, &bytes))?.map_err(errors::device)
     }
 
@@ -139,8 +141,7 @@ impl PyDeviceWindow {
         let r = self.h.peer(rank)?;
         let off: usize = options::count(offset, "offset").map_err(errors::value)?;
         let n: usize = options::count(nbytes, "nbytes").map_err(errors::value)?;
-        let mut buf = vec![0u8; n];
-        self.h.run(py, Call::Quick, |w| w.0.read(r, off, &mut buf))?.map_err(errors::device)?;
+        let buf = self.h.run(py, Call::Quick, |w| w.0.read_vec(r, off, n))?.map_err(errors::device)?;
         Ok(PyBytes::new(py, &buf))
     }
 }

@@ -29,7 +29,8 @@ pub(crate) enum Route {
 }
 
 /// A [`Route`] as an [`Oob`], remembering the first Python exception raised
-/// inside it (its message becomes part of the error the caller sees).
+/// inside it (its message becomes part of the error the caller sees, or, for
+/// `KeyboardInterrupt` and `SystemExit`, it is raised again as it was).
 /// Clones share the route: the caller keeps one to read what was raised
 /// after the communicator's creation consumed the other.
 #[derive(Debug, Clone)]
@@ -38,7 +39,7 @@ pub(crate) struct PyOob(Arc<Shared>);
 #[derive(Debug)]
 struct Shared {
     route: Route,
-    raised: Mutex<Option<String>>,
+    raised: Mutex<Option<PyErr>>,
 }
 
 impl PyOob {
@@ -46,8 +47,8 @@ impl PyOob {
         Self(Arc::new(Shared { route, raised: Mutex::new(None) }))
     }
 
-    /// The message of the Python exception a collective raised, if one did (taken).
-    pub(crate) fn take_raised(&self) -> Option<String> {
+    /// The Python exception a collective raised, if one did (taken).
+    pub(crate) fn take_raised(&self) -> Option<PyErr> {
         self.0.raised.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 
@@ -55,7 +56,7 @@ impl PyOob {
         Python::attach(|py| {
             call(py).map_err(|e| {
                 let mut slot = self.0.raised.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                slot.get_or_insert_with(|| e.to_string());
+                slot.get_or_insert(e);
                 OobError { code: PYTHON_RAISED }
             })
         })

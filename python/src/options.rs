@@ -77,7 +77,9 @@ fn seconds(v: &Bound<'_, PyAny>) -> Result<Option<Duration>, String> {
     let s: f64 = v.extract().map_err(|_| format!("timeout must be a number of seconds, not {}", type_name(v)))?;
     match s {
         0.0 => Ok(None),
-        s if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
+        s if s > 0.0 => Duration::try_from_secs_f64(s)
+            .map(Some)
+            .map_err(|_| format!("timeout must be a finite number of seconds, not {s}")),
         s => Err(format!("timeout must be > 0 seconds (0: never), not {s}")),
     }
 }

@@ -82,3 +82,29 @@ except kpccl.Error as e:
         {"KPCCL_ASCEND": "bogus"},
     )
     assert "error: KPCCL_ASCEND" in out
+
+
+def test_device_copies_refuse_what_they_cannot_do(sim_env):
+    out = in_process(
+        """
+import kpccl
+comm = kpccl.Comm(1, 0, None, lambda d: d, lambda: None)
+with comm.alloc(64, memory="ascend", device=0) as dev:
+    dev.write(0, 0, b"abcdefgh")
+    for nbytes in (2**40, 2**64 - 1):  # checked before a buffer is allocated
+        try:
+            dev.read(0, 0, nbytes)
+        except ValueError as e:
+            print("read", nbytes, "ValueError", "outside rank 0's device segment" in str(e))
+    try:
+        dev.write(0, 0, 5)  # an int is not bytes-like (bytes(5) is five zeros)
+    except TypeError:
+        print("write int TypeError")
+    print("kept", dev.read(0, 0, 8).decode())
+""",
+        sim_env,
+    )
+    assert f"read {2**40} ValueError True" in out
+    assert f"read {2**64 - 1} ValueError True" in out
+    assert "write int TypeError" in out
+    assert "kept abcdefgh" in out

@@ -43,7 +43,8 @@ def test_bad_arguments():
         kpccl.Comm.from_env()
     comm = one_rank()
     for kwargs in ({"nbytes": -1}, {"nbytes": "x"}, {"nbytes": 2**70}, {"nbytes": 8, "layout": "bogus"},
-                   {"nbytes": 8, "align": 3}, {"nbytes": 8, "timeout": -1}, {"nbytes": 8, "memory": "gpu"},
+                   {"nbytes": 8, "align": 3}, {"nbytes": 8, "timeout": -1}, {"nbytes": 8, "timeout": 1e20},
+                   {"nbytes": 8, "timeout": float("inf")}, {"nbytes": 8, "memory": "gpu"},
                    {"nbytes": 8, "device": 1}, {"nbytes": 8, "memory": "ascend", "layout": "aligned"}):
         with pytest.raises(ValueError):
             comm.alloc(**kwargs)
@@ -60,6 +61,12 @@ def test_bad_arguments():
             win.try_wait(1)
     with pytest.raises(kpccl.Error, match="allgather returned"):
         kpccl.Comm(1, 0, None, lambda data: data + b"x", lambda: None)
+    # Ctrl-C and exit() inside a callable are raised as themselves, not as kpccl.Error.
+    for exc in (KeyboardInterrupt, SystemExit):
+        def interrupted(_data, exc=exc):
+            raise exc()
+        with pytest.raises(exc):
+            kpccl.Comm(1, 0, None, interrupted, lambda: None)
     comm.destroy()
     with pytest.raises(ValueError, match="destroyed"):
         comm.alloc(8)

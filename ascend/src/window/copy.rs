@@ -73,6 +73,15 @@ impl DeviceWindow {
         unsafe { self.copy(seg, src, dst.as_mut_ptr().cast(), dst.len(), Way::ToHost) }
     }
 
+    /// `len` bytes from `offset` in `rank`'s segment, in a new buffer: the
+    /// span is checked before the buffer is allocated.
+    pub fn read_vec(&self, rank: u32, offset: usize, len: usize) -> Result<Vec<u8>, Error> {
+        self.span(rank, offset, len)?;
+        let mut v = vec![0u8; len];
+        self.read(rank, offset, &mut v)?;
+        Ok(v)
+    }
+
     /// Copies `n` bytes between `host` and `at` in `seg`, the way `way` says,
     /// and waits for it: directly when `seg` is on this rank's device (its own
     /// memory, or imported on its owner's device: no limits), else through a
