@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 
 use kpccl_core::fence::{Poison, PoisonKind};
-use kpccl_core::sync::{AtomicU32, Ordering};
+use kpccl_core::sync::{AtomicU32, Ordering, fence};
 use kpccl_posix::Window;
 use pyo3::prelude::*;
 
@@ -96,6 +96,10 @@ pub(crate) struct Guarded<T> {
     win: Mutex<T>,
     /// 1 while the thread holding the turn is in a call that may wait for peers.
     waiting: AtomicU32,
+    /// Set by [`Guarded::abandon`] when another thread held the turn: that
+    /// thread abandons the window (its sleeping waits look every few
+    /// milliseconds, and it looks again as it gives the turn back).
+    abandon_asked: AtomicU32,
 }
 
 /// The call in another thread that a call would have waited behind.
@@ -137,7 +141,13 @@ impl<T> Drop for Turn<'_, T> {
 
 impl<T> Guarded<T> {
     fn new(w: T) -> Self {
-        Self { win: Mutex::new(w), waiting: AtomicU32::new(0) }
+        Self { win: Mutex::new(w), waiting: AtomicU32::new(0), abandon_asked: AtomicU32::new(0) }
+    }
+
+    /// Whether a thread asked for the window to be abandoned.
+    pub(crate) fn abandon_asked(&self) -> bool {
+        // SeqCst: see `abandon`.
+        self.abandon_asked.load(Ordering::SeqCst) != 0
     }
 
     /// This thread's turn for `call`. A rank's calls on a window never run
@@ -172,6 +182,32 @@ impl<T> Guarded<T> {
     /// The window, once nobody else holds it.
     pub(crate) fn into_inner(self) -> T {
         self.win.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<T: Fenced> Guarded<T> {
+    /// Abandons the window ([`abandon`]): now if no other thread holds the
+    /// turn, else through the thread that does, which must not wait for it
+    /// (its wait may be the one to end).
+    pub(crate) fn abandon(&self) {
+        // SeqCst, with the fence below and the one `wait::run_in_turn` runs
+        // after giving the turn back before it calls `abandon_if_asked`: of
+        // this thread finding the turn taken and the holder giving it back,
+        // one sees the other (the turn free, or the request).
+        self.abandon_asked.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.abandon_if_asked();
+    }
+
+    /// Abandons the window if a thread asked to and the turn is free.
+    pub(crate) fn abandon_if_asked(&self) {
+        if self.abandon_asked() {
+            match self.win.try_lock() {
+                Ok(w) => abandon(w.host()),
+                Err(TryLockError::Poisoned(e)) => abandon(e.into_inner().host()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
     }
 }
 
@@ -286,12 +322,11 @@ impl<T: Fenced> Fences for Handle<T> {
         self.run(py, Call::Quick, |w| w.host().poisoned().map(|p| p.error().to_string()))
     }
 
-    fn abandon_and_release(&self, py: Python<'_>) {
-        // With another thread of this rank in a wait on it, the window is
-        // let go as it is: that call ends as its peers decide (its own
-        // `free()` or this process's end tells them).
+    fn abandon_and_release(&self, _py: Python<'_>) {
+        // With another thread of this rank in a call on it, that thread
+        // abandons it (a wait within milliseconds, then failing).
         if let Some(w) = self.take() {
-            let _ = wait::run_in_turn(py, &w, Call::Quick, |w| abandon(w.host()));
+            w.abandon();
         }
     }
 

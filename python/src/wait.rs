@@ -11,6 +11,8 @@ use kpccl_posix::Window;
 use kpccl_posix::interrupt;
 use pyo3::prelude::*;
 
+use kpccl_core::sync::{Ordering, fence};
+
 use crate::handle::{Busy, Call, Fenced, Guarded, abandon};
 
 /// How often a sleeping wait checks for signals.
@@ -21,21 +23,34 @@ thread_local! {
     static CAUGHT: RefCell<Option<PyErr>> = const { RefCell::new(None) };
 }
 
-/// The check between sleeps; `window` is the address of the host window
-/// that [`run`] waits on.
-fn check(window: usize) {
+/// What the check between sleeps looks at.
+struct Watched<'a> {
+    /// The host window the wait is on, borrowed through the held turn.
+    host: &'a Window,
+    /// Whether another thread asked for it to be abandoned.
+    abandon_asked: &'a dyn Fn() -> bool,
+}
+
+/// The check between sleeps; `watched` is the address of the [`Watched`]
+/// of the wait [`run_in_turn`] runs: the window is abandoned when a signal
+/// handler raises, or when another thread asked for it.
+fn check(watched: usize) {
+    // SAFETY: `run_in_turn` installs this check with the address of a
+    // `Watched` on its stack, alive for the whole of the call in which the
+    // check runs, on this same thread; the window it borrows is used by this
+    // thread alone (the turn is held).
+    #[allow(unsafe_code)]
+    let watched = unsafe { &*(watched as *const Watched<'_>) };
+    if (watched.abandon_asked)() {
+        abandon(watched.host);
+        return;
+    }
     Python::attach(|py| {
         if let Err(e) = py.check_signals() {
             CAUGHT.with(|c| {
                 c.borrow_mut().get_or_insert(e);
             });
-            // SAFETY: `run` installs this check with the address of a window
-            // it borrows (through a held lock) for the whole of the call in
-            // which the check runs, on this same thread: the window is alive
-            // and only this thread uses it.
-            #[allow(unsafe_code)]
-            let w = unsafe { &*(window as *const Window) };
-            abandon(w);
+            abandon(watched.host);
         }
     });
 }
@@ -62,8 +77,18 @@ pub(crate) fn run_in_turn<T: Fenced, R: Send>(
 ) -> Result<PyResult<R>, Busy> {
     let out = py.detach(|| {
         let t = w.turn(call)?;
-        let host: *const Window = t.host();
-        Ok(interrupt::while_sleeping(CHECK_EVERY, check, host as usize, || op(&t)))
+        let asked = || w.abandon_asked();
+        let watched = Watched { host: t.host(), abandon_asked: &asked };
+        let out = interrupt::while_sleeping(CHECK_EVERY, check, core::ptr::from_ref(&watched) as usize, || op(&t));
+        // Asked while this thread held the turn, or as it gives it back.
+        if w.abandon_asked() {
+            abandon(t.host());
+        }
+        drop(t);
+        // SeqCst: see `Guarded::abandon`.
+        fence(Ordering::SeqCst);
+        w.abandon_if_asked();
+        Ok(out)
     });
     let caught = CAUGHT.with(|c| c.borrow_mut().take());
     out.map(|out| caught.map_or(Ok(out), Err))

@@ -36,3 +36,10 @@ def test_the_gil_is_released_during_a_wait(run):
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": "gil"}).expect_ok()
     # A Python thread counted while the main thread waited 0.45 s in a fence.
     assert int(value(job, "during")) > 10_000
+
+
+def test_leaving_a_with_block_abandons_even_while_another_thread_waits(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "abandon_while_waiting"}).expect_ok()
+    assert value(job, "raised") == "Error", job.stdout + job.stderr
+    assert float(value(job, "seconds")) < 2.0
+    assert value(job, "thread_wait") == "Error"

@@ -83,6 +83,39 @@ elif case == "interrupt":
 
     rank0_gives_up(win, KeyboardInterrupt, interrupted)
 
+elif case == "abandon_while_waiting":
+    # Rank 0 leaves a `with` block by an exception while a thread of its own
+    # waits on the window: the window is abandoned all the same, so rank 1's
+    # fence fails at once (not at its 8 s timeout), and so does the thread's wait.
+    if r == 0:
+        waited = []
+
+        def wait_for_a_signal(w):
+            try:
+                w.wait(1)
+            except kpccl.Error as e:
+                waited.append(type(e).__name__)
+
+        try:
+            with comm.alloc(64, timeout=8) as win:
+                th = threading.Thread(target=wait_for_a_signal, args=(win,))
+                th.start()
+                time.sleep(0.2)
+                raise RuntimeError("boom")
+        except RuntimeError:
+            pass
+        th.join(5)
+        say("thread_wait", waited[0] if waited else "still waiting")
+    else:
+        win = comm.alloc(64, timeout=8)
+        t = time.monotonic()
+        try:
+            win.peer_fence(0)
+        except kpccl.Error as e:
+            say("raised", type(e).__name__)
+            say("seconds", time.monotonic() - t)
+        free_anyway(win)
+
 elif case == "gil":
     win = comm.alloc(64)
     if r == 0:
