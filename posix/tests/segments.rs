@@ -113,3 +113,40 @@ fn a_failed_nameless_creation_leaves_no_node_directory() {
     assert_eq!(e.op, PlatformOp::Map, "{e:?}");
     assert!(!node.exists(), "the failed creation left the node directory {}", node.display());
 }
+
+/// A process forked from a rank (a helper, Python's multiprocessing) holds
+/// no descriptor of a segment: it would keep the window's memory after the
+/// window is freed.
+#[test]
+fn a_forked_child_holds_no_segment_file() {
+    let dir = ScratchDir::new("segtest", "fork");
+    let config = kpccl_posix::Config { shm_dir: dir.path().to_owned(), ..kpccl_posix::Config::default() };
+    let comm = kpccl_posix::Comm::builder(kpccl_testkit::Solo, 0, 1).config(config).build().unwrap();
+    let win = comm.window(1 << 20).alloc().unwrap();
+    let prefix = comm.segment_dir().as_os_str().as_encoded_bytes().to_vec();
+    let links: Vec<std::ffi::CString> =
+        (0..1024).map(|fd| std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap()).collect();
+    // SAFETY: the child calls only readlink and _exit (async-signal-safe)
+    // on memory prepared before the fork.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let mut target = [0u8; 4096];
+        let mut held = 0;
+        for link in &links {
+            // SAFETY: a NUL-terminated path and a buffer of its stated length.
+            let n = unsafe { libc::readlink(link.as_ptr(), target.as_mut_ptr().cast(), target.len()) };
+            if usize::try_from(n).is_ok_and(|n| target[..n].starts_with(&prefix)) {
+                held += 1;
+            }
+        }
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(held) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(child, &raw mut status, 0) }, child);
+    assert!(libc::WIFEXITED(status), "{status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "the child holds descriptors of the segment");
+    win.fence().unwrap();
+    win.free().unwrap();
+}

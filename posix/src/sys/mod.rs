@@ -1,8 +1,10 @@
 //! The crate's system calls, through rustix's safe wrappers: `unsafe` is left
 //! only around what rustix itself marks unsafe (mmap, munmap, madvise in
-//! `shm.rs`; the memory views are in `window/access.rs`), and around the
-//! one instruction that reads the thread pointer (`thread.rs`).
+//! `shm.rs`; the memory views are in `window/access.rs`), around the
+//! one instruction that reads the thread pointer (`thread.rs`), and around
+//! the fork handler that closes segment files in a child (`fork.rs`).
 
+mod fork;
 mod futex;
 mod shm;
 mod socket;

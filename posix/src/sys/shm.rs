@@ -19,15 +19,26 @@ pub(crate) struct Stat {
     pub(crate) inode: u64,
 }
 
-/// An open segment file.
+/// An open segment file, closed in forked children (`fork.rs`).
 #[derive(Debug)]
 pub(crate) struct Fd(OwnedFd);
 
+impl Drop for Fd {
+    fn drop(&mut self) {
+        super::fork::untrack(self.0.as_raw_fd());
+    }
+}
+
 impl Fd {
+    fn tracked(fd: OwnedFd) -> Self {
+        super::fork::track(fd.as_raw_fd());
+        Self(fd)
+    }
+
     /// Creates `path` exclusively, mode 0600, never following a link.
     pub(crate) fn create(path: &Path) -> io::Result<Self> {
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        Ok(Self(rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?))
+        Ok(Self::tracked(rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?))
     }
 
     /// Creates a file in the directory `dir` that has no name and never can
@@ -38,7 +49,7 @@ impl Fd {
     pub(crate) fn create_unnamed(dir: &Path) -> io::Result<Option<Self>> {
         let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::EXCL | OFlags::CLOEXEC;
         match rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) {
-            Ok(fd) => Ok(Some(Self(fd))),
+            Ok(fd) => Ok(Some(Self::tracked(fd))),
             // EISDIR: a kernel that reads O_TMPFILE as O_DIRECTORY alone.
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => Ok(None),
             Err(e) => Err(e.into()),
@@ -48,7 +59,7 @@ impl Fd {
     /// Opens the existing `path` read-write, never following a link.
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        Ok(Self(rustix::fs::open(path, flags, Mode::empty())?))
+        Ok(Self::tracked(rustix::fs::open(path, flags, Mode::empty())?))
     }
 
     /// Opens the file another process has open, through its
@@ -58,7 +69,7 @@ impl Fd {
     pub(crate) fn open_descriptor(proc_link: &Path) -> io::Result<Self> {
         // No O_NOFOLLOW: the /proc entry is a link by design, made by the kernel.
         let flags = OFlags::RDWR | OFlags::CLOEXEC;
-        Ok(Self(rustix::fs::open(proc_link, flags, Mode::empty())?))
+        Ok(Self::tracked(rustix::fs::open(proc_link, flags, Mode::empty())?))
     }
 
     /// The descriptor's number in this process.
