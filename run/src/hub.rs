@@ -13,6 +13,7 @@
 //! launcher knows it ([`Hub::rank_ended`]).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
 use std::net::Shutdown;
@@ -54,6 +55,9 @@ struct Shared {
     nranks: u32,
     uid: u32,
     addr: SocketAddr,
+    /// The listener, shut down to wake the acceptor when connecting to it
+    /// cannot (no descriptor left for the connection).
+    waker: UnixListener,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -80,7 +84,12 @@ struct State {
     /// The first failure the hub reported to ranks, in words.
     failure: Option<String>,
     stopping: bool,
-    conns: Vec<UnixStream>,
+    /// A second handle of every open connection (shut down to stop its
+    /// thread), by connection number; a connection's goes when it ends, so
+    /// that stray and finished ones hold no descriptor.
+    conns: HashMap<u64, UnixStream>,
+    /// Connections accepted so far.
+    accepted: u64,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -128,11 +137,15 @@ impl Hub {
         let socket = addr::unique();
         let addr = addr::parse(&socket)?;
         let listener = UnixListener::bind_addr(&addr)?;
+        // Two descriptors per connected rank, plus a few.
+        raise_open_file_limit(2 * u64::from(nranks) + 64);
+        let waker = listener.try_clone()?;
         let n = nranks as usize;
         let shared = Arc::new(Shared {
             nranks,
             uid: cred::my_uid(),
             addr,
+            waker,
             state: Mutex::new(State {
                 presence: vec![Presence::NotYet; n],
                 pids: vec![0; n],
@@ -146,7 +159,8 @@ impl Hub {
                 lost: None,
                 failure: None,
                 stopping: false,
-                conns: Vec::new(),
+                conns: HashMap::new(),
+                accepted: 0,
                 threads: Vec::new(),
             }),
             changed: Condvar::new(),
@@ -210,6 +224,12 @@ impl Hub {
         (0..).zip(&st.presence).filter(|(_, p)| **p == Presence::NotYet).map(|(r, _)| r).collect()
     }
 
+    /// The connections open now (for tests).
+    #[cfg(test)]
+    pub(crate) fn open_connections(&self) -> usize {
+        self.shared.lock().conns.len()
+    }
+
     /// Whether every rank has disconnected or exited.
     pub fn finished(&self) -> bool {
         self.shared.lock().gone == self.shared.nranks
@@ -225,7 +245,7 @@ impl Drop for Hub {
         };
         self.shared.changed.notify_all();
         self.shared.wake_acceptor();
-        for c in &conns {
+        for c in conns.values() {
             let _ = c.shutdown(Shutdown::Both);
         }
         if let Some(a) = self.acceptor.take() {
@@ -253,13 +273,16 @@ fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
             continue;
         };
         let Ok(clone) = stream.try_clone() else { continue };
+        let id = st.accepted;
+        st.accepted += 1;
         let worker = Arc::clone(shared);
-        let spawned = thread::Builder::new()
-            .name("kpccl-hub-conn".into())
-            .stack_size(THREAD_STACK)
-            .spawn(move || serve(&worker, &stream));
+        let spawned = thread::Builder::new().name("kpccl-hub-conn".into()).stack_size(THREAD_STACK).spawn(move || {
+            serve(&worker, &stream);
+            // Registered before the thread could get here: the acceptor holds the lock.
+            worker.lock().conns.remove(&id);
+        });
         if let Ok(t) = spawned {
-            st.conns.push(clone);
+            st.conns.insert(id, clone);
             st.threads.push(t);
         }
     }
@@ -454,9 +477,13 @@ impl Shared {
         }
     }
 
-    /// Makes the acceptor look at the state (it sits in `accept`).
+    /// Makes the acceptor look at the state (it sits in `accept`): with a
+    /// connection, else (no descriptor for one) by shutting the listener
+    /// down, which ends the acceptor's `accept` with an error.
     fn wake_acceptor(&self) {
-        let _ = UnixStream::connect_addr(&self.addr);
+        if UnixStream::connect_addr(&self.addr).is_err() {
+            let _ = rustix::net::shutdown(&self.waker, rustix::net::Shutdown::Both);
+        }
     }
 }
 
@@ -509,6 +536,19 @@ fn describe(ops: &[Op]) -> String {
         s.push_str(", …");
     }
     s
+}
+
+/// Raises this process's soft limit of open files to `wanted` (at most the
+/// hard limit), if it is lower: a hub holds two descriptors per connected
+/// rank, and 1 024 ranks would pass the usual soft limit of 1 024.
+fn raise_open_file_limit(wanted: u64) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    let soft = limit.current.unwrap_or(u64::MAX);
+    if soft < wanted {
+        limit.current = Some(limit.maximum.map_or(wanted, |hard| hard.min(wanted)));
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
 }
 
 #[cfg(test)]

@@ -132,6 +132,26 @@ fn hellos_are_checked() {
     let _one = connect(&hub, 1);
 }
 
+/// Connections that end (strays that never say hello, ranks that left)
+/// hold nothing in the hub: a job would otherwise run out of descriptors.
+#[test]
+fn ended_connections_hold_no_descriptor() {
+    use std::os::linux::net::SocketAddrExt as _;
+    use std::os::unix::net::{SocketAddr, UnixStream};
+    let hub = Hub::start(1).unwrap();
+    let name = hub.socket().strip_prefix('@').unwrap().to_owned();
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    for _ in 0..200 {
+        drop(UnixStream::connect_addr(&addr).unwrap());
+    }
+    let start = Instant::now();
+    while hub.open_connections() > 0 && start.elapsed() < T {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(hub.open_connections(), 0, "ended connections still held");
+    connect(&hub, 0).barrier().unwrap();
+}
+
 #[test]
 fn a_silent_peer_is_named_at_the_waiting_ranks_timeout() {
     let hub = Hub::start(2).unwrap();
