@@ -70,7 +70,14 @@ pub struct SegmentInfo {
 pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
     let mut found: BTreeMap<PathBuf, SegmentInfo> = BTreeMap::new();
     for path in named(dir)? {
-        let meta = fs::metadata(&path)?;
+        // Opened without following a link and without blocking (a FIFO put
+        // in its place), then judged by what was opened: a regular file of
+        // this user's. One that vanished or changed meanwhile is skipped.
+        let Ok(mut file) = open_plain(&path) else { continue };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() || meta.uid() != crate::sys::euid() {
+            continue;
+        }
         let creator = path.file_name().and_then(|n| sweep::creator(&n.to_string_lossy()));
         let alive = creator.as_ref().is_some_and(liveness::is_alive);
         let info = SegmentInfo {
@@ -79,7 +86,7 @@ pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
             creator_alive: alive,
             attached: Vec::new(),
             size: meta.len(),
-            nranks: File::open(&path).ok().and_then(|mut f| head(&mut f)).map(|h| h.nranks),
+            nranks: head(&mut file).map(|h| h.nranks),
             age: age(&meta),
             path: path.clone(),
         };
@@ -102,6 +109,12 @@ pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
         }
     }
     Ok(found.into_values().collect())
+}
+
+/// `path` opened for reading, never following a link nor blocking.
+fn open_plain(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)
 }
 
 /// A live window at `path`, read through one of the processes that map it;
