@@ -132,17 +132,24 @@ fn kpccl_run_usage_errors_exit_2() {
     }
 }
 
+/// A directory `/dev/shm/kpccl-<tag>-<pid>` of this test's, and the name in
+/// it of a segment of this user's whose creator is dead (pid 2^22 + 1 is
+/// above Linux's pid_max: never a live process), with serial `serial`.
+fn dir_and_dead_name(tag: &str, serial: u64) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let name = dir.join(format!("kpccl-{uid}-{}-5-{serial:016x}", (1 << 22) + 1));
+    (dir, name)
+}
+
 /// A rank killed by a signal is named, with the signal, to the others; and
 /// kpccl-run then sweeps the segment directory (here, of a dead creator's
 /// leftover planted for it: no window was made).
 #[test]
 fn a_killed_rank_is_named_with_its_signal_and_kpccl_run_sweeps_after_it() {
-    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runsweep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    // pid 2^22 + 1 is above Linux's pid_max: never a live process.
-    let dead = dir.join(format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 7));
+    let (dir, dead) = dir_and_dead_name("runsweep", 7);
     let foreign = dir.join("kpccl-not-a-segment");
     std::fs::write(&dead, b"x").unwrap();
     std::fs::write(&foreign, b"x").unwrap();
@@ -165,15 +172,10 @@ fn a_killed_rank_is_named_with_its_signal_and_kpccl_run_sweeps_after_it() {
 fn kpccl_run_lists_live_and_stale_segments_and_removes_the_stale_only() {
     use kpccl_core::layout::shared::{Header, MAGIC};
 
-    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runlist-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, stale) = dir_and_dead_name("runlist", 9);
     let config = kpccl_posix::Config { shm_dir: dir.clone(), ..kpccl_posix::Config::default() };
     let comm = kpccl_posix::Comm::builder(Solo, 0, 1).config(config).build().unwrap();
     let win = comm.window(8192).alloc().unwrap();
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    // pid 2^22 + 1 is above Linux's pid_max: never a live process.
-    let stale = dir.join(format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 9));
     let mut header = vec![0u8; size_of::<Header>()];
     header[..8].copy_from_slice(&MAGIC.to_ne_bytes());
     let at = core::mem::offset_of!(Header, nranks);
@@ -248,11 +250,7 @@ fn kpccl_run_lists_a_live_nameless_window_without_cap_sys_admin() {
 /// and judged by what was opened. Before, 14 of 60 listings hung so.
 #[test]
 fn kpccl_run_list_never_blocks_on_a_fifo() {
-    let dir = std::path::PathBuf::from(format!("/dev/shm/kpccl-runlist-fifo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let name = dir.join(format!("kpccl-{uid}-{}-5-{:016x}", (1 << 22) + 1, 9));
+    let (dir, name) = dir_and_dead_name("runlist-fifo", 9);
     let (file, fifo) = (dir.join("file.tmp"), dir.join("fifo.tmp"));
     let fifo_c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     let stop = std::sync::Arc::new(kpccl_core::sync::AtomicU32::new(0));
