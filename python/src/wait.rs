@@ -7,11 +7,10 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
+use kpccl_core::sync::{Ordering, fence};
 use kpccl_posix::Window;
 use kpccl_posix::interrupt;
 use pyo3::prelude::*;
-
-use kpccl_core::sync::{Ordering, fence};
 
 use crate::handle::{Busy, Call, Fenced, Guarded, abandon};
 
