@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io;
+use std::io::{self, Read};
 use std::net::Shutdown;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::process::ExitStatus;
@@ -224,10 +224,11 @@ impl Hub {
         (0..).zip(&st.presence).filter(|(_, p)| **p == Presence::NotYet).map(|(r, _)| r).collect()
     }
 
-    /// The connections open now (for tests).
+    /// Connections accepted so far, and those of them open now (for tests).
     #[cfg(test)]
-    pub(crate) fn open_connections(&self) -> usize {
-        self.shared.lock().conns.len()
+    pub(crate) fn connections(&self) -> (u64, usize) {
+        let st = self.shared.lock();
+        (st.accepted, st.conns.len())
     }
 
     /// Whether every rank has disconnected or exited.
@@ -316,9 +317,18 @@ fn serve(shared: &Shared, stream: &UnixStream) {
 }
 
 /// Reads and checks the hello; claims and returns the rank.
+/// What a refused peer may still send before its connection closes, at most.
+const LINGER_BYTES: u64 = 64 << 10;
+
 fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
     let refuse = |reason| {
         let _ = Msg::fail(reason).write_to(stream);
+        // Closed with the peer's hello unread, the connection would be reset
+        // under it (its write fails, the refusal unread): let it finish
+        // writing and read to its end, within the hello's time.
+        let _ = stream.shutdown(Shutdown::Write);
+        let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
+        let _ = io::copy(&mut Read::take(stream, LINGER_BYTES), &mut io::sink());
         None
     };
     let (uid, pid) = cred::peer(stream).ok()?;
