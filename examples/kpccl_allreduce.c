@@ -49,6 +49,19 @@
  * other way (see struct copy_way). Streaming needs SSE2 (x86-64); elsewhere,
  * and below 32 KiB, the copies are cached.
  *
+ * The output only its rank reads, but a large one cannot stay in the caches
+ * until the call returns: the call reads as much input, and the ranks that
+ * share a CPU write their outputs too. A cached store then first reads each
+ * line from memory and later writes it back; a non-temporal store writes it
+ * once. So vectors above four times a CPU's L2 cache, divided among the ranks
+ * that share the CPU, are written out streamed (--stream-output changes the
+ * size). Measured on 2 cores with 1 MiB of L2 each, alternating jobs, the
+ * time over that with cached output: 2 ranks, 16 MiB 0.91-0.95; 4 ranks,
+ * 4 MiB 0.74-1.11 and 16 MiB 0.84-0.88; 8 ranks, 4 MiB 0.76-1.03 and 16 MiB
+ * 0.68-1.02. Smaller outputs stay in cache for the caller: at 2 ranks,
+ * streamed output made 1 MiB 1.5-1.6 times slower, and 4 MiB 0.8-1.7
+ * depending on where the vCPUs ran.
+ *
  * Reuse without an extra fence: a call (or chunk) writes its input into the
  * segment before its first fence, while a peer may still be reading the
  * previous one's data. The large path's input buffer was last read (step 2)
@@ -60,7 +73,7 @@
  *
  *   mpicc -O2 -I include kpccl_allreduce.c -lkpccl -o allreduce
  *   mpirun -np 4 ./allreduce [--max BYTES] [--small BYTES] [--chunk BYTES] [--rounds R] [--results FILE]
- *                            [--copies cached|streamed|auto]
+ *                            [--copies cached|streamed|auto] [--stream-output BYTES]
  *
  * main() checks the result exactly (the inputs are small integers, so every
  * order of summing gives the same doubles) against the expected sums and
@@ -69,8 +82,9 @@
  * the largest vector (bytes) reduced by every rank whole (default or 0: 256
  * bytes, or 1 KiB when ranks outnumber the CPUs), --chunk the large path's
  * chunk (default 1 MiB), --copies how the large path writes what peers read
- * (default auto: learnt while running, see above);
- * --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
+ * (default auto: learnt while running, see above), --stream-output the
+ * largest vector (bytes) whose output is written cached (default or 0: see
+ * above); --results appends each measurement to FILE as `key<TAB>ns<TAB>t1,t2,...`
  * (for the project's benchmark suite). Exit status 0 when verified.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
@@ -136,6 +150,7 @@ struct win_allreduce {
     int rank, nranks;
     size_t chunk;      /* the large path reduces vectors this many doubles at a time */
     size_t small;      /* vectors of at most this many doubles: every rank reduces all */
+    size_t stream_out; /* vectors of more than this many doubles: the output is streamed to memory */
     double **input;    /* input[r]: rank r's copy of its input, in its segment */
     double **share;    /* share[r]: rank r's reduced share */
     double **buffer[2];/* buffer[p][r]: rank r's small-path buffer p */
@@ -169,15 +184,18 @@ static void free_tables(struct win_allreduce *a)
 
 /* Collective: an allreduce context that reduces vectors of up to `small`
  * doubles whole on every rank, and larger ones `chunk` doubles at a time;
- * `copies`: COPIES_CACHED, COPIES_STREAMED or COPIES_AUTO (learnt). */
+ * `copies`: COPIES_CACHED, COPIES_STREAMED or COPIES_AUTO (learnt); vectors
+ * of more than `stream_out` doubles write their output with non-temporal
+ * stores. */
 static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, int rank, int nranks, size_t small,
-                              size_t chunk, int copies)
+                              size_t chunk, int copies, size_t stream_out)
 {
     memset(a, 0, sizeof *a);
     a->rank = rank;
     a->nranks = nranks;
     a->chunk = chunk > (size_t)nranks ? chunk : (size_t)nranks;
     a->small = small;
+    a->stream_out = HAVE_STREAMING ? stream_out : SIZE_MAX;
     a->copies = HAVE_STREAMING ? copies : COPIES_CACHED;
     for (int c = 0; c < SIZE_CLASSES; c++)
         a->ways[c] = (struct copy_way){.trial_at = 3, .backoff = 4}; /* chunk 0 (cold) is not timed */
@@ -209,20 +227,25 @@ static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, in
     return KPCCL_OK;
 }
 
-static void copy_input(double *dst, const double *src, size_t n, int stream);
+static void copy_doubles(double *dst, const double *src, size_t n, int stream);
+
+/* How the large path writes: what peers read (`shared`) and the output. */
+struct ways {
+    int shared, output; /* non-temporal stores (see copy_doubles) */
+};
 
 /* dst[0..n) = src[0][at..at+n) + src[1][at..at+n) + ... + src[nranks-1][at..at+n),
  * added in rank order, so that every rank gets the same bits; also copied to
- * `copy` (when not NULL) while each block is still in L1; with `stream`, dst
- * is written with non-temporal stores (see copy_input). */
+ * `copy` (when not NULL) while each block is still in L1; `way.shared` is how
+ * dst is written, `way.output` how `copy` is. */
 static void sum_ranks(double *restrict dst, double *copy, const double *const *src, int nranks, size_t at, size_t n,
-                      int stream)
+                      struct ways way)
 {
     double block[BLOCK_DOUBLES];
     for (size_t b = 0; b < n; b += BLOCK_DOUBLES) {
         size_t len = n - b < BLOCK_DOUBLES ? n - b : BLOCK_DOUBLES;
         /* Streamed, the sum is made in `block` and then written out. */
-        double *restrict d = stream ? block : dst + b;
+        double *restrict d = way.shared ? block : dst + b;
         for (int r = 0; r < nranks; r++) {
             /* `copy` may be an input (in place): it is written after the last read of this block. */
             const double *restrict s = src[r] + at + b;
@@ -233,17 +256,17 @@ static void sum_ranks(double *restrict dst, double *copy, const double *const *s
                 for (size_t i = 0; i < len; i++)
                     d[i] += s[i];
         }
-        if (stream)
-            copy_input(dst + b, block, len, 1);
+        if (way.shared)
+            copy_doubles(dst + b, block, len, 1);
         if (copy)
-            memcpy(copy + b, d, len * sizeof(double));
+            copy_doubles(copy + b, d, len, way.output);
     }
 }
 
 /* dst[0..n) = src[0..n); with `stream`, by non-temporal stores, which go to
  * memory instead of this core's cache (the fence after the copy orders them:
  * the sfence makes them visible before its release store). */
-static void copy_input(double *dst, const double *src, size_t n, int stream)
+static void copy_doubles(double *dst, const double *src, size_t n, int stream)
 {
 #if HAVE_STREAMING
     if (stream) {
@@ -315,30 +338,30 @@ static void learn(struct copy_way *w, double cost)
     w->best = 0;
 }
 
-/* Reduce-scatter then allgather of one chunk (count <= a->chunk); `stream`:
- * what peers read is written with non-temporal stores. */
-static int large_step(struct win_allreduce *a, const double *in, double *out, size_t count, int stream)
+/* Reduce-scatter then allgather of one chunk (count <= a->chunk), written
+ * the ways `way` says. */
+static int large_step(struct win_allreduce *a, const double *in, double *out, size_t count, struct ways way)
 {
     /* Peers read only their own shares of this rank's input: this rank's
      * share stays in `in`, where step 2 reads it. */
     size_t lo, hi;
     share_of(count, a->rank, a->nranks, &lo, &hi);
     double *mine = a->input[a->rank];
-    copy_input(mine, in, lo, stream);
-    copy_input(mine + hi, in + hi, count - hi, stream);
+    copy_doubles(mine, in, lo, way.shared);
+    copy_doubles(mine + hi, in + hi, count - hi, way.shared);
     if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
         return KPCCL_ERROR;
     for (int r = 0; r < a->nranks; r++)
         a->sources[r] = r == a->rank ? in : a->input[r];
     /* The share goes to the segment (for the peers) and to `out` at once. */
-    sum_ranks(a->share[a->rank], out + lo, a->sources, a->nranks, lo, hi - lo, stream);
+    sum_ranks(a->share[a->rank], out + lo, a->sources, a->nranks, lo, hi - lo, way);
     if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
         return KPCCL_ERROR;
     for (int r = 0; r < a->nranks; r++) {
         if (r == a->rank)
             continue;
         share_of(count, r, a->nranks, &lo, &hi);
-        memcpy(out + lo, a->share[r], (hi - lo) * sizeof(double));
+        copy_doubles(out + lo, a->share[r], hi - lo, way.output);
     }
     return KPCCL_OK;
 }
@@ -357,7 +380,7 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
         memcpy(buf[a->rank], in, count * sizeof(double));
         if (kpccl_shm_win_fence(a->win) != KPCCL_OK)
             return KPCCL_ERROR;
-        sum_ranks(out, NULL, (const double *const *)buf, a->nranks, 0, count, 0);
+        sum_ranks(out, NULL, (const double *const *)buf, a->nranks, 0, count, (struct ways){0, 0});
         return KPCCL_OK;
     }
     /* Chunk by chunk: the segments stay in cache between a rank's copy and
@@ -368,7 +391,8 @@ static int win_allreduce(struct win_allreduce *a, const double *in, double *out,
         /* The way learnt for chunks of this size, if it is learnt. */
         struct copy_way *w = a->copies == COPIES_AUTO && len >= LEARNT_DOUBLES ? &a->ways[size_class(len)] : NULL;
         double t = w ? seconds() : 0;
-        if (large_step(a, in + at, out + at, len, w ? next_way(w) : a->copies == COPIES_STREAMED) != KPCCL_OK)
+        struct ways way = {w ? next_way(w) : a->copies == COPIES_STREAMED, count > a->stream_out};
+        if (large_step(a, in + at, out + at, len, way) != KPCCL_OK)
             return KPCCL_ERROR;
         if (w)
             learn(w, (seconds() - t) / (double)len);
@@ -472,13 +496,29 @@ static void append(const char *path, const char *key, const double *secs, int n)
     fclose(f);
 }
 
+/* The default of --stream-output: four times a CPU's L2 cache, shared by the
+ * ranks on it (see the header). */
+static size_t default_stream_output(int nranks, long cpus)
+{
+    long l2 = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    if (l2 <= 0)
+        l2 = 1 << 20;
+    if (cpus < 1)
+        cpus = 1;
+    size_t per_cpu = ((size_t)nranks + (size_t)cpus - 1) / (size_t)cpus;
+    return 4 * (size_t)l2 / per_cpu;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     int n;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    size_t max_bytes = 16u << 20, small_bytes = 0, chunk_bytes = 1u << 20;
+    size_t max_bytes = 16u << 20, small_bytes = 0, chunk_bytes = 1u << 20, stream_bytes = 0;
     int rounds = 5, copies = COPIES_AUTO;
     const char *results = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -488,6 +528,8 @@ int main(int argc, char **argv)
             small_bytes = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--chunk"))
             chunk_bytes = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--stream-output"))
+            stream_bytes = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--rounds"))
             rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--results"))
@@ -505,7 +547,7 @@ int main(int argc, char **argv)
         if (me == 0)
             fprintf(stderr,
                     "usage: %s [--max BYTES (8..1 GiB)] [--small BYTES] [--chunk BYTES] [--rounds R] [--results FILE] "
-                    "[--copies cached|streamed|auto]\n",
+                    "[--copies cached|streamed|auto] [--stream-output BYTES]\n",
                     argv[0]);
         MPI_Finalize();
         return 2;
@@ -518,9 +560,13 @@ int main(int argc, char **argv)
     struct win_allreduce a;
     size_t capacity = max_bytes / sizeof(double);
     /* Two fences cost little while every rank has a CPU; a hand-off when ranks share them. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (small_bytes == 0)
-        small_bytes = n <= sysconf(_SC_NPROCESSORS_ONLN) ? 256 : 1024;
-    TRY(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double), copies));
+        small_bytes = n <= cpus ? 256 : 1024;
+    if (stream_bytes == 0)
+        stream_bytes = default_stream_output(n, cpus);
+    TRY(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double), copies,
+                           stream_bytes / sizeof(double)));
     double *in = malloc(capacity * sizeof(double));
     double *out = malloc(capacity * sizeof(double));
     double *ref = malloc(capacity * sizeof(double));
@@ -533,11 +579,14 @@ int main(int argc, char **argv)
     const char *way = a.copies == COPIES_AUTO ? "cached or streamed, as learnt"
                       : a.copies == COPIES_STREAMED ? "streamed to memory"
                                                     : "cached";
+    char output[64] = "output cached";
+    if (a.stream_out != SIZE_MAX)
+        snprintf(output, sizeof output, "output streamed above %zu bytes", a.stream_out * sizeof(double));
     if (me == 0)
         printf("allreduce of doubles, %d ranks (vectors up to %zu bytes: every rank reduces all; larger: "
-               "copies for peers %s)\n"
+               "copies for peers %s, %s)\n"
                "%10s %14s %14s %8s\n",
-               n, a.small * sizeof(double), way, "bytes", "kpccl", "MPI", "ratio");
+               n, a.small * sizeof(double), way, output, "bytes", "kpccl", "MPI", "ratio");
     long wrong_all = 0;
     /* 8 bytes, then 16, 64, 256, ... (powers of 4) up to --max. */
     for (size_t bytes = 8; bytes <= max_bytes; bytes = bytes == 8 ? 16 : bytes * 4) {

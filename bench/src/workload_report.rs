@@ -192,7 +192,9 @@ fn allreduce_table(w: &mut String, r: &Results, svg: Option<&str>) {
          The example users copy: a sum of doubles through a kpccl window — up to 256 B (2 ranks) \
          or 1 KiB (4 and 8 ranks on 2 cores) every rank reduces the whole vector after one window \
          fence; above, 1 MiB at a time, each rank reduces its 1/N share reading its peers' segments \
-         in place, a fence, and every rank gathers the shares (two fences). \
+         in place, a fence, and every rank gathers the shares (two fences); outputs larger than \
+         four times a core's L2 cache, divided among the ranks sharing the core, are written with \
+         non-temporal stores. \
          Every size is first checked exactly against the expected sums and `MPI_Allreduce`; then \
          both are timed in the same job, interleaved ({ALLREDUCE_ROUNDS} samples each of about 5 ms of \
          calls). Time per call of the slowest rank, median; × is kpccl over `MPI_Allreduce`.\n"

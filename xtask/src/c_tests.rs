@@ -23,7 +23,8 @@
 //! 6. With MPI, `examples/kpccl_hybrid_allreduce.c` runs on 8 ranks as one
 //!    node, 2 and 4 simulated nodes, verified against `MPI_Allreduce`; the
 //!    time ratio it prints is shown. `examples/kpccl_allreduce.c` runs on 2
-//!    and 4 ranks and must verify every size up to 256 KiB.
+//!    and 4 ranks and must verify every size up to 256 KiB, its copies for
+//!    peers made each way, and with its output streamed.
 //! 7. No `/dev/shm/kpccl-*` entry may be left behind.
 //!
 //! `examples/kpccl_peer_fence.c`, the reference example with its two
@@ -156,12 +157,15 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
         // Up to 256 KiB in chunks of 64 KiB: both of its algorithms, chunks
         // reusing the window, each size checked on three calls.
         let program = compile(cfg, mpi, &lib, Path::new(ALLREDUCE), &out)?;
-        // The copies as learnt while running, then each way for sure.
-        for copies in ["auto", "cached", "streamed"] {
-            let args = ["--max", "262144", "--chunk", "65536", "--rounds", "1", "--copies", copies];
+        // The copies as learnt while running, then each way for sure; then
+        // the output streamed from 128 KiB (where stores can be streamed).
+        let ways =
+            [["--copies", "auto"], ["--copies", "cached"], ["--copies", "streamed"], ["--stream-output", "65536"]];
+        for way in ways {
+            let args = [&["--max", "262144", "--chunk", "65536", "--rounds", "1"], &way[..]].concat();
             for n in [2, 4] {
                 let run = verified(cfg, mpi, &program, (n, &[]), &args, None);
-                table.record(&format!("kpccl_allreduce --copies {copies}"), &mpi.describe(n), &run);
+                table.record(&format!("kpccl_allreduce {}", way.join(" ")), &mpi.describe(n), &run);
             }
         }
     }
