@@ -17,6 +17,7 @@ extern "C" {
 
 typedef int aclError;
 typedef void *aclrtStream;
+typedef void *aclrtContext;
 
 typedef enum aclrtMemMallocPolicy {
     ACL_MEM_MALLOC_HUGE_FIRST = 0,
@@ -68,6 +69,8 @@ aclError aclInit(const char *configPath);
 aclError aclFinalize(void);
 aclError aclrtSetDevice(int32_t deviceId);
 aclError aclrtResetDevice(int32_t deviceId);
+aclError aclrtGetCurrentContext(aclrtContext *context);
+aclError aclrtSetCurrentContext(aclrtContext context);
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
 aclError aclrtFree(void *devPtr);
 aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use libloading::Library;
 
 use crate::codes::ACL_IPC_KEY_LEN;
-use crate::runtime::{AclResult, AclRuntime, AclStream, IpcKey, Memcpy, check};
+use crate::runtime::{AclContext, AclResult, AclRuntime, AclStream, IpcKey, Memcpy, check};
 
 /// The library's file name.
 pub const LIBRARY: &str = "libascendcl.so";
@@ -64,6 +64,8 @@ pub struct AclApi {
     finalize: FnV,
     set_device: FnI,
     reset_device: FnI,
+    get_current_context: unsafe extern "C" fn(*mut *mut c_void) -> i32,
+    set_current_context: FnP,
     malloc: unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> i32,
     free: unsafe extern "C" fn(*mut c_void) -> i32,
     memcpy: unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, u32) -> i32,
@@ -134,6 +136,8 @@ impl AclApi {
             get!("aclFinalize"),
             get!("aclrtSetDevice"),
             get!("aclrtResetDevice"),
+            get!("aclrtGetCurrentContext"),
+            get!("aclrtSetCurrentContext"),
             get!("aclrtMalloc"),
             get!("aclrtFree"),
             get!("aclrtMemcpy"),
@@ -157,6 +161,8 @@ impl AclApi {
             Some(finalize),
             Some(set_device),
             Some(reset_device),
+            Some(get_current_context),
+            Some(set_current_context),
             Some(malloc),
             Some(free),
             Some(memcpy),
@@ -184,6 +190,8 @@ impl AclApi {
             finalize,
             set_device,
             reset_device,
+            get_current_context,
+            set_current_context,
             malloc,
             free,
             memcpy,
@@ -289,6 +297,18 @@ impl AclRuntime for AclBackend {
     fn reset_device(&self, device: i32) -> AclResult<()> {
         // SAFETY: plain integer argument.
         check(unsafe { (self.api.reset_device)(device) })
+    }
+
+    fn get_current_context(&self) -> AclResult<AclContext> {
+        let mut c = core::ptr::null_mut();
+        // SAFETY: `c` is a valid out pointer.
+        check(unsafe { (self.api.get_current_context)(&raw mut c) })?;
+        Ok(AclContext(c as usize))
+    }
+
+    fn set_current_context(&self, context: AclContext) -> AclResult<()> {
+        // SAFETY: an opaque handle the runtime gave; it checks it.
+        check(unsafe { (self.api.set_current_context)(context.0 as *mut c_void) })
     }
 
     fn malloc(&self, size: usize, policy: u32) -> AclResult<*mut c_void> {

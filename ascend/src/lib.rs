@@ -24,7 +24,7 @@ pub mod sim;
 pub mod window;
 
 pub use backend::{BackendError, Runtime};
-pub use runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
+pub use runtime::{AclContext, AclError, AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
 pub use window::{DeviceSegment, DeviceWindow, DeviceWindowBuilder, PutGet};
 
 /// The environment variables of device windows and of the simulator.

@@ -69,6 +69,12 @@ impl fmt::Display for AclError {
 
 impl std::error::Error for AclError {}
 
+/// An `aclrtContext`: the opaque handle of a device context (the windows use
+/// a device's default context, which `aclrtSetDevice` makes), held as an
+/// integer like [`AclStream`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AclContext(pub usize);
+
 /// An `aclrtStream`: an opaque handle the runtime returns from `aclrtCreateStream`.
 ///
 /// It holds the handle's address as an integer, so it is `Send` and a binding can
@@ -158,6 +164,13 @@ pub trait AclRuntime {
     fn set_device(&self, device: i32) -> AclResult<()>;
     /// `aclrtResetDevice(device)`.
     fn reset_device(&self, device: i32) -> AclResult<()>;
+    /// `aclrtGetCurrentContext(&context)`: the calling thread's context
+    /// (`ACL_ERROR_RT_CONTEXT_NULL` when it has none).
+    fn get_current_context(&self) -> AclResult<AclContext>;
+    /// `aclrtSetCurrentContext(context)`: makes `context`, and so its device,
+    /// current on the calling thread. Unlike `aclrtSetDevice` it counts
+    /// nothing: switching back and forth needs no `aclrtResetDevice`.
+    fn set_current_context(&self, context: AclContext) -> AclResult<()>;
     /// `aclrtMalloc(&ptr, size, policy)` on the current device.
     fn malloc(&self, size: usize, policy: u32) -> AclResult<*mut c_void>;
     /// `aclrtFree(ptr)`.

@@ -38,8 +38,10 @@ fn missing_library_is_named() {
 fn missing_symbols_are_named() {
     let err = AclApi::open(Path::new("libc.so.6")).unwrap_err();
     let LoadError::Symbols { missing, .. } = &err else { panic!("{err}") };
-    // The 15 calls of the IPC contract and the 6 of streams, async copies and host memory.
-    assert_eq!(missing.len(), 21);
+    // The 15 calls of the IPC contract, the 6 of streams, async copies and
+    // host memory, and the 2 of the thread's context.
+    assert_eq!(missing.len(), 23);
+    assert!(err.to_string().contains("aclrtSetCurrentContext"), "{err}");
     assert!(err.to_string().contains("aclrtIpcMemImportByKey"), "{err}");
     assert!(err.to_string().contains("aclrtMemcpyAsync"), "{err}");
 }

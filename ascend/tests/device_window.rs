@@ -10,12 +10,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kpccl_ascend::codes::{
-    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-    ACL_ERROR_RT_INVALID_DEVICEID, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_DRV_INTERNAL_ERROR,
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT, ACL_ERROR_RT_INVALID_DEVICEID, ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
 };
 use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Collective, Error, Failure, Fault, Setting};
-use kpccl_ascend::{DeviceWindow, Memcpy, sim::HostSim};
+use kpccl_ascend::{AclResult, DeviceWindow, Memcpy, sim::HostSim};
 use kpccl_posix::{Comm, Oob};
 use kpccl_run::{Launch, RunOob};
 use kpccl_testkit::{FailingOob, INJECTED, ScratchDir, When, entries};
@@ -63,6 +64,7 @@ fn rank_main() {
     let comm = Comm::new(oob, rank, n).expect("communicator");
     let result = match case.as_str() {
         "handoff" => handoff(&comm),
+        "user_devices" => user_devices(&comm),
         "mixed_kinds" => mixed_kinds(&comm),
         "unwhitelisted" => unwhitelisted(&comm),
         "bad_device" => bad_device(&comm),
@@ -144,6 +146,44 @@ fn handoff<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
         other => return Err(format!("a read past the end gave {other:?}")),
     }
     w.free().map_err(e)
+}
+
+/// Two windows on two devices of one thread, while the thread's own current
+/// device is a third: each call makes its window's device current, then sets
+/// the user's back, and neither window disturbs the other.
+fn user_devices<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let rt = kpccl_ascend::backend::from_env().map_err(|err| err.to_string())?;
+    let acl = |what: &str, r: AclResult<()>| r.map_err(|err| format!("the user's {what}: {err}"));
+    acl("aclInit", rt.init().or_else(|err| if err.code() == ACL_ERROR_REPEAT_INITIALIZE { Ok(()) } else { Err(err) }))?;
+    acl("aclrtSetDevice", rt.set_device(7))?;
+    let users = rt.get_current_context().map_err(|err| format!("the user's context: {err}"))?;
+    let still_users = |after: &str| match rt.get_current_context() {
+        Ok(c) if c == users => Ok(()),
+        other => Err(format!("after {after}, the thread's context is {other:?}, not the user's {users:?}")),
+    };
+    let windows = [0, 1].map(|d| DeviceWindow::builder(comm, SEG).device(2 * me as i32 + d).alloc());
+    let [a, b] = windows.map(|w| w.map_err(e));
+    let windows = [a?, b?];
+    still_users("creating the windows")?;
+    let mut got = vec![0u8; SEG];
+    for round in 0..3 {
+        for (i, w) in (0..).zip(&windows) {
+            w.write((me + 1) % n, 0, &pattern(me, round * 2 + i)).map_err(e)?;
+            w.fence().map_err(e)?;
+            w.read(me, 0, &mut got).map_err(e)?;
+            if got != pattern((me + n - 1) % n, round * 2 + i) {
+                return Err(format!("round {round}: window {i} holds the wrong data"));
+            }
+            w.fence().map_err(e)?;
+            still_users(&format!("round {round} on window {i}"))?;
+        }
+    }
+    for w in windows {
+        w.free().map_err(e)?;
+        still_users("a free")?;
+    }
+    Ok(())
 }
 
 /// Rank 0 asks for a host window, the others for device windows: all fail.
@@ -324,6 +364,11 @@ fn pid_validation_can_be_disabled_on_every_rank() {
 }
 
 #[test]
+fn windows_on_two_devices_of_one_thread_leave_the_users_device_current() {
+    launch(2, "user_devices", &[]);
+}
+
+#[test]
 fn handoff_on_2_and_4_ranks_on_distinct_devices() {
     launch(2, "handoff", &[]);
     launch(4, "handoff", &[]);
@@ -337,7 +382,7 @@ fn simlib_dir() -> Option<PathBuf> {
 }
 
 #[test]
-fn handoff_through_the_simulator_library_as_libascendcl() {
+fn handoff_and_user_devices_through_the_simulator_library_as_libascendcl() {
     let Some(dir) = simlib_dir() else {
         use std::io::Write;
         let _ = writeln!(std::io::stderr(), "SKIP: libascendcl.so (kpccl-ascend-simlib) is not built");
@@ -346,6 +391,7 @@ fn handoff_through_the_simulator_library_as_libascendcl() {
     let dir = dir.to_string_lossy().into_owned();
     launch(2, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
     launch(4, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
+    launch(2, "user_devices", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
 }
 
 #[test]

@@ -21,9 +21,10 @@ pub(crate) struct Movable(pub(crate) DeviceWindow);
 // SAFETY: a DeviceWindow is !Send only for the raw device addresses it keeps.
 // They are never dereferenced on the host: they are passed to the runtime,
 // which is `Send + Sync`, and every call of the window that uses them first
-// makes its device current on the calling thread (`on_this_thread`). The
-// rest is a host window (`Send`) and plain data. It is used by one thread at
-// a time (behind the handle's lock).
+// makes the window's device context current on the calling thread, and sets
+// the thread's own back after (`DeviceState::on_device`). The rest is a
+// host window (`Send`) and plain data. It is used by one thread at a time
+// (behind the handle's lock).
 #[allow(unsafe_code)]
 unsafe impl Send for Movable {}
 

@@ -5,7 +5,7 @@ use core::ffi::{c_char, c_void};
 
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::HostSim;
-use kpccl_ascend::{AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
+use kpccl_ascend::{AclContext, AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
 
 fn rt() -> HostSim {
     HostSim::new()
@@ -87,6 +87,22 @@ pub extern "C" fn aclrtSetDevice(device_id: i32) -> i32 {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDevice(device_id: i32) -> i32 {
     code(rt().reset_device(device_id))
+}
+
+/// `aclError aclrtGetCurrentContext(aclrtContext *context)`.
+///
+/// # Safety
+/// `context` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut *mut c_void) -> i32 {
+    // SAFETY: NULL or writable per the caller.
+    unsafe { answer(context, || rt().get_current_context().map(|c| c.0 as *mut c_void)) }
+}
+
+/// `aclError aclrtSetCurrentContext(aclrtContext context)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetCurrentContext(context: *mut c_void) -> i32 {
+    code(rt().set_current_context(AclContext(context as usize)))
 }
 
 /// `aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`.

@@ -8,7 +8,7 @@ use super::registry::{self, Importer, Record, WlEntry};
 use super::state::{self, Alloc, Import};
 use super::{Chip, HostSim, copylog, device_count, procinfo, stream};
 use crate::codes::*;
-use crate::runtime::{AclError, AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
+use crate::runtime::{AclContext, AclError, AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
 
 fn fail<T>(code: i32) -> AclResult<T> {
     Err(AclError::new(code))
@@ -50,6 +50,10 @@ fn is_p2p_policy(policy: u32) -> bool {
         ACL_MEM_MALLOC_HUGE_FIRST_P2P | ACL_MEM_MALLOC_HUGE_ONLY_P2P | ACL_MEM_MALLOC_NORMAL_ONLY_P2P | 7
     )
 }
+
+/// The handle of device 0's default context; device `d`'s is this plus `d`
+/// (made-up addresses: a context is only ever compared and passed back).
+const CONTEXT_BASE: usize = 0x6b70_0000;
 
 fn valid_device(dev: i32) -> AclResult<()> {
     if (0..device_count()).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
@@ -193,6 +197,17 @@ impl AclRuntime for HostSim {
     fn set_device(&self, device: i32) -> AclResult<()> {
         valid_device(device)?;
         state::set_current(device);
+        Ok(())
+    }
+
+    fn get_current_context(&self) -> AclResult<AclContext> {
+        Ok(AclContext(CONTEXT_BASE + current()? as usize))
+    }
+
+    fn set_current_context(&self, context: AclContext) -> AclResult<()> {
+        let dev = context.0.checked_sub(CONTEXT_BASE).and_then(|d| i32::try_from(d).ok());
+        let dev = dev.filter(|&d| valid_device(d).is_ok()).ok_or(AclError::new(ACL_ERROR_INVALID_PARAM))?;
+        state::set_current(dev);
         Ok(())
     }
 

@@ -101,7 +101,7 @@ impl DeviceWindow {
         if n == 0 {
             return Ok(());
         }
-        self.dev.on_this_thread()?;
+        let _on = self.dev.on_device()?;
         let stage = if seg.device == self.dev.device { None } else { Some(Staging::new(self, n)?) };
         // The device memory the host side is copied to or from: the segment, or the staging buffer.
         let near = stage.as_ref().map_or(at, |s| s.ptr);

@@ -43,6 +43,10 @@ pub enum Call {
     SynchronizeStream,
     /// `aclrtDestroyStream`.
     DestroyStream,
+    /// `aclrtGetCurrentContext`.
+    GetContext,
+    /// `aclrtSetCurrentContext`.
+    SetContext,
 }
 
 // The codes a creation record carries.
@@ -63,6 +67,8 @@ kpccl_core::codes!(Call: u32 {
     MemcpyAsync = 14,
     SynchronizeStream = 15,
     DestroyStream = 16,
+    GetContext = 17,
+    SetContext = 18,
 });
 
 impl Call {
@@ -85,6 +91,8 @@ impl Call {
             Self::MemcpyAsync => "aclrtMemcpyAsync",
             Self::SynchronizeStream => "aclrtSynchronizeStream",
             Self::DestroyStream => "aclrtDestroyStream",
+            Self::GetContext => "aclrtGetCurrentContext",
+            Self::SetContext => "aclrtSetCurrentContext",
         }
     }
 }

@@ -27,7 +27,7 @@ use kpccl_posix::{Comm, Window};
 use super::Options;
 use super::error::{Call, Collective, Error, Failure};
 use super::record::{self, NO_VALIDATION, Record, Stage};
-use super::state::{DeviceState, Segment};
+use super::state::{DeviceState, Restore, Segment};
 use crate::backend::Runtime;
 use crate::codes::*;
 
@@ -61,6 +61,10 @@ pub(crate) fn create<O: Oob>(
     mine.device = opts.device;
     mine.size = opts.size as u64;
     mine.options = if opts.validation { 0 } else { NO_VALIDATION };
+    // Creation makes the window's device current; the thread's context is
+    // set back at the end (dropped last: a failed creation's `state` is
+    // released while the window's device is still current).
+    let _restore = rt.as_ref().ok().map(Restore::current);
     let (mut state, local) = match rt {
         Ok(rt) => {
             let mut state = DeviceState::new(rt, opts.device, me, n);
@@ -154,6 +158,7 @@ fn ident(state: &mut DeviceState, opts: &Options, mine: &mut Record) -> Result<(
         Err(e) => return Err(Error::acl(Call::Init, e)),
     }
     rt.set_device(opts.device).map_err(|e| Error::acl(Call::SetDevice, e))?;
+    state.context = Some(rt.get_current_context().map_err(|e| Error::acl(Call::GetContext, e))?);
     mine.tgid = rt.device_get_bare_tgid().map_err(|e| Error::acl(Call::GetBareTgid, e))?;
     state.stream = Some(rt.create_stream().map_err(|e| Error::acl(Call::CreateStream, e))?);
     if opts.size > 0 {

@@ -5,7 +5,7 @@ use core::ffi::c_void;
 
 use super::error::{Call, Error};
 use crate::backend::Runtime;
-use crate::runtime::{AclStream, IpcKey};
+use crate::runtime::{AclContext, AclStream, IpcKey};
 
 /// One rank's segment as this process sees it.
 #[derive(Debug, Clone, Copy)]
@@ -41,8 +41,33 @@ pub(crate) struct DeviceState {
     pub(crate) key: Option<IpcKey>,
     /// The window's stream: every copy of the window is queued on it.
     pub(crate) stream: Option<AclStream>,
-    /// The thread that set the device (the current device is per thread).
-    thread: std::thread::ThreadId,
+    /// The default context of `device`, once creation has set the device:
+    /// what every call makes current, on whichever thread it runs.
+    pub(crate) context: Option<AclContext>,
+}
+
+/// Sets a thread's context back when dropped: the one that was current
+/// before a window call or creation made the window's current. Holds
+/// nothing when there is nothing to set back (the window's context was
+/// current already, or none was).
+#[must_use]
+pub(crate) struct Restore(Option<(Runtime, AclContext)>);
+
+impl Restore {
+    /// Remembers the calling thread's current context, if it has one.
+    pub(crate) fn current(rt: &Runtime) -> Self {
+        Self(rt.get_current_context().ok().map(|c| (rt.clone(), c)))
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some((rt, context)) = &self.0 {
+            // A failure leaves the window's device current; there is no
+            // caller left to tell, and the window stays usable.
+            let _ = rt.set_current_context(*context);
+        }
+    }
 }
 
 impl core::fmt::Debug for DeviceState {
@@ -54,21 +79,36 @@ impl core::fmt::Debug for DeviceState {
 impl DeviceState {
     pub(crate) fn new(rt: Runtime, device: i32, rank: u32, nranks: u32) -> Self {
         let segs = vec![Segment::default(); nranks as usize];
-        Self { rt, device, rank, segs, alloc: None, key: None, stream: None, thread: std::thread::current().id() }
+        Self { rt, device, rank, segs, alloc: None, key: None, stream: None, context: None }
     }
 
-    /// Makes this rank's device current on a thread other than the creator's.
-    pub(crate) fn on_this_thread(&self) -> Result<(), Error> {
-        if std::thread::current().id() == self.thread {
-            return Ok(());
+    /// Makes this rank's device current on the calling thread until the
+    /// guard drops: the thread may be any, and may have made another device
+    /// current since (the user's own ACL calls, another window). Switching
+    /// contexts, not `aclrtSetDevice`, so that no device count grows.
+    pub(crate) fn on_device(&self) -> Result<Restore, Error> {
+        let Some(context) = self.context else { return Ok(Restore(None)) };
+        let before = Restore::current(&self.rt);
+        if before.0.as_ref().is_some_and(|(_, c)| *c == context) {
+            return Ok(Restore(None));
         }
-        self.rt.set_device(self.device).map_err(|e| Error::acl(Call::SetDevice, e))
+        self.rt.set_current_context(context).map_err(|e| Error::acl(Call::SetContext, e))?;
+        Ok(before)
+    }
+
+    /// [`Self::on_device`] for the release paths, which go on after a
+    /// failure: the guard, and how making the device current went.
+    fn on_device_to_release(&self) -> (Option<Restore>, Result<(), Error>) {
+        match self.on_device() {
+            Ok(guard) => (Some(guard), Ok(())),
+            Err(e) => (None, Err(e)),
+        }
     }
 
     /// Waits until the work queued on the window's stream, then on `user`'s
     /// stream if given, is done: the device half of a stream-ordered fence.
     pub(crate) fn synchronize(&self, user: Option<AclStream>) -> Result<(), Error> {
-        self.on_this_thread()?;
+        let _on = self.on_device()?;
         for s in self.stream.iter().chain(user.as_ref()) {
             self.rt.synchronize_stream(*s).map_err(|e| Error::acl(Call::SynchronizeStream, e))?;
         }
@@ -78,7 +118,7 @@ impl DeviceState {
     /// The importer's part: waits for the device, then closes every import.
     /// Every import is closed even when one fails; the first error is returned.
     pub(crate) fn close_imports(&mut self) -> Result<(), Error> {
-        let mut first = self.on_this_thread();
+        let (_on, mut first) = self.on_device_to_release();
         if self.segs.iter().any(|s| s.imported.is_some()) {
             // Copies into peers' memory must be done before it is unmapped.
             first = first.and(self.synchronize(None));
@@ -97,10 +137,9 @@ impl DeviceState {
     /// The exporter's part, after every importer closed: destroys the key, then
     /// frees the memory; then the window's stream goes.
     pub(crate) fn release_own(&mut self) -> Result<(), Error> {
-        let mut first = Ok(());
+        let (_on, mut first) = self.on_device_to_release();
         if let Some(s) = self.stream.take() {
             // Destroying waits for the stream's work, which may write this memory.
-            first = self.on_this_thread();
             first = first.and(self.rt.destroy_stream(s).map_err(|e| Error::acl(Call::DestroyStream, e)));
         }
         if let Some(key) = self.key.take() {
