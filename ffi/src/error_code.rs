@@ -94,9 +94,10 @@ fn device(e: &DeviceError) -> kpccl_error_code_t {
     }
     match e {
         DeviceError::Host(e) => e.kind().into(),
-        DeviceError::Collective(_) | DeviceError::OutOfBounds { .. } | DeviceError::MultiNode { .. } => {
-            KPCCL_ERR_INVALID_ARGUMENT
-        }
+        DeviceError::Collective(_)
+        | DeviceError::OutOfBounds { .. }
+        | DeviceError::MultiNode { .. }
+        | DeviceError::SharedProcess { .. } => KPCCL_ERR_INVALID_ARGUMENT,
         _ => KPCCL_ERR_DEVICE_RUNTIME,
     }
 }

@@ -202,6 +202,15 @@ pub enum Error {
         /// The communicator's node count.
         nnodes: u32,
     },
+    /// Two ranks run in one process: device memory is shared between
+    /// processes (ACL imports another process's export; a process does not
+    /// import its own), so every rank refuses alike, none waits.
+    SharedProcess {
+        /// The two ranks, the lower first.
+        ranks: [u32; 2],
+        /// Their process, as the device runtime names it (its bare tgid).
+        tgid: i32,
+    },
 }
 
 impl Error {
@@ -244,6 +253,11 @@ impl fmt::Display for Error {
                 f,
                 "the communicator spans {nnodes} nodes: device windows need a communicator of one node \
                  (device memory does not cross nodes)"
+            ),
+            Self::SharedProcess { ranks: [a, b], tgid } => write!(
+                f,
+                "ranks {a} and {b} run in one process (tgid {tgid}): a device window needs each rank in a \
+                 process of its own"
             ),
         }
     }

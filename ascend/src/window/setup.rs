@@ -83,6 +83,10 @@ pub(crate) fn create<O: Oob>(
     record::verdict(&table, Stage::Ident, local)?;
     let mut state = state.take().expect("a rank without a runtime reported a failure");
     let tgids: Vec<i32> = table.iter().map(|r| r.tgid).collect();
+    // Every rank reads the same table: all refuse alike.
+    if let Some((ranks, tgid)) = shared_process(&tgids) {
+        return Err(Error::SharedProcess { ranks, tgid });
+    }
     for (seg, rec) in state.segs.iter_mut().zip(&table) {
         seg.device = rec.device;
         seg.len = usize::try_from(rec.size).unwrap_or(usize::MAX);
@@ -133,6 +137,18 @@ pub(crate) fn create<O: Oob>(
             Err(e.into())
         }
     }
+}
+
+/// The first two ranks with one process (tgid; 0 is unknown), if any.
+fn shared_process(tgids: &[i32]) -> Option<([u32; 2], i32)> {
+    let mut first_rank = std::collections::HashMap::new();
+    for (rank, &tgid) in (0u32..).zip(tgids).filter(|&(_, &t)| t != 0) {
+        if let Some(&first) = first_rank.get(&tgid) {
+            return Some(([first, rank], tgid));
+        }
+        first_rank.insert(tgid, rank);
+    }
+    None
 }
 
 /// What a rank's own error tells the others.
@@ -223,4 +239,16 @@ fn import(state: &mut DeviceState, keys: &[Option<crate::IpcKey>]) -> Result<(),
         seg.imported = Some(key);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_process;
+
+    #[test]
+    fn shared_process_names_the_first_two_ranks_of_a_process_and_skips_unknown_ones() {
+        assert_eq!(shared_process(&[5, 0, 0, 7, 5, 7]), Some(([0, 4], 5)));
+        assert_eq!(shared_process(&[0, 0, 3]), None);
+        assert_eq!(shared_process(&[1, 2, 3]), None);
+    }
 }
