@@ -145,6 +145,13 @@ pub trait Platform {
     fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome;
     /// Wakes every waiter on `word`, in any process.
     fn wake(&self, word: &AtomicU32);
+    /// Whether the caller asked the waits in progress on this thread to end
+    /// (a binding's Ctrl-C, noticed while [`Platform::wait`] slept): a fence
+    /// wait then fails as abandoned by this rank, poisoning the window so that
+    /// its peers' waits fail too. `false` by default.
+    fn interrupted(&self) -> bool {
+        false
+    }
 
     /// Called by `rank` at each [`Step`] of window creation: a test hook, so a
     /// platform can simulate a crash anywhere in the protocol. Does nothing by default.

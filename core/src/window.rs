@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 use core::task::Poll;
 
 use crate::error::FenceError;
-use crate::fence::{self, Barrier, Poison, PoisonKind, WaitEnv, WaitPolicy};
+use crate::fence::{self, Barrier, Poison, PoisonKind, SyncArea as _, WaitEnv, WaitPolicy};
 use crate::layout::Layout;
 use crate::layout::shared::{Header, RankEntry};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
@@ -217,6 +217,12 @@ impl<P: Platform> Window<P> {
         fence::poison_state(&self.sync)
     }
 
+    /// The window's poison word, which other threads may read while this
+    /// one uses the window (the window itself is not `Sync`).
+    pub fn poison_word(&self) -> fence::PoisonWord<'_> {
+        fence::PoisonWord(self.sync.poison_word())
+    }
+
     /// Marks the window abandoned, so that every rank's waits fail fast.
     pub fn poison(&self, p: Poison) -> Poison {
         fence::poison(&self.sync, self, p)
@@ -300,6 +306,9 @@ impl<P: Platform> WaitEnv for Window<P> {
     }
     fn wake(&self, word: &AtomicU32) {
         self.platform.wake(word);
+    }
+    fn interrupted(&self) -> bool {
+        self.platform.interrupted()
     }
     fn is_alive(&self, rank: u32) -> bool {
         match self.rank_entry(rank) {

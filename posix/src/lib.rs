@@ -64,7 +64,7 @@ pub fn page_size() -> usize {
 /// The element types `Window::read` and `Window::write` copy: every byte
 /// pattern a valid value (bytemuck's derive checks it for your own types).
 pub use bytemuck::Pod;
-pub use window::{PendingFence, Window};
+pub use window::{PendingFence, PoisonProbe, Window};
 /// The system's halves of an owner-biased entry (`kpccl_core::bias`), for
 /// the C handles.
 pub mod bias {

@@ -11,7 +11,7 @@ use kpccl_core::{PlatformError, ProcessIdentity, WaitOutcome};
 
 use crate::stats::{self, Counters};
 use crate::way_in::WayIn;
-use crate::{liveness, sys};
+use crate::{interrupt, liveness, sys};
 
 /// Where segments are created unless `KPCCL_SHM_DIR` says otherwise.
 pub const DEFAULT_SHM_DIR: &str = "/dev/shm";
@@ -304,18 +304,28 @@ impl kpccl_core::Platform for PosixPlatform {
                 _ => return WaitOutcome::TimedOut,
             },
         };
-        let Some((every, check, context)) = crate::interrupt::current() else {
+        let Some(every) = interrupt::slice() else {
             return if self.sleep(word, expected, timeout) { WaitOutcome::Woken } else { WaitOutcome::TimedOut };
         };
+        if interrupt::ended() {
+            // The caller's loop sees `interrupted` and gives up.
+            return WaitOutcome::Woken;
+        }
         // A slice at most `every` long; the caller's loop sleeps again if nothing changed.
         let slice = timeout.map_or(every, |t| t.min(every));
         let woken = self.sleep(word, expected, Some(slice));
-        check(context);
+        if interrupt::check() {
+            return WaitOutcome::Woken;
+        }
         if woken || timeout.is_none_or(|t| t > slice) { WaitOutcome::Woken } else { WaitOutcome::TimedOut }
     }
 
     fn wake(&self, word: &AtomicU32) {
         sys::futex_wake(word);
+    }
+
+    fn interrupted(&self) -> bool {
+        interrupt::ended()
     }
 
     /// `KPCCL_TEST_CRASH=<step>:<rank>` aborts that rank at that step of window

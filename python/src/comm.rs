@@ -10,10 +10,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::device::{Movable, PyDeviceWindow};
-use crate::errors;
+use crate::handle::{Fenced as _, abandon};
 use crate::oob::{PyOob, Route};
 use crate::options::{self, Alloc, Memory, Raw};
 use crate::window::PyWindow;
+use crate::{errors, wait};
 
 /// A communicator: ``size`` processes (on one node or on many) that create
 /// shared windows together. Build it with :meth:`Comm.from_env` (under
@@ -28,6 +29,18 @@ use crate::window::PyWindow;
 /// ``mpirun``), ranks are grouped by node as in the C library:
 /// ``local_rank`` numbers a rank among its node's ranks (``None`` or ``-1``:
 /// in rank order). A context manager: leaving the ``with`` block destroys it.
+///
+/// Ctrl-C: while a creation (of the communicator, or of a window by
+/// :meth:`alloc`) waits for a late rank in kpccl's own code (the launcher's
+/// replies under ``kpccl-run``, the fence that ends a window's creation), it
+/// raises ``KeyboardInterrupt`` within milliseconds and abandons the
+/// creation: the other ranks' creation fails with :class:`Error` naming this
+/// rank, and nothing is left in /dev/shm. Under ``kpccl-run`` the
+/// communicator cannot be used for another creation afterwards (this rank
+/// left the job). Waits in an mpi4py collective cannot be interrupted (MPI
+/// waits on; Ctrl-C takes effect once it returns); a callable of
+/// ``Comm(...)`` gets ``KeyboardInterrupt`` from Python itself, and the
+/// creation raises it again.
 #[pyclass(name = "Comm", module = "kpccl", frozen)]
 #[derive(Debug)]
 pub(crate) struct PyComm {
@@ -73,6 +86,7 @@ pub(crate) fn interrupt_or_message(py: Python<'_>, oob: &PyOob) -> Result<Option
 impl PyComm {
     /// Creates the communicator (collective); a rank whose arguments are bad
     /// (`Err`) takes part, refused, so that every rank fails rather than waits.
+    /// Ctrl-C while it waits for the launcher abandons it (see [`wait::creation`]).
     fn create(
         py: Python<'_>,
         route: Route,
@@ -84,14 +98,17 @@ impl PyComm {
         let local = match local {
             Ok(l) => l,
             Err(msg) => {
-                py.detach(|| Comm::fail(&oob, rank, nranks));
-                return Err(errors::value(msg));
+                let ((), caught) = wait::creation(py, || Comm::fail(&oob, rank, nranks));
+                return Err(caught.unwrap_or_else(|| errors::value(msg)));
             }
         };
         let given = oob.clone();
-        match py.detach(|| Comm::builder(given, rank, nranks).local_rank(local).build()) {
-            Ok(c) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
-            Err(e) => Err(oob_error(py, e, &oob)),
+        match wait::creation(py, || Comm::builder(given, rank, nranks).local_rank(local).build()) {
+            // A communicator made all the same is dropped: under the launcher,
+            // its connection closes, and the others' next collective fails.
+            (_, Some(interrupted)) => Err(interrupted),
+            (Ok(c), None) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
+            (Err(e), None) => Err(oob_error(py, e, &oob)),
         }
     }
 
@@ -141,6 +158,7 @@ impl PyComm {
 
     /// The communicator of this process under ``kpccl-run -n N python prog.py``
     /// (collective). Raises ``kpccl.Error`` when not started by ``kpccl-run``.
+    /// Ctrl-C while it waits for the other ranks abandons it (see :class:`Comm`).
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Self> {
         let run = match RunOob::from_env() {
@@ -159,7 +177,8 @@ impl PyComm {
     /// A communicator over an mpi4py communicator ``comm`` (collective over
     /// it): the library's out-of-band collectives are ``comm.Allgather`` and
     /// ``comm.Barrier``. ``local_rank`` as for ``Comm(...)``; ranks on other
-    /// nodes are grouped by node (windows span one node).
+    /// nodes are grouped by node (windows span one node). Ctrl-C does not end
+    /// a wait inside those MPI calls (it is raised once they return).
     #[staticmethod]
     #[pyo3(signature = (comm, local_rank = None))]
     fn from_mpi(py: Python<'_>, comm: Bound<'_, PyAny>, local_rank: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -237,6 +256,10 @@ impl PyComm {
     ///
     /// ``timeout``: seconds after which a fence gives up (``0``: never;
     /// default ``KPCCL_TIMEOUT_MS``).
+    ///
+    /// Ctrl-C while it waits for a late rank raises ``KeyboardInterrupt`` and
+    /// abandons the creation, so that the other ranks fail rather than wait
+    /// (see :class:`Comm` for the waits it cannot end).
     #[pyo3(signature = (nbytes, *, layout = None, align = None, reserve = None, barrier = None, timeout = None,
         memory = None, device = None, pid_validation = None))]
     #[allow(clippy::too_many_arguments)]
@@ -257,10 +280,7 @@ impl PyComm {
         let raw = Raw { nbytes, layout, align, reserve, barrier, timeout, memory, device, pid_validation };
         let opts = match raw.check() {
             Ok(o) => o,
-            Err(msg) => {
-                refuse(py, &c, raw.memory_is_ascend());
-                return Err(errors::value(msg));
-            }
+            Err(msg) => return Err(refuse(py, &c, raw.memory_is_ascend()).unwrap_or_else(|| errors::value(msg))),
         };
         match opts.memory {
             Some(Memory::Ascend) => alloc_device(py, &c, &opts),
@@ -292,22 +312,32 @@ impl PyComm {
 }
 
 /// Takes part in window creation as a rank whose options were refused, so
-/// that every rank fails together. Device windows over several nodes are
-/// refused by every rank without a collective: nothing to take part in.
-fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) {
+/// that every rank fails together; a Ctrl-C that ended it, to raise instead
+/// of the refusal. Device windows over several nodes are refused by every
+/// rank without a collective: nothing to take part in.
+fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) -> Option<PyErr> {
     if ascend && c.nnodes() > 1 {
-        return;
+        return None;
     }
     let kind = if ascend { kpccl_ascend::MEMORY_KIND } else { kpccl_posix::MemoryKind::HOST };
-    let _ = py.detach(|| c.window(0).memory_kind(kind).fail());
+    let (_, caught) = wait::creation(py, || c.window(0).memory_kind(kind).fail());
     let _ = c.oob().take_raised();
+    caught
 }
 
 fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
     let b = c.window(o.size).options(&o.window);
-    match py.detach(|| b.alloc()) {
-        Ok(w) => PyWindow::create(py, w),
-        Err(e) => Err(oob_error(py, e, c.oob())),
+    match wait::creation(py, || b.alloc()) {
+        (made, Some(interrupted)) => {
+            // Made after all (the signal came as the last wait ended): the
+            // others' first wait on it fails instead of waiting for this rank.
+            if let Ok(w) = made {
+                abandon(&w);
+            }
+            Err(interrupted)
+        }
+        (Ok(w), None) => PyWindow::create(py, w),
+        (Err(e), None) => Err(oob_error(py, e, c.oob())),
     }
 }
 
@@ -320,8 +350,15 @@ fn alloc_device<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bo
     if let Some(t) = o.window.timeout {
         b = b.timeout(t);
     }
-    match py.detach(|| b.alloc().map(Movable)) {
-        Ok(w) => PyDeviceWindow::create(py, w),
-        Err(e) => Err(interrupt_or_message(py, c.oob()).err().unwrap_or_else(|| errors::device(e))),
+    match wait::creation(py, || b.alloc().map(Movable)) {
+        (made, Some(interrupted)) => {
+            // As for host windows; dropping it releases it without a collective.
+            if let Ok(w) = made {
+                abandon(w.host());
+            }
+            Err(interrupted)
+        }
+        (Ok(w), None) => PyDeviceWindow::create(py, w),
+        (Err(e), None) => Err(interrupt_or_message(py, c.oob()).err().unwrap_or_else(|| errors::device(e))),
     }
 }

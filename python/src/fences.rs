@@ -20,7 +20,8 @@ use crate::handle::Fences;
 /// another thread's quick one (a signal, a test, a copy) to end, but raises
 /// :class:`Error` at once while another thread is in a fence or a wait on the
 /// window, as the C API fails: that wait may be for the very call that would
-/// queue behind it. Queries (sizes, views, addresses) answer meanwhile.
+/// queue behind it. Queries (sizes, views, addresses, ``poisoned``) answer
+/// meanwhile.
 #[pyclass(name = "_Fenced", module = "kpccl", subclass, frozen)]
 pub(crate) struct PyFenced {
     h: Arc<dyn Fences>,
@@ -92,7 +93,8 @@ impl PyFenced {
         self.h.try_wait(py, peer)
     }
 
-    /// Why the window was abandoned (a message), or ``None``.
+    /// Why the window was abandoned (a message), or ``None``. Answers at
+    /// once from any thread, also while another waits on the window.
     #[getter]
     fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.h.poisoned(py)

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 
 use kpccl_core::fence::{Poison, PoisonKind};
 use kpccl_core::sync::{AtomicU32, Ordering, fence};
-use kpccl_posix::Window;
+use kpccl_posix::{PoisonProbe, Window};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -93,6 +93,9 @@ pub(crate) enum Call {
 /// A window behind the lock through which a rank's threads take turns.
 #[derive(Debug)]
 pub(crate) struct Guarded<T> {
+    /// The window's poison word, read without a turn (declared before
+    /// `win`, so dropped before the window it borrows).
+    poison: PoisonProbe<'static>,
     win: Mutex<T>,
     /// 1 while the thread holding the turn is in a call that may wait for peers.
     waiting: AtomicU32,
@@ -139,11 +142,31 @@ impl<T> Drop for Turn<'_, T> {
     }
 }
 
-impl<T> Guarded<T> {
+impl<T: Fenced> Guarded<T> {
     fn new(w: T) -> Self {
-        Self { win: Mutex::new(w), waiting: AtomicU32::new(0), abandon_asked: AtomicU32::new(0) }
+        let probe = w.host().poison_probe();
+        // SAFETY: the probe points into the window's mapping and at its rank
+        // map (behind an `Arc`): neither moves when `w` moves into the mutex,
+        // and both live as long as the window, which lives as long as `self`
+        // (`into_inner` consumes `self`, probe included; the probe field is
+        // dropped first). So the probe never outlives what it borrows.
+        #[allow(unsafe_code)]
+        let poison = unsafe { std::mem::transmute::<PoisonProbe<'_>, PoisonProbe<'static>>(probe) };
+        Self { poison, win: Mutex::new(w), waiting: AtomicU32::new(0), abandon_asked: AtomicU32::new(0) }
     }
 
+    /// Why the window was abandoned, if it was: at once, from any thread,
+    /// without a turn. Sound while another thread holds the turn and waits:
+    /// the poison word is an atomic in the shared mapping, which every rank
+    /// (this one's threads included) writes only with atomic read-modify-
+    /// writes, and the load touches none of the window's per-thread state
+    /// (what makes it `!Sync`).
+    pub(crate) fn poisoned(&self) -> Option<Poison> {
+        self.poison.get()
+    }
+}
+
+impl<T> Guarded<T> {
     /// Whether a thread asked for the window to be abandoned.
     pub(crate) fn abandon_asked(&self) -> bool {
         // SeqCst: see `abandon`.
@@ -318,8 +341,8 @@ impl<T: Fenced> Fences for Handle<T> {
         self.host_call(py, Call::Quick, |w| w.try_wait(p))
     }
 
-    fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.run(py, Call::Quick, |w| w.host().poisoned().map(|p| p.error().to_string()))
+    fn poisoned(&self, _py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.get()?.poisoned().map(|p| p.error().to_string()))
     }
 
     fn abandon_and_release(&self, _py: Python<'_>) {

@@ -2,7 +2,9 @@
 //! waiting thread takes the GIL every few milliseconds to run Python's signal
 //! handlers; one that raises (`KeyboardInterrupt`) abandons the window
 //! (poisons it, as a timeout does: its partners' waits fail, `free()` still
-//! releases it) and the wait raises that exception.
+//! releases it) and the wait raises that exception. Creations (of windows
+//! and communicators) are abandoned the same way while they wait in kpccl's
+//! own code ([`creation`]).
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -33,25 +35,46 @@ struct Watched<'a> {
 /// The check between sleeps; `watched` is the address of the [`Watched`]
 /// of the wait [`run_in_turn`] runs: the window is abandoned when a signal
 /// handler raises, or when another thread asked for it.
-fn check(watched: usize) {
+fn check(watched: usize) -> bool {
     // SAFETY: `run_in_turn` installs this check with the address of a
     // `Watched` on its stack, alive for the whole of the call in which the
     // check runs, on this same thread; the window it borrows is used by this
     // thread alone (the turn is held).
     #[allow(unsafe_code)]
     let watched = unsafe { &*(watched as *const Watched<'_>) };
-    if (watched.abandon_asked)() {
+    let give_up = (watched.abandon_asked)() || signal_raised(0);
+    if give_up {
         abandon(watched.host);
-        return;
     }
-    Python::attach(|py| {
-        if let Err(e) = py.check_signals() {
+    give_up
+}
+
+/// Runs Python's signal handlers; whether one raised (its exception is kept
+/// for the wait to raise). The check of a creation, which has no window of
+/// its own yet to abandon: the waits it ends abandon what they wait on.
+fn signal_raised(_: usize) -> bool {
+    Python::attach(|py| match py.check_signals() {
+        Ok(()) => false,
+        Err(e) => {
             CAUGHT.with(|c| {
                 c.borrow_mut().get_or_insert(e);
             });
-            abandon(watched.host);
+            true
         }
-    });
+    })
+}
+
+/// Runs a creation `op` (collective) without the GIL, every sleep of its
+/// waits in kpccl's code interruptible: the launcher's replies and the
+/// shared-memory fences. A signal handler's exception ends those waits (the
+/// creation fails on every rank: a fence's window is poisoned, the launcher
+/// connection closed) and comes back with what `op` returned, for the caller
+/// to raise instead (and to abandon what `op` made, if the wait ended in
+/// time for it to finish). Waits in a Python callback or in MPI are not ours:
+/// Python raises there by itself, MPI waits on.
+pub(crate) fn creation<R: Send>(py: Python<'_>, op: impl FnOnce() -> R + Send) -> (R, Option<PyErr>) {
+    let out = py.detach(|| interrupt::while_sleeping(CHECK_EVERY, signal_raised, 0, op));
+    (out, CAUGHT.with(|c| c.borrow_mut().take()))
 }
 
 /// Runs `op` on the window in `w` without the GIL, in this thread's turn

@@ -43,3 +43,39 @@ def test_leaving_a_with_block_abandons_even_while_another_thread_waits(run):
     assert value(job, "raised") == "Error", job.stdout + job.stderr
     assert float(value(job, "seconds")) < 2.0
     assert value(job, "thread_wait") == "Error"
+
+
+def creation_interrupted(run, tmp_path, case, env=None):
+    """Rank 0 gets Ctrl-C while it waits for rank 1 in a creation: it raises
+    at once, and rank 1, coming late, fails rather than waits (its timeout
+    is 20 s), told that rank 0 left."""
+    mark = str(tmp_path / "late-rank-done")
+    env = {"KPCCL_TEST_CASE": case, "KPCCL_TEST_MARK": mark, "KPCCL_OOB_TIMEOUT_MS": "20000", **(env or {})}
+    job = run(2, "failures.py", env).expect_ok()
+    assert value(job, "raised") == "KeyboardInterrupt", job.stdout + job.stderr
+    # Interrupted after 0.3 s; rank 1 comes at 1.5 s.
+    assert 0.25 < float(value(job, "seconds")) < 1.0
+    # A kpccl.Error (PeerDeadError: rank 0 left the job) naming rank 0.
+    assert value(job, "late") == "PeerDeadError", job.stdout + job.stderr
+    assert "rank 0 left the job" in value(job, "late_message")
+    assert float(value(job, "late_seconds")) < 2.0
+
+
+def test_ctrl_c_interrupts_window_creation(run, tmp_path):
+    creation_interrupted(run, tmp_path, "interrupt_alloc")
+
+
+def test_ctrl_c_interrupts_device_window_creation(run, tmp_path, sim_env):
+    creation_interrupted(run, tmp_path, "interrupt_alloc", {"KPCCL_TEST_MEMORY": "ascend", **sim_env})
+
+
+def test_ctrl_c_interrupts_communicator_creation_under_the_launcher(run, tmp_path):
+    creation_interrupted(run, tmp_path, "interrupt_comm")
+
+
+def test_poisoned_answers_while_another_thread_waits(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "poisoned_while_waiting"}).expect_ok()
+    assert value(job, "during") == "None", job.stdout + job.stderr
+    assert float(value(job, "seconds")) < 0.1
+    assert value(job, "raised") == "Error"
+    assert "rank 1" in value(job, "after")

@@ -4,8 +4,8 @@
 //! the rank's hello, then its collectives one by one. The `n`-th arrival of
 //! collective `k` evaluates it (same kind, same lengths, or every rank gets
 //! [`Reason::Mismatch`]) and wakes the others; every connection thread writes
-//! its own rank's reply. A rank that leaves (end of stream, or its process
-//! exited) fails the collective in progress and every later one with
+//! its own rank's reply. A rank that leaves (end of stream, also while it
+//! waits in a collective, or its process exited) fails the collective in progress and every later one with
 //! [`Reason::RankLost`], so no rank waits on a rank that is gone; a rank
 //! that has not reached a collective when a waiting rank's timeout (sent in
 //! its hello) expires counts as lost too ([`Reason::Timeout`]). Every such
@@ -34,6 +34,9 @@ const THREAD_STACK: usize = 256 * 1024;
 /// How long a rank whose process died may wait for the launcher to reap it,
 /// so that the others hear how it ended (the launcher polls every 10 ms).
 const REAP_GRACE: Duration = Duration::from_millis(250);
+/// How often a rank's thread waiting in a collective looks whether the rank
+/// closed its connection meanwhile (it stopped waiting: Ctrl-C).
+const HANGUP_CHECK: Duration = Duration::from_millis(50);
 
 /// The launcher's end of the out-of-band collectives of one job of
 /// `nranks` ranks, listening on a fresh abstract Unix socket.
@@ -303,7 +306,7 @@ fn serve(shared: &Shared, stream: &UnixStream) {
             }
             Ok(None) | Err(_) => break,
         };
-        let Some(outcome) = shared.collective(rank, op) else { break };
+        let Some(outcome) = shared.collective(rank, op, stream) else { break };
         let reply = match &*outcome {
             Outcome::Done(data) => Msg::Done { data: Cow::Borrowed(data) },
             Outcome::Fail(reason, culprit) => Msg::Fail { reason: *reason, culprit: *culprit },
@@ -314,6 +317,14 @@ fn serve(shared: &Shared, stream: &UnixStream) {
     }
     shared.await_reaping(rank);
     shared.leave(rank);
+}
+
+/// Whether the rank closed its end of `stream`: read without waiting, the
+/// stream is at its end (a rank waiting for a reply sends nothing).
+fn hung_up(stream: &UnixStream) -> bool {
+    let mut byte = [0u8; 1];
+    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    matches!(rustix::net::recv(stream, &mut byte[..], flags), Ok((0, _)))
 }
 
 /// Reads and checks the hello; claims and returns the rank.
@@ -370,8 +381,9 @@ impl Shared {
     }
 
     /// Adds `rank`'s operation to the collective being gathered and waits for
-    /// its outcome. `None` when the hub is stopping.
-    fn collective(&self, rank: u32, op: Op) -> Option<Arc<Outcome>> {
+    /// its outcome; a rank that closes its connection (`stream`) meanwhile
+    /// leaves the job. `None` when the hub is stopping.
+    fn collective(&self, rank: u32, op: Op, stream: &UnixStream) -> Option<Arc<Outcome>> {
         let mut st = self.lock();
         if let Some((reason, culprit)) = st.lost {
             let seq = st.seq;
@@ -400,18 +412,24 @@ impl Shared {
         let waiting = |st: &mut State| st.seq == mine && st.lost.is_none() && !st.stopping;
         let deadline = st.timeouts[rank as usize].and_then(|t| Instant::now().checked_add(t));
         loop {
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            st = match left {
-                None => self.changed.wait_while(st, waiting).unwrap_or_else(PoisonError::into_inner),
-                Some(left) => {
-                    self.changed.wait_timeout_while(st, left, waiting).unwrap_or_else(PoisonError::into_inner).0
-                }
-            };
+            let left = deadline.map_or(HANGUP_CHECK, |d| d.saturating_duration_since(Instant::now()));
+            st = self
+                .changed
+                .wait_timeout_while(st, left.min(HANGUP_CHECK), waiting)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
             if !waiting(&mut st) {
                 break;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 self.late(&mut st, rank, mine);
+            } else if hung_up(stream) {
+                // It gave up waiting (interrupted), or its process died: the
+                // others must not wait for it (and hear how it ended, if it did).
+                drop(st);
+                self.await_reaping(rank);
+                self.leave(rank);
+                st = self.lock();
             }
         }
         if st.seq > mine {

@@ -19,7 +19,7 @@ pub use flat::flat_fence;
 pub use peer::peer_fence;
 pub use pending::PendingFence;
 pub(crate) use poison::NAMEABLE_RANKS;
-pub use poison::{Poison, PoisonKind, poison, poison_state};
+pub use poison::{Poison, PoisonKind, PoisonWord, poison, poison_state};
 pub use signal::{peer_signal, peer_test, peer_wait};
 pub use wait::WaitPolicy;
 pub use window::window_fence;
@@ -103,6 +103,11 @@ pub trait WaitEnv {
     fn wake(&self, word: &AtomicU32);
     /// Whether `rank`'s process still runs.
     fn is_alive(&self, rank: u32) -> bool;
+    /// Whether the caller asked this thread's waits to end (see
+    /// [`Platform::interrupted`](crate::Platform::interrupted)).
+    fn interrupted(&self) -> bool {
+        false
+    }
     /// The CPU the caller runs on now, if the platform can tell cheaply.
     fn current_cpu(&self) -> Option<u32> {
         None

@@ -4,6 +4,7 @@
 
 use super::SyncArea;
 use crate::error::FenceError;
+use crate::sync::AtomicU32;
 use crate::sync::Ordering::{AcqRel, Acquire, Release};
 
 /// Why the window was poisoned.
@@ -76,8 +77,23 @@ fn decode(word: u32) -> Option<Poison> {
 
 /// The window's poison, if any.
 pub fn poison_state<A: SyncArea + ?Sized>(area: &A) -> Option<Poison> {
-    // Acquire: pairs with the AcqRel swap in `poison`; the reason is all it carries.
-    decode(area.poison_word().load(Acquire))
+    PoisonWord(area.poison_word()).get()
+}
+
+/// A window's poison word, to read only. Any thread may read it while
+/// another uses the window: the word is atomic, written only by atomic
+/// read-modify-writes (of any rank, in any process), and reading it touches
+/// none of the window's per-thread state. See [`crate::Window::poison_word`].
+#[derive(Clone, Copy, Debug)]
+pub struct PoisonWord<'w>(pub(crate) &'w AtomicU32);
+
+impl PoisonWord<'_> {
+    /// The window's poison, if any.
+    #[must_use]
+    pub fn get(&self) -> Option<Poison> {
+        // Acquire: pairs with the AcqRel swap in `poison`; the reason is all it carries.
+        decode(self.0.load(Acquire))
+    }
 }
 
 /// Poisons the window (the first reason wins) and wakes every rank so that

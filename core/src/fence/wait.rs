@@ -256,9 +256,9 @@ fn deadline_after(now: u64, policy: &WaitPolicy) -> u64 {
     }
 }
 
-/// The ways a wait ends without its partner: a poisoned window, a deadline,
-/// a dead rank (checked every `liveness_ns`). Shared by the sleeping wait
-/// and the polled fences.
+/// The ways a wait ends without its partner: a poisoned window, the
+/// caller's interruption, a deadline, a dead rank (checked every
+/// `liveness_ns`). Shared by the sleeping wait and the polled fences.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Watch {
     /// When the wait gives up (`u64::MAX`: never).
@@ -294,6 +294,10 @@ impl Watch {
     {
         if let Some(p) = poison_state(area) {
             return Err(p.error());
+        }
+        if env.interrupted() {
+            // The others learn that this rank left: their waits fail naming it.
+            return Err(poison(area, env, Poison { kind: PoisonKind::Aborted, rank: me }).error());
         }
         let now = env.now_ns();
         if now >= self.deadline {

@@ -4,13 +4,16 @@ use std::borrow::Cow;
 use std::io::{self, Read as _};
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kpccl_core::{Oob, OobError, RankOutOfRange};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 
 use super::departure::{self, Departure};
 use super::wire::{self, MAX_DATA, Msg, Reason, VERSION};
 use super::{NRANKS_ENV, RANK_ENV, SOCKET_ENV, TIMEOUT_ENV, addr, code};
+use crate::interrupt;
 use crate::sys::NoSigpipe;
 
 /// Whether this process connected to a launcher: its out-of-band error codes are then [`code`]s.
@@ -138,15 +141,46 @@ impl RunOob {
     fn exchange(&self, op: &Msg<'_>, recv: &mut [u8]) -> Result<(), i32> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let stream = conn.as_ref().ok_or(code::BROKEN)?;
-        let result = op.write_to(NoSigpipe(stream)).map_err(io_code).and_then(|()| read_reply(stream, recv, self));
+        let result = op
+            .write_to(NoSigpipe(stream))
+            .map_err(io_code)
+            .and_then(|()| await_reply(stream, self.timeout.saturating_add(BACKSTOP)))
+            .and_then(|()| read_reply(stream, recv, self));
         if let Err(c) = result
-            && matches!(c, code::IO | code::TIMEOUT | code::DISCONNECTED | code::PROTOCOL)
+            && matches!(c, code::IO | code::TIMEOUT | code::DISCONNECTED | code::PROTOCOL | code::INTERRUPTED)
         {
             // The reply may still arrive: never read it as the next one's.
             *conn = None;
         }
         result
     }
+}
+
+/// Waits for the launcher's reply to begin, in slices while an interrupt
+/// hook is in force ([`crate::interrupt`]), whose check may end the wait
+/// ([`code::INTERRUPTED`]); `give_up` bounds it as the socket's read timeout
+/// does. Without a hook the read itself waits.
+fn await_reply(stream: &UnixStream, give_up: Duration) -> Result<(), i32> {
+    let Some(every) = interrupt::slice() else { return Ok(()) };
+    let start = Instant::now();
+    while !interrupt::ended() {
+        // Only a slice of more than i64::MAX seconds does not convert: a second then.
+        let slice = Timespec::try_from(every).unwrap_or(Timespec { tv_sec: 1, tv_nsec: 0 });
+        let mut fds = [PollFd::new(stream, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&slice)) {
+            // Readable, or the launcher hung up (the read reports it).
+            Ok(n) if n > 0 => return Ok(()),
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(io_code(e.into())),
+        }
+        if interrupt::check() {
+            break;
+        }
+        if start.elapsed() >= give_up {
+            return Err(code::TIMEOUT);
+        }
+    }
+    Err(code::INTERRUPTED)
 }
 
 fn read_reply(mut stream: &UnixStream, recv: &mut [u8], oob: &RunOob) -> Result<(), i32> {

@@ -30,6 +30,10 @@ pub const BROKEN: i32 = -9;
 /// stuck, or busy elsewhere. The job is broken from then on: every later
 /// collective fails with [`RANK_LOST`].
 pub const UNRESPONSIVE: i32 = -10;
+/// The caller ended the wait for the launcher's reply (Python's Ctrl-C; see
+/// [`crate::interrupt`]). The connection has been closed, which the other
+/// ranks see as this rank leaving the job ([`RANK_LOST`]).
+pub const INTERRUPTED: i32 = -11;
 
 /// A short description of a code, for messages.
 pub fn describe(code: i32) -> &'static str {
@@ -51,6 +55,7 @@ pub fn meaning(code: i32) -> Option<&'static str> {
         UNRESPONSIVE => {
             "a rank did not reach the collective within the timeout (KPCCL_OOB_TIMEOUT_MS / KPCCL_TIMEOUT_MS)"
         }
+        INTERRUPTED => "this rank stopped waiting for the collective (interrupted) and left the job",
         _ => return None,
     })
 }
@@ -61,7 +66,19 @@ mod tests {
 
     #[test]
     fn codes_are_distinct_negative_and_described() {
-        let all = [IO, TIMEOUT, DISCONNECTED, PROTOCOL, RANK_LOST, MISMATCH, BUFFER, TOO_LARGE, BROKEN, UNRESPONSIVE];
+        let all = [
+            IO,
+            TIMEOUT,
+            DISCONNECTED,
+            PROTOCOL,
+            RANK_LOST,
+            MISMATCH,
+            BUFFER,
+            TOO_LARGE,
+            BROKEN,
+            UNRESPONSIVE,
+            INTERRUPTED,
+        ];
         for (i, a) in all.iter().enumerate() {
             assert!(*a < 0);
             assert!(!describe(*a).starts_with("not a"));

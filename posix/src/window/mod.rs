@@ -3,12 +3,14 @@
 
 mod access;
 mod pending;
+mod probe;
 
 pub use pending::PendingFence;
+pub use probe::PoisonProbe;
 
 use std::sync::Arc;
 
-use kpccl_core::fence::{Poison, PoisonKind};
+use kpccl_core::fence::Poison;
 use kpccl_core::{DataSegment, FenceError};
 
 use crate::comm::Nodes;
@@ -190,14 +192,13 @@ impl Window {
     /// Why the window was abandoned (a dead peer, a timeout), if it was; the
     /// rank named is the communicator's.
     pub fn poisoned(&self) -> Option<Poison> {
-        let g = |r| self.nodes.global(r);
-        self.inner.poisoned().map(|p| {
-            let kind = match p.kind {
-                PoisonKind::TimedOut { waited_for } => PoisonKind::TimedOut { waited_for: g(waited_for) },
-                kind => kind,
-            };
-            Poison { kind, rank: g(p.rank) }
-        })
+        self.poison_probe().get()
+    }
+
+    /// The window's poison, for other threads to read while this one uses
+    /// the window (see [`PoisonProbe`]).
+    pub fn poison_probe(&self) -> PoisonProbe<'_> {
+        PoisonProbe { word: self.inner.poison_word(), nodes: &self.nodes }
     }
 
     /// The core window, for layouts and raw access: it numbers this node's

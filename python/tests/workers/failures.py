@@ -44,6 +44,45 @@ def rank0_gives_up(win, caught, report):
     free_anyway(win)
 
 
+def interrupt_soon(after=0.3):
+    """Sends this process's main thread SIGINT (Ctrl-C) after ``after`` s."""
+    main = threading.main_thread().ident
+    threading.Timer(after, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+
+
+def creation_interrupted(create):
+    """Rank 0 is interrupted while ``create()`` waits for rank 1, which
+    comes late and must fail (not wait): rank 0 stays alive until it has."""
+    mark = os.environ["KPCCL_TEST_MARK"]
+    if int(os.environ["KPCCL_RANK"]) == 0:
+        interrupt_soon()
+        t = time.monotonic()
+        try:
+            create()
+            say("raised", "nothing")
+        except KeyboardInterrupt:
+            say("raised", "KeyboardInterrupt")
+        say("seconds", time.monotonic() - t)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    else:
+        time.sleep(1.5)
+        t = time.monotonic()
+        try:
+            create()
+            say("late", "nothing")
+        except kpccl.Error as e:
+            say("late", type(e).__name__)
+            say("late_message", str(e).replace("\n", " "))
+        say("late_seconds", time.monotonic() - t)
+        open(mark, "w").close()
+
+
+if case == "interrupt_comm":
+    creation_interrupted(communicator)
+    raise SystemExit(0)
+
 comm = communicator()
 r = comm.rank
 
@@ -74,8 +113,7 @@ elif case == "timeout":
 elif case == "interrupt":
     win = comm.alloc(64)
     if r == 0:
-        main = threading.main_thread().ident
-        threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+        interrupt_soon()
 
     def interrupted(_):
         say("raised", "KeyboardInterrupt")
@@ -115,6 +153,41 @@ elif case == "abandon_while_waiting":
             say("raised", type(e).__name__)
             say("seconds", time.monotonic() - t)
         free_anyway(win)
+
+elif case == "interrupt_alloc":
+    creation_interrupted(lambda: comm.alloc(64, timeout=20, memory=os.environ.get("KPCCL_TEST_MEMORY")))
+
+elif case == "poisoned_while_waiting":
+    # Rank 0's main thread waits in a fence; another thread asks whether the
+    # window is abandoned meanwhile, then rank 1 abandons it.
+    if r == 0:
+        win = comm.alloc(64, timeout=20)
+        asked = []
+
+        def ask():
+            time.sleep(0.3)
+            t = time.monotonic()
+            asked.append(win.poisoned)
+            asked.append(time.monotonic() - t)
+
+        th = threading.Thread(target=ask)
+        th.start()
+        try:
+            win.peer_fence(1)
+        except kpccl.Error as e:
+            say("raised", type(e).__name__)
+        th.join()
+        say("during", asked[0])
+        say("seconds", asked[1])
+        say("after", win.poisoned)
+        free_anyway(win)
+    else:
+        try:
+            with comm.alloc(64, timeout=20):
+                time.sleep(1.0)
+                raise RuntimeError("abandon")
+        except RuntimeError:
+            pass
 
 elif case == "gil":
     win = comm.alloc(64)
