@@ -156,16 +156,26 @@ impl RunOob {
     }
 }
 
-/// Waits for the launcher's reply to begin, in slices while an interrupt
-/// hook is in force ([`crate::interrupt`]), whose check may end the wait
-/// ([`code::INTERRUPTED`]); `give_up` bounds it as the socket's read timeout
-/// does. Without a hook the read itself waits.
+/// Waits for the launcher's reply to begin, for at most `give_up` in all:
+/// the socket's read timeout alone would start again after every signal that
+/// interrupts the read, and a stuck launcher would then hold a rank that
+/// signals often (a profiler's timer) for good. While an interrupt hook is in
+/// force ([`crate::interrupt`]) the wait goes in slices, and its check may
+/// end it ([`code::INTERRUPTED`]).
 fn await_reply(stream: &UnixStream, give_up: Duration) -> Result<(), i32> {
-    let Some(every) = interrupt::slice() else { return Ok(()) };
     let start = Instant::now();
-    while !interrupt::ended() {
-        // Only a slice of more than i64::MAX seconds does not convert: a second then.
-        let slice = Timespec::try_from(every).unwrap_or(Timespec { tv_sec: 1, tv_nsec: 0 });
+    loop {
+        if interrupt::ended() {
+            return Err(code::INTERRUPTED);
+        }
+        let left = give_up.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(code::TIMEOUT);
+        }
+        let every = interrupt::slice();
+        let slice = every.map_or(left, |e| e.min(left));
+        // Only a wait of more than i64::MAX seconds does not convert: a second then.
+        let slice = Timespec::try_from(slice).unwrap_or(Timespec { tv_sec: 1, tv_nsec: 0 });
         let mut fds = [PollFd::new(stream, PollFlags::IN)];
         match rustix::event::poll(&mut fds, Some(&slice)) {
             // Readable, or the launcher hung up (the read reports it).
@@ -173,14 +183,10 @@ fn await_reply(stream: &UnixStream, give_up: Duration) -> Result<(), i32> {
             Ok(_) | Err(Errno::INTR) => {}
             Err(e) => return Err(io_code(e.into())),
         }
-        if interrupt::check() {
-            break;
-        }
-        if start.elapsed() >= give_up {
-            return Err(code::TIMEOUT);
+        if every.is_some() && interrupt::check() {
+            return Err(code::INTERRUPTED);
         }
     }
-    Err(code::INTERRUPTED)
 }
 
 fn read_reply(mut stream: &UnixStream, recv: &mut [u8], oob: &RunOob) -> Result<(), i32> {
