@@ -3,7 +3,7 @@
 use core::ffi::c_void;
 
 use super::key::{self, Parsed};
-use super::mem::{self, PAGE};
+use super::mem;
 use super::registry::{self, Importer, Record, WlEntry};
 use super::state::{self, Alloc, Import};
 use super::{Chip, HostSim, copylog, device_count, procinfo, stream};
@@ -121,14 +121,15 @@ impl HostSim {
         let addr = ptr as usize;
         let guard = state::proc();
         let p = guard.as_ref().expect("state is set by proc()");
-        if p.import_at(addr).is_some() || !addr.is_multiple_of(PAGE) {
+        if p.import_at(addr).is_some() {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         }
-        let Some(a) = p
-            .allocs
-            .iter()
-            .find(|a| addr >= a.map.addr && addr.checked_add(size).is_some_and(|e| e <= a.map.addr + a.len))
-        else {
+        // The driver shares whole pages of one allocation: the range starts on one of its pages.
+        let Some(a) = p.allocs.iter().find(|a| {
+            addr >= a.map.addr
+                && addr.checked_add(size).is_some_and(|e| e <= a.map.addr + a.len)
+                && addr.is_multiple_of(a.page_size)
+        }) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         };
         let me = procinfo::own_pid();
@@ -192,16 +193,21 @@ impl AclRuntime for HostSim {
 
     fn set_device(&self, device: i32) -> AclResult<()> {
         valid_device(device)?;
-        state::set_current(device);
+        state::set_device(device);
         Ok(())
     }
 
     fn reset_device(&self, device: i32) -> AclResult<()> {
         valid_device(device)?;
-        if state::current() == Some(device) {
-            state::set_current(-1);
+        match state::reset_device(device) {
+            // The process no longer holds the device: the runtime's context release error.
+            None => fail(ACL_ERROR_RT_CONTEXT_RELEASE_ERROR),
+            Some(false) => Ok(()),
+            Some(true) => {
+                revoke_stale_imports();
+                stream::release_device(state::proc().as_mut().expect("state is set by proc()"), device)
+            }
         }
-        Ok(())
     }
 
     fn malloc(&self, size: usize, policy: u32) -> AclResult<*mut c_void> {
@@ -210,8 +216,9 @@ impl AclRuntime for HostSim {
         }
         let dev = current()?;
         let len = size.div_ceil(32) * 32 + 32;
+        let page_size = mem::page_size(policy, size);
         let file = mem::create(mem::page_round(len)).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
-        let map = mem::map(&file, 0, len).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
+        let map = mem::map_aligned(&file, len, page_size).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let addr = map.addr;
         state::proc().as_mut().expect("state is set by proc()").allocs.push(Alloc {
             map,
@@ -219,6 +226,7 @@ impl AclRuntime for HostSim {
             len,
             dev,
             p2p: is_p2p_policy(policy),
+            page_size,
         });
         Ok(addr as *mut c_void)
     }
@@ -508,6 +516,7 @@ impl AclRuntime for HostSim {
 
     fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()> {
         self.ipc_supported()?;
+        current()?;
         let Parsed::Hex(name) = key::parse(key) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         };
