@@ -39,6 +39,8 @@ pub const ACL_ERROR_RT_MEMORY_FREE: i32 = 207_002;
 pub const ACL_ERROR_RT_NO_PERMISSION: i32 = 207_006;
 /// Unmapped runtime error.
 pub const ACL_ERROR_RT_INTERNAL_ERROR: i32 = 507_000;
+/// Context release error: `aclrtResetDevice` of a device this process no longer holds.
+pub const ACL_ERROR_RT_CONTEXT_RELEASE_ERROR: i32 = 507_007;
 /// "ipc error": the simulator's strict mode reports misuse with it.
 pub const ACL_ERROR_RT_IPC_ERROR: i32 = 507_022;
 /// Driver catch-all: unknown key, not whitelisted, not creator, unaligned.
@@ -70,6 +72,10 @@ pub const ACL_MEM_MALLOC_HUGE_FIRST_P2P: u32 = 3;
 pub const ACL_MEM_MALLOC_HUGE_ONLY_P2P: u32 = 4;
 /// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_NORMAL_ONLY_P2P`.
 pub const ACL_MEM_MALLOC_NORMAL_ONLY_P2P: u32 = 5;
+/// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_HUGE1G_ONLY`: 1 GiB pages.
+pub const ACL_MEM_MALLOC_HUGE1G_ONLY: u32 = 6;
+/// `aclrtMemMallocPolicy::ACL_MEM_MALLOC_HUGE1G_ONLY_P2P`.
+pub const ACL_MEM_MALLOC_HUGE1G_ONLY_P2P: u32 = 7;
 
 /// `aclrtMemcpyKind`: host to host.
 pub const ACL_MEMCPY_HOST_TO_HOST: u32 = 0;
@@ -104,6 +110,7 @@ pub fn name(code: i32) -> &'static str {
         ACL_ERROR_RT_MEMORY_FREE => "ACL_ERROR_RT_MEMORY_FREE",
         ACL_ERROR_RT_NO_PERMISSION => "ACL_ERROR_RT_NO_PERMISSION",
         ACL_ERROR_RT_INTERNAL_ERROR => "ACL_ERROR_RT_INTERNAL_ERROR",
+        ACL_ERROR_RT_CONTEXT_RELEASE_ERROR => "ACL_ERROR_RT_CONTEXT_RELEASE_ERROR",
         ACL_ERROR_RT_IPC_ERROR => "ACL_ERROR_RT_IPC_ERROR",
         ACL_ERROR_RT_DRV_INTERNAL_ERROR => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
         _ => "unknown aclError",

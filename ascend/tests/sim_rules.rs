@@ -1,7 +1,9 @@
 //! The reference page's rules on memory imported from another process, as the
 //! simulator enforces them, under every chip model: across two devices in both
 //! directions (exporter on 0 and importer on 1, then the reverse), and on one
-//! device, where none of them applies.
+//! device, where none of them applies. Then the simulator's choices where the
+//! documentation is silent: what a device's release does to the other threads and
+//! its streams, and the page size each allocation policy gives.
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 use kpccl_testkit::acl;
@@ -182,4 +184,134 @@ fn chips_without_ipc_refuse_it() {
     );
     assert_eq!(Chip::parse("200I/500 A2"), Some(Chip::Atlas200I500A2));
     assert_eq!(Chip::parse("a2"), None, "names are exact");
+}
+
+/// Where the documentation is silent, the simulator is conservative: when a
+/// device's `aclrtSetDevice` count falls to 0 its resources go for every thread of
+/// the process, so a thread bound to it before gets 107002 until it sets it again,
+/// even after another thread set it anew; its streams run what they hold and go; a
+/// reset with no set left is 507007 (`ACL_ERROR_RT_CONTEXT_RELEASE_ERROR`, the
+/// runtime's answer).
+#[test]
+fn releasing_a_device_unbinds_every_thread_and_drops_its_streams() {
+    acl::run(
+        || Some(HostSim::faithful()),
+        |rt: &HostSim| {
+            let child = acl::proc::spawn(|_| {
+                let (to_bound, bound_rx) = std::sync::mpsc::channel::<()>();
+                let (bound_tx, from_bound) = std::sync::mpsc::channel::<i32>();
+                std::thread::scope(|s| {
+                    s.spawn(move || {
+                        rt.set_device(0).unwrap();
+                        bound_tx.send(0).unwrap();
+                        bound_rx.recv().unwrap();
+                        bound_tx.send(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY))).unwrap();
+                    });
+                    assert_eq!(from_bound.recv().unwrap(), 0);
+                    rt.set_device(0).unwrap();
+                    let host = [7u8; 64];
+                    let dev = rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+                    let s0 = rt.create_stream().unwrap();
+                    // SAFETY: a device block and a host array of 64 bytes, alive past the reset.
+                    unsafe {
+                        rt.memcpy_async(Memcpy::exact(dev, host.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE), s0)
+                    }
+                    .unwrap();
+                    rt.reset_device(0).unwrap();
+                    rt.reset_device(0).unwrap();
+                    assert_eq!(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_CONTEXT_NULL);
+                    assert_eq!(code(rt.reset_device(0)), ACL_ERROR_RT_CONTEXT_RELEASE_ERROR);
+                    rt.set_device(0).unwrap();
+                    to_bound.send(()).unwrap();
+                    assert_eq!(
+                        from_bound.recv().unwrap(),
+                        ACL_ERROR_RT_CONTEXT_NULL,
+                        "a binding from before the release"
+                    );
+                    assert_eq!(code(rt.synchronize_stream(s0)), ACL_ERROR_RT_PARAM_INVALID, "the stream went");
+                    let mut seen = [0u8; 64];
+                    // SAFETY: a synchronous read of the device block.
+                    unsafe { rt.memcpy(Memcpy::exact(seen.as_mut_ptr().cast(), dev, 64, ACL_MEMCPY_DEVICE_TO_HOST)) }
+                        .unwrap();
+                    assert_eq!(seen, host, "the stream ran its copy before it went");
+                    rt.free(dev).unwrap();
+                    rt.reset_device(0).unwrap();
+                });
+            });
+            child.join();
+        },
+    );
+}
+
+/// Contexts (docs/ascend-ipc.md §1.2): switching between two devices' default
+/// contexts moves the thread's device and counts nothing, so one reset still
+/// releases a device set once; a context of a released device is gone (107002),
+/// and a handle the runtime never gave is refused (100000).
+#[test]
+fn contexts_switch_devices_without_counting() {
+    acl::run(
+        || Some(HostSim::faithful()),
+        |rt: &HostSim| {
+            let child = acl::proc::spawn(|_| {
+                assert_eq!(code(rt.get_current_context()), ACL_ERROR_RT_CONTEXT_NULL);
+                rt.set_device(0).unwrap();
+                let c0 = rt.get_current_context().unwrap();
+                rt.set_device(1).unwrap();
+                let c1 = rt.get_current_context().unwrap();
+                assert_ne!(c0, c1);
+                for _ in 0..10 {
+                    rt.set_current_context(c0).unwrap();
+                    rt.set_current_context(c1).unwrap();
+                }
+                rt.set_current_context(c0).unwrap();
+                let s0 = rt.create_stream().unwrap();
+                rt.set_current_context(c1).unwrap();
+                assert_eq!(code(rt.synchronize_stream(s0)), ACL_ERROR_RT_STREAM_CONTEXT, "device 0's stream on 1");
+                rt.set_current_context(c0).unwrap();
+                rt.destroy_stream(s0).unwrap();
+                // Set once, reset once: released, switches or not.
+                rt.reset_device(0).unwrap();
+                assert_eq!(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_CONTEXT_NULL);
+                assert_eq!(code(rt.set_current_context(c0)), ACL_ERROR_RT_CONTEXT_NULL, "a released device's");
+                rt.set_current_context(c1).unwrap();
+                assert_eq!(code(rt.set_current_context(kpccl_ascend::AclContext(1))), ACL_ERROR_INVALID_PARAM);
+                rt.reset_device(1).unwrap();
+            });
+            child.join();
+        },
+    );
+}
+
+/// Page sizes by policy (docs/ascend-ipc.md §1.2): HUGE_FIRST takes 2 MiB pages
+/// above 1 MiB only, the HUGE_ONLY policies always; an export starts on a page of
+/// its allocation, which starts on one.
+#[test]
+fn exports_start_on_a_page_of_the_allocations_page_size() {
+    acl::run(
+        || Some(HostSim::faithful()),
+        |rt: &HostSim| {
+            const HUGE: usize = 2 << 20;
+            rt.set_device(0).unwrap();
+            let cases = [
+                (ACL_MEM_MALLOC_HUGE_FIRST, 1 << 20, 4096),
+                (ACL_MEM_MALLOC_HUGE_FIRST, (1 << 20) + 1, HUGE),
+                (ACL_MEM_MALLOC_HUGE_FIRST_P2P, HUGE, HUGE),
+                (ACL_MEM_MALLOC_HUGE_ONLY_P2P, 8192, HUGE),
+                (ACL_MEM_MALLOC_NORMAL_ONLY, 2 * HUGE, 4096),
+                (ACL_MEM_MALLOC_NORMAL_ONLY_P2P, 2 * HUGE, 4096),
+            ];
+            for (policy, size, page) in cases {
+                let p = rt.malloc(size, policy).unwrap();
+                assert_eq!(p as usize % page, 0, "policy {policy}, size {size}");
+                let small = rt.ipc_mem_get_export_key(at(p, 4096), 4096, 1);
+                let want = if page == 4096 { 0 } else { ACL_ERROR_RT_DRV_INTERNAL_ERROR };
+                assert_eq!(code(small), want, "policy {policy}, size {size}: export 4 KiB in");
+                let whole = rt.ipc_mem_get_export_key(p, size, 1).unwrap();
+                for k in small.into_iter().chain([whole]) {
+                    rt.ipc_mem_close(&k).unwrap();
+                }
+                rt.free(p).unwrap();
+            }
+        },
+    );
 }

@@ -3,7 +3,7 @@
 use core::ffi::c_void;
 
 use super::key::{self, Parsed};
-use super::mem::{self, PAGE};
+use super::mem;
 use super::registry::{self, Importer, Record, WlEntry};
 use super::state::{self, Alloc, Import};
 use super::{Chip, HostSim, copylog, device_count, procinfo, stream};
@@ -51,9 +51,12 @@ fn is_p2p_policy(policy: u32) -> bool {
     )
 }
 
-/// The handle of device 0's default context; device `d`'s is this plus `d`
+/// The handle of device 0's first default context. Device `d`'s context made
+/// after `e` releases of the device is this plus `e * CONTEXT_DEVICES + d`
 /// (made-up addresses: a context is only ever compared and passed back).
 const CONTEXT_BASE: usize = 0x6b70_0000;
+/// Devices per context epoch in the handles.
+const CONTEXT_DEVICES: usize = 1 << 16;
 
 fn valid_device(dev: i32) -> AclResult<()> {
     if (0..device_count()).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
@@ -125,14 +128,15 @@ impl HostSim {
         let addr = ptr as usize;
         let guard = state::proc();
         let p = guard.as_ref().expect("state is set by proc()");
-        if p.import_at(addr).is_some() || !addr.is_multiple_of(PAGE) {
+        if p.import_at(addr).is_some() {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         }
-        let Some(a) = p
-            .allocs
-            .iter()
-            .find(|a| addr >= a.map.addr && addr.checked_add(size).is_some_and(|e| e <= a.map.addr + a.len))
-        else {
+        // The driver shares whole pages of one allocation: the range starts on one of its pages.
+        let Some(a) = p.allocs.iter().find(|a| {
+            addr >= a.map.addr
+                && addr.checked_add(size).is_some_and(|e| e <= a.map.addr + a.len)
+                && addr.is_multiple_of(a.page_size)
+        }) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         };
         let me = procinfo::own_pid();
@@ -196,27 +200,40 @@ impl AclRuntime for HostSim {
 
     fn set_device(&self, device: i32) -> AclResult<()> {
         valid_device(device)?;
-        state::set_current(device);
+        state::set_device(device);
         Ok(())
     }
 
     fn get_current_context(&self) -> AclResult<AclContext> {
-        Ok(AclContext(CONTEXT_BASE + current()? as usize))
+        let (dev, epoch) = state::current_context().ok_or(AclError::new(ACL_ERROR_RT_CONTEXT_NULL))?;
+        let index = usize::try_from(epoch).ok().and_then(|e| e.checked_mul(CONTEXT_DEVICES));
+        let index = index.and_then(|i| i.checked_add(dev as usize + CONTEXT_BASE));
+        Ok(AclContext(index.ok_or(AclError::new(ACL_ERROR_RT_INTERNAL_ERROR))?))
     }
 
     fn set_current_context(&self, context: AclContext) -> AclResult<()> {
-        let dev = context.0.checked_sub(CONTEXT_BASE).and_then(|d| i32::try_from(d).ok());
-        let dev = dev.filter(|&d| valid_device(d).is_ok()).ok_or(AclError::new(ACL_ERROR_INVALID_PARAM))?;
-        state::set_current(dev);
+        let index = context.0.checked_sub(CONTEXT_BASE).ok_or(AclError::new(ACL_ERROR_INVALID_PARAM))?;
+        let (epoch, dev) = (index / CONTEXT_DEVICES, index % CONTEXT_DEVICES);
+        let dev = i32::try_from(dev).ok().filter(|&d| valid_device(d).is_ok());
+        let dev = dev.ok_or(AclError::new(ACL_ERROR_INVALID_PARAM))?;
+        // A context of a device released since is gone, as on hardware.
+        if !state::enter_context(dev, epoch as u64) {
+            return fail(ACL_ERROR_RT_CONTEXT_NULL);
+        }
         Ok(())
     }
 
     fn reset_device(&self, device: i32) -> AclResult<()> {
         valid_device(device)?;
-        if state::current() == Some(device) {
-            state::set_current(-1);
+        match state::reset_device(device) {
+            // The process no longer holds the device: the runtime's context release error.
+            None => fail(ACL_ERROR_RT_CONTEXT_RELEASE_ERROR),
+            Some(false) => Ok(()),
+            Some(true) => {
+                revoke_stale_imports();
+                stream::release_device(state::proc().as_mut().expect("state is set by proc()"), device)
+            }
         }
-        Ok(())
     }
 
     fn malloc(&self, size: usize, policy: u32) -> AclResult<*mut c_void> {
@@ -225,8 +242,9 @@ impl AclRuntime for HostSim {
         }
         let dev = current()?;
         let len = size.div_ceil(32) * 32 + 32;
+        let page_size = mem::page_size(policy, size);
         let file = mem::create(mem::page_round(len)).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
-        let map = mem::map(&file, 0, len).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
+        let map = mem::map_aligned(&file, len, page_size).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let addr = map.addr;
         state::proc().as_mut().expect("state is set by proc()").allocs.push(Alloc {
             map,
@@ -234,6 +252,7 @@ impl AclRuntime for HostSim {
             len,
             dev,
             p2p: is_p2p_policy(policy),
+            page_size,
         });
         Ok(addr as *mut c_void)
     }
@@ -523,6 +542,7 @@ impl AclRuntime for HostSim {
 
     fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()> {
         self.ipc_supported()?;
+        current()?;
         let Parsed::Hex(name) = key::parse(key) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         };

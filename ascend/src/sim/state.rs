@@ -2,6 +2,7 @@
 //! counts. A forked child starts afresh, as a new process has no device context.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,6 +19,8 @@ pub(crate) struct Alloc {
     pub(crate) dev: i32,
     /// Allocated with a P2P policy (`ACL_MEM_MALLOC_*_P2P`).
     pub(crate) p2p: bool,
+    /// The size of its pages (4 KiB, or a huge page): exports start on a page.
+    pub(crate) page_size: usize,
 }
 
 /// One imported key in this process.
@@ -120,17 +123,81 @@ pub(crate) fn proc() -> MutexGuard<'static, Option<Proc>> {
 }
 
 thread_local! {
-    /// `(pid, device)`: the current device of this thread, -1 for none.
-    static CURRENT: Cell<(i32, i32)> = const { Cell::new((0, -1)) };
+    /// `(pid, device, epoch)`: the current device of this thread, -1 for none, and
+    /// the device's epoch when this thread set it.
+    static CURRENT: Cell<(i32, i32, u64)> = const { Cell::new((0, -1, 0)) };
 }
 
-/// The current device of this thread, if `aclrtSetDevice` was called in this process.
+/// The `aclrtSetDevice` count of one device in this process, and its epoch: how many
+/// times its resources were released (a thread bound before a release is unbound).
+#[derive(Debug, Default, Clone, Copy)]
+struct DeviceRefs {
+    count: u32,
+    epoch: u64,
+}
+
+/// `(pid, device -> refs)`: reset in a forked child, as a new process has set no device.
+static DEVICES: Mutex<(i32, BTreeMap<i32, DeviceRefs>)> = Mutex::new((0, BTreeMap::new()));
+
+/// Runs `f` on this process's device counts.
+fn with_devices<R>(f: impl FnOnce(&mut BTreeMap<i32, DeviceRefs>) -> R) -> R {
+    let mut g = DEVICES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let me = procinfo::own_pid();
+    if g.0 != me {
+        *g = (me, BTreeMap::new());
+    }
+    f(&mut g.1)
+}
+
+/// The current device of this thread: the one it set, unless that device's
+/// resources were released (its count fell to 0) since.
 pub(crate) fn current() -> Option<i32> {
-    let (pid, dev) = CURRENT.with(Cell::get);
-    (pid == procinfo::own_pid() && dev >= 0).then_some(dev)
+    let (pid, dev, epoch) = CURRENT.with(Cell::get);
+    if pid != procinfo::own_pid() || dev < 0 {
+        return None;
+    }
+    with_devices(|d| d.get(&dev).is_some_and(|r| r.count > 0 && r.epoch == epoch)).then_some(dev)
 }
 
-/// Sets (or clears, with -1) the current device of this thread.
-pub(crate) fn set_current(dev: i32) {
-    CURRENT.with(|c| c.set((procinfo::own_pid(), dev)));
+/// This thread's current device, with the epoch it was set in: which of the
+/// device's default contexts is current.
+pub(crate) fn current_context() -> Option<(i32, u64)> {
+    let (_, _, epoch) = CURRENT.with(Cell::get);
+    current().map(|dev| (dev, epoch))
+}
+
+/// `aclrtSetCurrentContext` of `dev`'s default context of `epoch`: makes it
+/// this thread's device, counting nothing. `false` when that context is gone
+/// (the device was released since).
+pub(crate) fn enter_context(dev: i32, epoch: u64) -> bool {
+    let live = with_devices(|d| d.get(&dev).is_some_and(|r| r.count > 0 && r.epoch == epoch));
+    if live {
+        CURRENT.with(|c| c.set((procinfo::own_pid(), dev, epoch)));
+    }
+    live
+}
+
+/// `aclrtSetDevice`: counts one more use of `dev` and makes it this thread's device.
+pub(crate) fn set_device(dev: i32) {
+    let epoch = with_devices(|d| {
+        let r = d.entry(dev).or_default();
+        r.count += 1;
+        r.epoch
+    });
+    CURRENT.with(|c| c.set((procinfo::own_pid(), dev, epoch)));
+}
+
+/// `aclrtResetDevice`: counts one use of `dev` less. `Some(true)` when that was the
+/// last, releasing the device: every thread bound to it loses it. `None` when the
+/// count was already 0.
+pub(crate) fn reset_device(dev: i32) -> Option<bool> {
+    with_devices(|d| {
+        let r = d.get_mut(&dev).filter(|r| r.count > 0)?;
+        r.count -= 1;
+        let released = r.count == 0;
+        if released {
+            r.epoch += 1;
+        }
+        Some(released)
+    })
 }

@@ -69,3 +69,15 @@ fn still_mapped(p: &Proc, addr: usize, device: bool, count: usize) -> bool {
 pub(crate) fn push(p: &mut Proc, i: usize, task: Task) {
     p.streams[i].queue.push(task);
 }
+
+/// Releases the streams of device `dev` (its resources were released): each runs
+/// what it still holds first, as the runtime waits for their tasks; the first
+/// faulting copy's error is the result.
+pub(crate) fn release_device(p: &mut Proc, dev: i32) -> AclResult<()> {
+    let mut result = Ok(());
+    while let Some(i) = p.streams.iter().position(|s| s.dev == dev) {
+        result = result.and(drain(p, i));
+        p.streams.swap_remove(i);
+    }
+    result
+}

@@ -405,3 +405,53 @@ pub fn streams_and_host_memory<R: AclRuntime>(rt: &R) {
     rt.free_host(back.cast()).unwrap();
     assert_ne!(code(rt.malloc_host(0)), 0, "size 0 is refused");
 }
+
+/// Rule read from the runtime's source ([src]): `aclrtIpcMemClose` in a thread with
+/// no current device is 107002 before any effect, so the key survives it.
+pub fn close_needs_a_device<R: AclRuntime + Sync>(rt: &R) {
+    let exp = Exported::new(rt, 0, 14, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(code(rt.ipc_mem_close(&exp.key)), ACL_ERROR_RT_CONTEXT_NULL));
+    });
+    exp.run_importer(0, |_, k| {
+        let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
+        assert!(read(rt, q).iter().all(|&b| b == 14), "the key outlived the refused close");
+        rt.ipc_mem_close(k).unwrap();
+    });
+    exp.release();
+}
+
+/// `aclrtSetDevice` and `aclrtResetDevice` count per process and device [doc]: the
+/// device stays usable until as many resets as sets, a reset more is an error.
+/// In a child, whose counts start at 0.
+pub fn set_and_reset_device_count<R: AclRuntime>(rt: &R) {
+    let child = spawn(|_| {
+        rt.set_device(0).unwrap();
+        rt.set_device(0).unwrap();
+        rt.reset_device(0).unwrap();
+        let p = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).expect("one set is left: the device is usable");
+        rt.free(p).unwrap();
+        rt.reset_device(0).unwrap();
+        assert_eq!(code(rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_CONTEXT_NULL);
+        assert_ne!(code(rt.reset_device(0)), 0, "a reset with no set left is an error");
+    });
+    child.join();
+}
+
+/// Exports of huge-page memory start on a 2 MiB page [src]: an `ACL_MEM_MALLOC_HUGE_ONLY`
+/// block refuses an export 4 KiB in (507899) and takes one of the whole block, or from
+/// its second huge page.
+pub fn huge_page_exports<R: AclRuntime>(rt: &R) {
+    const HUGE: usize = 2 << 20;
+    rt.set_device(0).unwrap();
+    let p = rt.malloc(2 * HUGE, ACL_MEM_MALLOC_HUGE_ONLY).unwrap();
+    assert_eq!(p as usize % HUGE, 0, "huge-page memory starts on a huge page");
+    // Addresses inside the allocation, only passed to the runtime.
+    let (small, huge) = (p.cast::<u8>().wrapping_add(4096).cast::<c_void>(), p.cast::<u8>().wrapping_add(HUGE).cast());
+    assert_eq!(code(rt.ipc_mem_get_export_key(small, 4096, 1)), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    for (ptr, len) in [(p, 2 * HUGE), (huge, HUGE)] {
+        let k = rt.ipc_mem_get_export_key(ptr, len, 1).unwrap();
+        rt.ipc_mem_close(&k).unwrap();
+    }
+    rt.free(p).unwrap();
+}
