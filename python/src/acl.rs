@@ -58,16 +58,18 @@ fn key_str(k: &IpcKey) -> String {
     k.significant().iter().map(|&b| char::from(b)).collect()
 }
 
-/// A key from its `str`; `None` if it cannot be one (too long, not bytes).
-fn key_of(s: &str) -> Option<IpcKey> {
-    let mut bytes = [0u8; ACL_IPC_KEY_LEN];
-    let mut n = 0;
-    for c in s.chars() {
-        *bytes.get_mut(n)? = u8::try_from(u32::from(c)).ok()?;
-        n += 1;
+/// The key the runtime reads for `s`, as pyACL hands a `str` to C: its bytes
+/// (one per char when every char is latin-1, so binary keys round-trip; else
+/// UTF-8), at most the 65 a key holds. The runtime judges it as it does a C
+/// caller's: a string too long for a key has no NUL among them.
+fn key_of(s: &str) -> IpcKey {
+    let latin1: Option<Vec<u8>> = s.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect();
+    let bytes = latin1.unwrap_or_else(|| s.as_bytes().to_vec());
+    let mut key = [0u8; ACL_IPC_KEY_LEN];
+    for (slot, b) in key.iter_mut().zip(bytes) {
+        *slot = b;
     }
-    // The NUL must fit too.
-    (n < ACL_IPC_KEY_LEN).then_some(IpcKey::from_bytes(bytes))
+    IpcKey::from_bytes(key)
 }
 
 /// `ret = acl.init()`: `aclInit` (a config file is not supported).
@@ -266,7 +268,7 @@ fn ipc_mem_set_import_pid(key: &str, pids: &Bound<'_, PyAny>) -> PyResult<i32> {
     let list: Vec<Bound<'_, PyAny>> = pids.try_iter()?.collect::<PyResult<_>>()?;
     let pids = list.iter().map(|p| signed(p, "pid")).collect::<PyResult<Vec<i32>>>()?;
     let rt = rt()?;
-    Ok(key_of(key).map_or(ACL_ERROR_RT_PARAM_INVALID, |k| ret(rt.ipc_mem_set_import_pid(&k, &pids))))
+    Ok(ret(rt.ipc_mem_set_import_pid(&key_of(key), &pids)))
 }
 
 /// `dev_ptr, ret = acl.rt.ipc_mem_import_by_key(key, flags)`.
@@ -274,17 +276,14 @@ fn ipc_mem_set_import_pid(key: &str, pids: &Bound<'_, PyAny>) -> PyResult<i32> {
 fn ipc_mem_import_by_key(key: &str, flags: &Bound<'_, PyAny>) -> PyResult<(usize, i32)> {
     let f = int(flags, "flags")?;
     let rt = rt()?;
-    Ok(match key_of(key) {
-        Some(k) => pair(rt.ipc_mem_import_by_key(&k, f).map(|p| p as usize), 0),
-        None => (0, ACL_ERROR_RT_PARAM_INVALID),
-    })
+    Ok(pair(rt.ipc_mem_import_by_key(&key_of(key), f).map(|p| p as usize), 0))
 }
 
 /// `ret = acl.rt.ipc_mem_close(key)`.
 #[pyfunction]
 fn ipc_mem_close(key: &str) -> PyResult<i32> {
     let rt = rt()?;
-    Ok(key_of(key).map_or(ACL_ERROR_RT_PARAM_INVALID, |k| ret(rt.ipc_mem_close(&k))))
+    Ok(ret(rt.ipc_mem_close(&key_of(key))))
 }
 
 /// `pid, ret = acl.rt.device_get_bare_tgid()`: this process as the host sees it.
