@@ -194,53 +194,46 @@ fn chips_without_ipc_refuse_it() {
 /// runtime's answer).
 #[test]
 fn releasing_a_device_unbinds_every_thread_and_drops_its_streams() {
-    acl::run(
-        || Some(HostSim::faithful()),
-        |rt: &HostSim| {
-            let child = acl::proc::spawn(|_| {
-                let (to_bound, bound_rx) = std::sync::mpsc::channel::<()>();
-                let (bound_tx, from_bound) = std::sync::mpsc::channel::<i32>();
-                std::thread::scope(|s| {
-                    s.spawn(move || {
-                        rt.set_device(0).unwrap();
-                        bound_tx.send(0).unwrap();
-                        bound_rx.recv().unwrap();
-                        bound_tx.send(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY))).unwrap();
-                    });
-                    assert_eq!(from_bound.recv().unwrap(), 0);
-                    rt.set_device(0).unwrap();
-                    let host = [7u8; 64];
-                    let dev = rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
-                    let s0 = rt.create_stream().unwrap();
-                    // SAFETY: a device block and a host array of 64 bytes, alive past the reset.
-                    unsafe {
-                        rt.memcpy_async(Memcpy::exact(dev, host.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE), s0)
-                    }
-                    .unwrap();
-                    rt.reset_device(0).unwrap();
-                    rt.reset_device(0).unwrap();
-                    assert_eq!(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_CONTEXT_NULL);
-                    assert_eq!(code(rt.reset_device(0)), ACL_ERROR_RT_CONTEXT_RELEASE_ERROR);
-                    rt.set_device(0).unwrap();
-                    to_bound.send(()).unwrap();
-                    assert_eq!(
-                        from_bound.recv().unwrap(),
-                        ACL_ERROR_RT_CONTEXT_NULL,
-                        "a binding from before the release"
-                    );
-                    assert_eq!(code(rt.synchronize_stream(s0)), ACL_ERROR_RT_PARAM_INVALID, "the stream went");
-                    let mut seen = [0u8; 64];
-                    // SAFETY: a synchronous read of the device block.
-                    unsafe { rt.memcpy(Memcpy::exact(seen.as_mut_ptr().cast(), dev, 64, ACL_MEMCPY_DEVICE_TO_HOST)) }
-                        .unwrap();
-                    assert_eq!(seen, host, "the stream ran its copy before it went");
-                    rt.free(dev).unwrap();
-                    rt.reset_device(0).unwrap();
-                });
+    in_fresh_process(|rt| {
+        let (to_bound, bound_rx) = std::sync::mpsc::channel::<()>();
+        let (bound_tx, from_bound) = std::sync::mpsc::channel::<i32>();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                rt.set_device(0).unwrap();
+                bound_tx.send(0).unwrap();
+                bound_rx.recv().unwrap();
+                bound_tx.send(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY))).unwrap();
             });
-            child.join();
-        },
-    );
+            assert_eq!(from_bound.recv().unwrap(), 0);
+            rt.set_device(0).unwrap();
+            let host = [7u8; 64];
+            let dev = rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+            let s0 = rt.create_stream().unwrap();
+            // SAFETY: a device block and a host array of 64 bytes, alive past the reset.
+            unsafe { rt.memcpy_async(Memcpy::exact(dev, host.as_ptr().cast(), 64, ACL_MEMCPY_HOST_TO_DEVICE), s0) }
+                .unwrap();
+            rt.reset_device(0).unwrap();
+            rt.reset_device(0).unwrap();
+            assert_eq!(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_CONTEXT_NULL);
+            assert_eq!(code(rt.reset_device(0)), ACL_ERROR_RT_CONTEXT_RELEASE_ERROR);
+            rt.set_device(0).unwrap();
+            to_bound.send(()).unwrap();
+            assert_eq!(from_bound.recv().unwrap(), ACL_ERROR_RT_CONTEXT_NULL, "a binding from before the release");
+            assert_eq!(code(rt.synchronize_stream(s0)), ACL_ERROR_RT_PARAM_INVALID, "the stream went");
+            let mut seen = [0u8; 64];
+            // SAFETY: a synchronous read of the device block.
+            unsafe { rt.memcpy(Memcpy::exact(seen.as_mut_ptr().cast(), dev, 64, ACL_MEMCPY_DEVICE_TO_HOST)) }.unwrap();
+            assert_eq!(seen, host, "the stream ran its copy before it went");
+            rt.free(dev).unwrap();
+            rt.reset_device(0).unwrap();
+        });
+    });
+}
+
+/// Runs `case` on a faithful simulator in a forked child: its device counts
+/// and contexts start afresh, and what it releases no other case sees.
+fn in_fresh_process(case: impl FnOnce(&HostSim)) {
+    acl::run(|| Some(HostSim::faithful()), |rt: &HostSim| acl::proc::spawn(|_| case(rt)).join());
 }
 
 /// Contexts (docs/ascend-ipc.md §1.2): switching between two devices' default
@@ -249,37 +242,31 @@ fn releasing_a_device_unbinds_every_thread_and_drops_its_streams() {
 /// and a handle the runtime never gave is refused (100000).
 #[test]
 fn contexts_switch_devices_without_counting() {
-    acl::run(
-        || Some(HostSim::faithful()),
-        |rt: &HostSim| {
-            let child = acl::proc::spawn(|_| {
-                assert_eq!(code(rt.get_current_context()), ACL_ERROR_RT_CONTEXT_NULL);
-                rt.set_device(0).unwrap();
-                let c0 = rt.get_current_context().unwrap();
-                rt.set_device(1).unwrap();
-                let c1 = rt.get_current_context().unwrap();
-                assert_ne!(c0, c1);
-                for _ in 0..10 {
-                    rt.set_current_context(c0).unwrap();
-                    rt.set_current_context(c1).unwrap();
-                }
-                rt.set_current_context(c0).unwrap();
-                let s0 = rt.create_stream().unwrap();
-                rt.set_current_context(c1).unwrap();
-                assert_eq!(code(rt.synchronize_stream(s0)), ACL_ERROR_RT_STREAM_CONTEXT, "device 0's stream on 1");
-                rt.set_current_context(c0).unwrap();
-                rt.destroy_stream(s0).unwrap();
-                // Set once, reset once: released, switches or not.
-                rt.reset_device(0).unwrap();
-                assert_eq!(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_CONTEXT_NULL);
-                assert_eq!(code(rt.set_current_context(c0)), ACL_ERROR_RT_CONTEXT_NULL, "a released device's");
-                rt.set_current_context(c1).unwrap();
-                assert_eq!(code(rt.set_current_context(kpccl_ascend::AclContext(1))), ACL_ERROR_INVALID_PARAM);
-                rt.reset_device(1).unwrap();
-            });
-            child.join();
-        },
-    );
+    in_fresh_process(|rt| {
+        assert_eq!(code(rt.get_current_context()), ACL_ERROR_RT_CONTEXT_NULL);
+        rt.set_device(0).unwrap();
+        let c0 = rt.get_current_context().unwrap();
+        rt.set_device(1).unwrap();
+        let c1 = rt.get_current_context().unwrap();
+        assert_ne!(c0, c1);
+        for _ in 0..10 {
+            rt.set_current_context(c0).unwrap();
+            rt.set_current_context(c1).unwrap();
+        }
+        rt.set_current_context(c0).unwrap();
+        let s0 = rt.create_stream().unwrap();
+        rt.set_current_context(c1).unwrap();
+        assert_eq!(code(rt.synchronize_stream(s0)), ACL_ERROR_RT_STREAM_CONTEXT, "device 0's stream on 1");
+        rt.set_current_context(c0).unwrap();
+        rt.destroy_stream(s0).unwrap();
+        // Set once, reset once: released, switches or not.
+        rt.reset_device(0).unwrap();
+        assert_eq!(code(rt.malloc(64, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_CONTEXT_NULL);
+        assert_eq!(code(rt.set_current_context(c0)), ACL_ERROR_RT_CONTEXT_NULL, "a released device's");
+        rt.set_current_context(c1).unwrap();
+        assert_eq!(code(rt.set_current_context(kpccl_ascend::AclContext(1))), ACL_ERROR_INVALID_PARAM);
+        rt.reset_device(1).unwrap();
+    });
 }
 
 /// Page sizes by policy (docs/ascend-ipc.md §1.2): HUGE_FIRST takes 2 MiB pages
