@@ -28,6 +28,7 @@ mod cred;
 mod hub;
 mod ranks;
 mod spawn;
+mod tree;
 
 pub use hub::Hub;
 pub use kpccl_posix::launch::{

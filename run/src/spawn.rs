@@ -213,8 +213,9 @@ impl Ranks {
     /// hearing from the hub that a killed peer is gone).
     fn kill_rest(&mut self, hub: &Hub) -> io::Result<Vec<u32>> {
         for r in self.0.iter_mut().filter(|r| r.status.is_none()) {
-            // An error means it exited meanwhile: wait() below reaps it either way.
-            let _ = r.child.kill();
+            // With what it started (a wrapper's program); if it exited
+            // meanwhile, wait() below reaps it either way.
+            crate::tree::kill_tree(r.child.id());
         }
         let mut killed = Vec::new();
         for (rank, r) in (0..).zip(self.0.iter_mut()) {
@@ -235,7 +236,7 @@ impl Drop for Ranks {
     fn drop(&mut self) {
         for r in &mut self.0 {
             if r.status.is_none() {
-                let _ = r.child.kill();
+                crate::tree::kill_tree(r.child.id());
                 let _ = r.child.wait();
             }
         }

@@ -109,3 +109,27 @@ fn ranks_left_running_after_a_failure_are_killed_after_the_grace() {
         .unwrap();
     assert!(report.timed_out && report.abandoned.is_none(), "{report}");
 }
+
+/// Whether process `pid` still runs (a zombie has ended: its parent, init
+/// here, has yet to reap it).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+}
+
+#[test]
+fn a_rank_killed_at_the_timeout_takes_what_it_started_with_it() {
+    // A rank run through a wrapper: the shell starts the program and waits.
+    let dir = kpccl_testkit::ScratchDir::new("launch", "wrapped");
+    let pidfile = dir.path().join("program.pid");
+    let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
+    let report = Launch::new(1).timeout(Duration::from_millis(1500)).run("sh", ["-c", &script]).unwrap();
+    assert!(report.timed_out, "{report}");
+    assert_eq!(report.killed, [0], "{report}");
+    let program: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let start = Instant::now();
+    while runs(program) && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!runs(program), "the wrapped program (pid {program}) outlived its killed rank");
+}

@@ -1,0 +1,94 @@
+//! Killing a rank with every process it started. A rank run through a
+//! wrapper (`sh -c ./prog`, `env`, `numactl`, a script) is a tree of
+//! processes: killing its root alone would leave the program running,
+//! adopted by init, while the launcher reported it killed.
+
+use std::collections::HashMap;
+use std::fs;
+
+use rustix::process::{Pid, Signal, kill_process};
+
+/// How many times the tree is searched for processes forked while it was
+/// being stopped (each pass stops the children of the stopped ones).
+const PASSES: usize = 32;
+
+/// Stops the process `root` and everything below it, then kills them all
+/// with `SIGKILL`. The tree is frozen before anything dies: a process that
+/// forks meanwhile is stopped with its child in a later pass, so none
+/// escapes by being orphaned. Processes already gone are skipped; only the
+/// root is the caller's child, to reap.
+pub(crate) fn kill_tree(root: u32) {
+    let Some(root) = i32::try_from(root).ok().and_then(Pid::from_raw) else { return };
+    // An error means it is gone already: its descendants are still looked for.
+    let _ = kill_process(root, Signal::STOP);
+    let mut frozen = vec![root];
+    for _ in 0..PASSES {
+        let children = children_by_parent();
+        let fresh: Vec<Pid> = below(&children, root).into_iter().filter(|p| !frozen.contains(p)).collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for &p in &fresh {
+            let _ = kill_process(p, Signal::STOP);
+        }
+        frozen.extend(fresh);
+    }
+    for p in frozen {
+        let _ = kill_process(p, Signal::KILL);
+    }
+}
+
+/// Every process below `root`, in the map of children by parent.
+fn below(children: &HashMap<i32, Vec<i32>>, root: Pid) -> Vec<Pid> {
+    let mut found = Vec::new();
+    let mut next = vec![root.as_raw_nonzero().get()];
+    while let Some(parent) = next.pop() {
+        for &child in children.get(&parent).into_iter().flatten() {
+            found.extend(Pid::from_raw(child));
+            next.push(child);
+        }
+    }
+    found
+}
+
+/// The processes of the system by parent, from `/proc/<pid>/stat` (those
+/// that end while it is read are left out).
+fn children_by_parent() -> HashMap<i32, Vec<i32>> {
+    let mut map: HashMap<i32, Vec<i32>> = HashMap::new();
+    let Ok(dir) = fs::read_dir("/proc") else { return map };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if let Some(parent) = fs::read_to_string(entry.path().join("stat")).ok().as_deref().and_then(parent_of) {
+            map.entry(parent).or_default().push(pid);
+        }
+    }
+    map
+}
+
+/// The parent pid in the text of `/proc/<pid>/stat`: the second field after
+/// the command name, which is in parentheses and may hold any byte.
+fn parent_of(stat: &str) -> Option<i32> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_is_read_past_a_name_with_spaces_and_parentheses() {
+        assert_eq!(parent_of("42 (a (b) c) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(parent_of("42 (sh) R 1 42"), Some(1));
+        assert_eq!(parent_of("garbage"), None);
+    }
+
+    #[test]
+    fn below_walks_the_whole_tree_and_nothing_else() {
+        let children = HashMap::from([(1, vec![2, 3]), (2, vec![4]), (4, vec![5]), (9, vec![10])]);
+        let mut got: Vec<i32> =
+            below(&children, Pid::from_raw(2).unwrap()).iter().map(|p| p.as_raw_nonzero().get()).collect();
+        got.sort_unstable();
+        assert_eq!(got, [4, 5]);
+    }
+}
