@@ -40,6 +40,25 @@ Read by the ranks:
                         shorter, bounds it too (it bounds every wait of the library).
   KPCCL_SHM_DIR         the segment directory (default /dev/shm); swept after a rank dies of a signal";
 
+/// `println!` that a closed stdout does not turn into a panic (exit code
+/// 101): `kpccl-run --list | head -1` still ends as it should.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that a closed stderr does not turn into a panic: the exit
+/// code tells how the job went even when nobody reads the summary
+/// (`kpccl-run ... 2>&1 | head`).
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// What the command line asks for.
 #[derive(Debug)]
 struct Args {
@@ -59,7 +78,7 @@ fn main() -> ExitCode {
         let remove = rest.iter().any(|a| a == "--remove-stale");
         let dirs: Vec<&String> = rest.iter().filter(|a| *a != "--remove-stale").collect();
         if dirs.len() > 1 || dirs.iter().any(|d| d.starts_with('-')) {
-            eprintln!("kpccl-run: --list takes [--remove-stale] and one directory at most\n{USAGE}");
+            say_err!("kpccl-run: --list takes [--remove-stale] and one directory at most\n{USAGE}");
             return ExitCode::from(2);
         }
         return list(dirs.first().map(|d| (*d).clone()), remove);
@@ -67,11 +86,11 @@ fn main() -> ExitCode {
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(Some(a)) => a,
         Ok(None) => {
-            println!("{USAGE}\n\n{HELP}");
+            say!("{USAGE}\n\n{HELP}");
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("kpccl-run: {e}\n{USAGE}");
+            say_err!("kpccl-run: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -82,7 +101,7 @@ fn main() -> ExitCode {
     match launch.run(&args.program, &args.args) {
         Ok(report) if report.success() => ExitCode::SUCCESS,
         Ok(report) => {
-            eprintln!("kpccl-run: {report}");
+            say_err!("kpccl-run: {report}");
             if report.status.iter().any(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some()) {
                 // Window creation removes names at once, but a killed rank of an
                 // older version (or a crash in the microseconds before) may leave one.
@@ -91,7 +110,7 @@ fn main() -> ExitCode {
             ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(255))
         }
         Err(e) => {
-            eprintln!("kpccl-run: {e}");
+            say_err!("kpccl-run: {e}");
             ExitCode::from(match e.kind() {
                 io::ErrorKind::NotFound => 127,
                 io::ErrorKind::PermissionDenied => 126,
@@ -167,13 +186,13 @@ fn sweep(dir: Option<String>) -> ExitCode {
     match kpccl_posix::sweep(&path) {
         Ok(removed) => {
             for name in &removed {
-                println!("removed {dir}/{name}");
+                say!("removed {dir}/{name}");
             }
-            println!("kpccl-run: swept {dir}: {} leftover segment(s) removed", removed.len());
+            say!("kpccl-run: swept {dir}: {} leftover segment(s) removed", removed.len());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kpccl-run: cannot sweep {dir}: {e}");
+            say_err!("kpccl-run: cannot sweep {dir}: {e}");
             ExitCode::FAILURE
         }
     }
@@ -184,13 +203,13 @@ fn list(dir: Option<String>, remove_stale: bool) -> ExitCode {
     let path = shm_dir(dir.clone());
     match kpccl_posix::inventory::list(&path) {
         Ok(segments) => {
-            print!("{}", kpccl_posix::inventory::table(&segments));
             let stale = segments.iter().filter(|s| s.state == kpccl_posix::inventory::State::Stale).count();
-            println!("{} segment(s) in {}, {stale} stale", segments.len(), path.display());
+            let table = kpccl_posix::inventory::table(&segments);
+            say!("{table}{} segment(s) in {}, {stale} stale", segments.len(), path.display());
             if remove_stale && stale > 0 { sweep(dir) } else { ExitCode::SUCCESS }
         }
         Err(e) => {
-            eprintln!("kpccl-run: cannot list {}: {e}", path.display());
+            say_err!("kpccl-run: cannot list {}: {e}", path.display());
             ExitCode::FAILURE
         }
     }

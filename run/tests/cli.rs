@@ -99,6 +99,29 @@ fn kpccl_run_with(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
     out
 }
 
+/// A summary nobody reads (stderr a pipe whose reader left, as in
+/// `kpccl-run ... 2>&1 | head -1`) changes nothing: the exit code is the
+/// failing rank's, not a panic's 101.
+#[test]
+fn a_closed_stderr_leaves_the_exit_code_to_the_ranks() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let words = kpccl_run_words();
+    let exe = std::env::current_exe().unwrap();
+    let status = Command::new(&words[0])
+        .args(&words[1..])
+        .args(["-n", "3", "--timeout", "20", "--"])
+        .arg(exe)
+        .args(["--exact", "rank", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(MODE, "die-early")
+        .env("KPCCL_OOB_TIMEOUT_MS", "10000")
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+}
+
 #[test]
 fn kpccl_run_exits_like_its_first_failing_rank() {
     let ok = ranks("4", "20", "ok", &[]);
