@@ -23,7 +23,8 @@ pub enum kpccl_error_code_t {
     /// out of range, ranks that disagree, invalid `KPCCL_*` variables.
     KPCCL_ERR_INVALID_ARGUMENT = 1,
     /// A wait reached its deadline (`KPCCL_TIMEOUT_MS`, or the window's), on
-    /// this rank or on one that then abandoned the window.
+    /// this rank or on one that then abandoned the window; or, under
+    /// `kpccl-run`, a live rank did not reach a collective in time.
     KPCCL_ERR_TIMEOUT = 2,
     /// A peer process died, left, or abandoned the window.
     KPCCL_ERR_DEAD_PEER = 3,

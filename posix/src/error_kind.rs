@@ -6,6 +6,7 @@ use kpccl_core::error::PlatformOp;
 use kpccl_core::{CollectiveError, Failure, FenceError, PlatformError};
 
 use crate::Error;
+use crate::launch::{Ending, code};
 
 /// What kind of failure an [`Error`] is.
 #[non_exhaustive]
@@ -16,7 +17,8 @@ pub enum ErrorKind {
     /// an invalid `KPCCL_*` variable.
     InvalidArgument,
     /// A wait reached its deadline (`KPCCL_TIMEOUT_MS` or the window's),
-    /// on this rank or on another that then abandoned the window.
+    /// on this rank or on another that then abandoned the window; or, under
+    /// the launcher, a live rank did not reach a collective in time.
     Timeout,
     /// A peer process died, left, or abandoned the window.
     DeadPeer,
@@ -114,11 +116,17 @@ impl Error {
             Self::Collective(e) => ErrorKind::of_collective(e),
             Self::Fence(e) => ErrorKind::of_fence(e),
             Self::OutOfBounds { .. } | Self::OtherNode { .. } | Self::Config { .. } => ErrorKind::InvalidArgument,
-            Self::RankLost { .. } => ErrorKind::DeadPeer,
+            // A rank that never came, alive or not: the deadline passed.
+            Self::RankLost { departure, .. } => match departure.ending {
+                Ending::Unresponsive(_) => ErrorKind::Timeout,
+                _ => ErrorKind::DeadPeer,
+            },
             Self::SegmentDir(e) => match e.problem {
                 crate::DirProblem::NotADirectory => ErrorKind::InvalidArgument,
                 _ => ErrorKind::Permission,
             },
+            Self::Launcher { code: code::TIMEOUT | code::UNRESPONSIVE, .. } => ErrorKind::Timeout,
+            Self::Launcher { code: code::RANK_LOST, .. } => ErrorKind::DeadPeer,
             Self::Launcher { .. } => ErrorKind::OutOfBand,
             Self::Platform { error, .. } => ErrorKind::of_platform(error),
         }
@@ -150,6 +158,19 @@ mod tests {
         let peer_oob = CollectiveError::Peer { rank: 3, failure: Failure::Oob(kpccl_core::OobError { code: 5 }) };
         assert_eq!(Error::Collective(peer_oob).kind(), ErrorKind::OutOfBand);
         assert_eq!(Error::Launcher { rank: None, code: 1 }.kind(), ErrorKind::OutOfBand);
+        assert_eq!(
+            Error::Launcher { rank: Some(1), code: crate::launch::code::UNRESPONSIVE }.kind(),
+            ErrorKind::Timeout
+        );
+        assert_eq!(Error::Launcher { rank: None, code: crate::launch::code::RANK_LOST }.kind(), ErrorKind::DeadPeer);
+        let lost = |ending| Error::RankLost {
+            during: "window creation",
+            departure: crate::launch::Departure { rank: 1, pid: Some(42), ending },
+            cause: CollectiveError::Local(Failure::Oob(kpccl_core::OobError { code: crate::launch::code::RANK_LOST })),
+        };
+        let late = core::time::Duration::from_millis(1500);
+        assert_eq!(lost(crate::launch::Ending::Unresponsive(late)).kind(), ErrorKind::Timeout);
+        assert_eq!(lost(crate::launch::Ending::Signal(9)).kind(), ErrorKind::DeadPeer);
         assert_eq!(ErrorKind::DeadPeer.to_string(), "dead peer");
         let full = PlatformError { op: PlatformOp::Reserve, code: i64::from(libc::ENOSPC) };
         let e = Error::Platform { dir: "/dev/shm".into(), rank: Some(2), error: full };
