@@ -46,7 +46,7 @@ pub const ENVIRONMENT: &[kpccl_posix::EnvVar] = &[
     },
     kpccl_posix::EnvVar {
         name: "KPCCL_ASCEND_PID_VALIDATION",
-        meaning: "`0`: device windows from C export keys without a PID whitelist, unless `attr.pid_validation` says otherwise (the Rust builder: `.disable_pid_validation(true)`); `1`: keys carry the whitelist; the same on every rank; another value fails the window's creation on every rank",
+        meaning: "`0`: device windows export keys without a PID whitelist, unless the call says otherwise (C `attr.pid_validation`, Rust `.disable_pid_validation(..)`, Python `pid_validation=`); `1`: keys carry the whitelist; the same on every rank; another value fails the window's creation on every rank",
         default: "`1`",
     },
 ];

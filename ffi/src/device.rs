@@ -140,29 +140,16 @@ fn device_stream(stream: *mut c_void) -> Option<AclStream> {
     (!stream.is_null()).then(|| AclStream::from_ptr(stream))
 }
 
-/// The variable that turns the PID whitelist off (`0`) when the attribute
-/// leaves it to the environment; every rank must end up with the same choice.
-#[cfg(feature = "ascend")]
-const VALIDATION_ENV: &str = "KPCCL_ASCEND_PID_VALIDATION";
-
 /// Allocates a device window on `device`, with the runtime `KPCCL_ASCEND` names
 /// (and without a PID whitelist if the attribute, or else
 /// `KPCCL_ASCEND_PID_VALIDATION=0`, says so).
 #[cfg(feature = "ascend")]
 pub(crate) fn alloc<O: Oob>(comm: &Comm<O>, size: usize, device: i32, options: &Options) -> Result<AnyWindow, Error> {
-    let from_env = || kpccl_posix::env_flag(VALIDATION_ENV).map(|on| on.unwrap_or(true));
-    let validation = match options.pid_validation.map_or_else(from_env, Ok) {
-        Ok(validation) => validation,
-        Err(e) => {
-            // Take part in the window's first collective, refused, so that no rank waits.
-            let _ = comm.window(0).fail();
-            return Err(e.into());
-        }
-    };
-    let mut builder = DeviceWindow::builder(comm, size)
-        .device(device)
-        .backend(kpccl_ascend::backend::from_env())
-        .disable_pid_validation(!validation);
+    let mut builder = DeviceWindow::builder(comm, size).device(device).backend(kpccl_ascend::backend::from_env());
+    // Unset: as KPCCL_ASCEND_PID_VALIDATION says (the builder reads it).
+    if let Some(validation) = options.pid_validation {
+        builder = builder.disable_pid_validation(!validation);
+    }
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
     }

@@ -252,7 +252,8 @@ impl PyComm {
     /// ``memory="ascend"``: a :class:`DeviceWindow` in Ascend device memory
     /// (the runtime ``KPCCL_ASCEND`` picks: ``sim``, ``acl`` or ``auto``),
     /// on ``device`` (default: the local rank), its keys exported with a PID
-    /// whitelist of the ranks unless ``pid_validation=False``.
+    /// whitelist of the ranks unless ``pid_validation=False`` (default:
+    /// ``KPCCL_ASCEND_PID_VALIDATION``, else on).
     ///
     /// ``timeout``: seconds after which a fence gives up (``0``: never;
     /// default ``KPCCL_TIMEOUT_MS``).

@@ -109,3 +109,21 @@ with comm.alloc(64, memory="ascend", device=0) as dev:
     assert f"read {2**64 - 1} ValueError True" in out
     assert "write int TypeError" in out
     assert "kept abcdefgh" in out
+
+
+def test_the_pid_validation_variable_is_read_unless_the_call_says(sim_env):
+    out = in_process(
+        """
+import kpccl
+comm = kpccl.Comm(1, 0, None, lambda d: d, lambda: None)
+try:
+    comm.alloc(64, memory="ascend", device=0)
+except ValueError as e:
+    print("refused:", e)
+with comm.alloc(64, memory="ascend", device=0, pid_validation=True) as dev:
+    print("explicit: made")
+""",
+        {**sim_env, "KPCCL_ASCEND_PID_VALIDATION": "2"},
+    )
+    assert 'refused: KPCCL_ASCEND_PID_VALIDATION="2" is invalid: expected 0 or 1' in out
+    assert "explicit: made" in out

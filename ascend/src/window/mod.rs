@@ -105,7 +105,13 @@ pub struct DeviceWindowBuilder<'c, O: Oob> {
     opts: Options,
     runtime: Option<Result<Runtime, Error>>,
     timeout: Option<Option<Duration>>,
+    /// Whether keys carry the PID whitelist; `None`: as `KPCCL_ASCEND_PID_VALIDATION` says.
+    validation: Option<bool>,
 }
+
+/// The variable that turns the PID whitelist off (`0`) for windows whose
+/// builder leaves it to the environment; every rank must end up with the same choice.
+const VALIDATION_ENV: &str = "KPCCL_ASCEND_PID_VALIDATION";
 
 impl<O: Oob> core::fmt::Debug for DeviceWindowBuilder<'_, O> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -128,6 +134,7 @@ impl DeviceWindow {
             },
             runtime: None,
             timeout: None,
+            validation: None,
         }
     }
 
@@ -273,9 +280,10 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
     }
 
     /// Exports keys without a PID whitelist (`DISABLE_PID_VALIDATION`): any
-    /// process may import them. The same on every rank. Default: whitelist.
+    /// process may import them. The same on every rank. Default: whitelist,
+    /// unless `KPCCL_ASCEND_PID_VALIDATION=0`.
     pub fn disable_pid_validation(mut self, disable: bool) -> Self {
-        self.opts.validation = !disable;
+        self.validation = Some(!disable);
         self
     }
 
@@ -299,13 +307,22 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
             // Every rank sees the same node count: all refuse, none waits.
             return Err(Error::MultiNode { nnodes: self.comm.nnodes() });
         }
+        let validation = match self.validation.map_or_else(|| kpccl_posix::env_flag(VALIDATION_ENV), |v| Ok(Some(v))) {
+            Ok(v) => v.unwrap_or(true),
+            Err(e) => {
+                // Take part in the window's first collective, refused, so that no rank waits.
+                let _ = self.comm.window(0).memory_kind(crate::MEMORY_KIND).fail();
+                return Err(Error::Host(e));
+            }
+        };
+        let opts = Options { validation, ..self.opts };
         let mut host = self.comm.window(0).memory_kind(crate::MEMORY_KIND);
         if let Some(t) = self.timeout {
             host = host.timeout(t);
         }
         let host = host.alloc()?;
         let rt = self.runtime.unwrap_or_else(|| backend::from_env().map_err(Error::Backend));
-        let dev = setup::create(self.comm, &host, rt, &self.opts)?;
+        let dev = setup::create(self.comm, &host, rt, &opts)?;
         Ok(DeviceWindow { dev, host })
     }
 }
