@@ -48,7 +48,12 @@ impl fmt::Display for FenceError {
         match *self {
             Self::Timeout { peer } => write!(f, "timed out waiting for rank {peer}"),
             Self::PeerDead { rank } => write!(f, "rank {rank} died"),
-            Self::Aborted { rank } => write!(f, "rank {rank} abandoned the window (a wait failed or was cancelled)"),
+            Self::Aborted { rank } => {
+                write!(
+                    f,
+                    "rank {rank} abandoned the window (a wait of its failed or was interrupted, or it gave up on the window)"
+                )
+            }
             Self::GaveUp { rank, waited_for } => {
                 write!(f, "rank {rank} timed out waiting for rank {waited_for} and abandoned the window")
             }

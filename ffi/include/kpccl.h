@@ -488,9 +488,9 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
  * many ranks' records, where the callback cannot write past the buffer.
  *
  * # Safety
- * `oob` is `NULL` or points to a readable `kpccl_shm_oob_cb_t` whose
- * callbacks are valid to call with `group`; `comm` is `NULL` or valid for
- * writes of a handle.
+ * `oob` is `NULL` (an error) or points to a readable `kpccl_shm_oob_cb_t`
+ * whose callbacks are valid to call with `group`; `comm` is `NULL` (an
+ * error) or valid for writes of a handle.
  */
 int kpccl_shm_comm_create(int nranks,
                           int rank,
@@ -515,7 +515,7 @@ int kpccl_shm_comm_destroy(kpccl_shm_comm_h comm);
  *
  * # Safety
  * `comm` is any value (checked: see `kpccl_shm_comm_h`); `info` is `NULL`
- * or valid for writes.
+ * (an error) or valid for writes.
  */
 int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *info);
 
@@ -527,7 +527,7 @@ int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *in
  *
  * # Safety
  * `comm` is any value (checked: see `kpccl_shm_comm_h`); `ranks` is `NULL`
- * or valid for writes of `capacity` ints.
+ * (an error) or valid for writes of `capacity` ints.
  */
 int kpccl_shm_comm_node_ranks(kpccl_shm_comm_h comm, int *ranks, int capacity);
 
@@ -662,7 +662,7 @@ int kpccl_run_oob(struct kpccl_shm_oob_cb_t *cbs, void **group, int *rank, int *
  *
  * # Safety
  * `comm` is any value (checked: see `kpccl_shm_comm_h`); `baseptr` and
- * `win` are `NULL` or valid for writes.
+ * `win` are `NULL` (an error) or valid for writes.
  */
 int kpccl_shm_win_alloc(size_t size, kpccl_shm_comm_h comm, void **baseptr, kpccl_shm_win_h *win);
 
@@ -780,7 +780,7 @@ int kpccl_shm_win_fence(kpccl_shm_win_h win);
  *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`); `size` and
- * `baseptr` are `NULL` or valid for writes.
+ * `baseptr` are `NULL` (an error) or valid for writes.
  */
 int kpccl_shm_win_query(kpccl_shm_win_h win, int rank, size_t *size, void **baseptr);
 

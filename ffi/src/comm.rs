@@ -92,9 +92,9 @@ pub(crate) unsafe fn get<'a>(
 /// many ranks' records, where the callback cannot write past the buffer.
 ///
 /// # Safety
-/// `oob` is `NULL` or points to a readable `kpccl_shm_oob_cb_t` whose
-/// callbacks are valid to call with `group`; `comm` is `NULL` or valid for
-/// writes of a handle.
+/// `oob` is `NULL` (an error) or points to a readable `kpccl_shm_oob_cb_t`
+/// whose callbacks are valid to call with `group`; `comm` is `NULL` (an
+/// error) or valid for writes of a handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_create(
     nranks: c_int,
@@ -180,7 +180,7 @@ fn int(v: u32) -> c_int {
 ///
 /// # Safety
 /// `comm` is any value (checked: see `kpccl_shm_comm_h`); `info` is `NULL`
-/// or valid for writes.
+/// (an error) or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut kpccl_shm_comm_info_t) -> c_int {
     ffi_boundary!("kpccl_shm_comm_query", {
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut
 ///
 /// # Safety
 /// `comm` is any value (checked: see `kpccl_shm_comm_h`); `ranks` is `NULL`
-/// or valid for writes of `capacity` ints.
+/// (an error) or valid for writes of `capacity` ints.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_comm_node_ranks(
     comm: kpccl_shm_comm_h,

@@ -88,7 +88,7 @@ pub(crate) unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a,
 ///
 /// # Safety
 /// `comm` is any value (checked: see `kpccl_shm_comm_h`); `baseptr` and
-/// `win` are `NULL` or valid for writes.
+/// `win` are `NULL` (an error) or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_alloc(
     size: usize,
@@ -307,7 +307,7 @@ pub unsafe extern "C" fn kpccl_shm_win_fence(win: kpccl_shm_win_h) -> c_int {
 ///
 /// # Safety
 /// `win` is any value (checked: see `kpccl_shm_win_h`); `size` and
-/// `baseptr` are `NULL` or valid for writes.
+/// `baseptr` are `NULL` (an error) or valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_query(
     win: kpccl_shm_win_h,

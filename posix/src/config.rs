@@ -73,7 +73,7 @@ fn parsed<T: FromStr>(name: &'static str, expected: &'static str) -> Result<Opti
 }
 
 fn millis(name: &'static str) -> Result<Option<u64>, Error> {
-    parsed(name, "milliseconds (an integer)")
+    parsed(name, "milliseconds (a whole number from 0)")
 }
 
 /// The value `choices` gives `name`'s word, if it is set.
@@ -100,10 +100,10 @@ impl Config {
         if let Some(ms) = millis("KPCCL_TIMEOUT_MS")? {
             c.timeout = (ms > 0).then(|| Duration::from_millis(ms));
         }
-        if let Some(spins) = parsed("KPCCL_SPIN", "a spin count (an integer)")? {
+        if let Some(spins) = parsed("KPCCL_SPIN", "a spin count (a whole number from 0)")? {
             c.spins = Some(spins);
         }
-        if let Some(us) = parsed("KPCCL_YIELD_US", "microseconds (an integer)")? {
+        if let Some(us) = parsed("KPCCL_YIELD_US", "microseconds (a whole number from 0)")? {
             c.yield_time = Some(Duration::from_micros(us));
         }
         let barriers = [("auto", None), ("dissemination", Some(Barrier::Dissemination)), ("flat", Some(Barrier::Flat))];

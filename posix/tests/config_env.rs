@@ -61,10 +61,13 @@ fn variables_set_the_defaults_and_bad_values_are_named() {
         r#"KPCCL_BARRIER="tree" is invalid: expected auto, dissemination or flat"#
     );
     assert_eq!(refused("KPCCL_RESERVE", "Lazy"), r#"KPCCL_RESERVE="Lazy" is invalid: expected eager or lazy"#);
-    assert_eq!(refused("KPCCL_SPIN", "-1"), r#"KPCCL_SPIN="-1" is invalid: expected a spin count (an integer)"#);
+    assert_eq!(
+        refused("KPCCL_SPIN", "-1"),
+        r#"KPCCL_SPIN="-1" is invalid: expected a spin count (a whole number from 0)"#
+    );
     assert_eq!(
         refused("KPCCL_TIMEOUT_MS", "1s"),
-        r#"KPCCL_TIMEOUT_MS="1s" is invalid: expected milliseconds (an integer)"#
+        r#"KPCCL_TIMEOUT_MS="1s" is invalid: expected milliseconds (a whole number from 0)"#
     );
     assert_eq!(refused("KPCCL_STATS", "yes"), r#"KPCCL_STATS="yes" is invalid: expected 0 or 1"#);
     assert_eq!(

@@ -12,7 +12,8 @@ use crate::sync::Ordering::{AcqRel, Acquire, Release};
 pub enum PoisonKind {
     /// A rank's process died.
     Dead,
-    /// A rank stopped waiting (its wait failed or was cancelled).
+    /// A rank gave up on the window: a wait of its failed or was interrupted
+    /// (a binding's Ctrl-C), or its program left the window on an error.
     Aborted,
     /// A rank's deadline passed while it waited for `waited_for`, which
     /// is the rank to look at (stopped, or stuck behind another).
