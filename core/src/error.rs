@@ -99,8 +99,9 @@ pub enum LayoutError {
     /// overflows (only page sizes no platform has get there); or, as the
     /// ranks of another node are told it, [`LayoutError::TooLarge`].
     Overflow,
-    /// The segments asked for add up to more than one shared-memory segment
-    /// can hold; `rank` asked for the most (the lowest such rank on a tie).
+    /// The segments asked for add up to more than a window can span on this
+    /// system (one shared-memory segment's length, or what a rank can map);
+    /// `rank` asked for the most (the lowest such rank on a tie).
     TooLarge {
         /// The rank with the largest request.
         rank: u32,
@@ -109,7 +110,8 @@ pub enum LayoutError {
         /// The window's total length (every segment, the header and the sync
         /// blocks); wider than 64 bits, as the sum of 64-bit sizes may be.
         total: u128,
-        /// The most a segment may hold (`layout::MAX_TOTAL`).
+        /// The longest window there may be (`layout::MAX_TOTAL`, or less where
+        /// a rank cannot map that much).
         max: u64,
     },
 }
@@ -127,7 +129,7 @@ impl fmt::Display for LayoutError {
             Self::TooLarge { rank, size, total, max } => write!(
                 f,
                 "rank {rank} asked for {size} bytes: the window's total of {total} bytes is more than a \
-                 shared-memory segment can hold ({max} bytes)"
+                 window can span on this system ({max} bytes)"
             ),
         }
     }

@@ -120,6 +120,13 @@ pub trait Platform {
 
     /// The page size, a power of two.
     fn page_size(&self) -> u64;
+    /// The longest window a rank can map (every rank maps the whole window):
+    /// a longer one is refused when it is laid out, on every rank, naming the
+    /// rank that asked for the most, rather than failing to map on the
+    /// creator alone. Unbounded by default.
+    fn max_window_len(&self) -> u64 {
+        u64::MAX
+    }
     /// How many CPUs this process may run on (to spin less when oversubscribed).
     fn cpu_count(&self) -> u32;
     /// A monotonic clock, in nanoseconds.

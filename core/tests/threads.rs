@@ -408,7 +408,7 @@ fn oversized_windows_fail_every_rank() {
         let text = e.to_string();
         assert!(text.starts_with("rank 1 asked for 9223372036854775807 bytes: the window's total of "), "{text}");
         assert!(
-            text.ends_with(" bytes is more than a shared-memory segment can hold (9223372036854775807 bytes)"),
+            text.ends_with(" bytes is more than a window can span on this system (9223372036854775807 bytes)"),
             "{text}"
         );
     }

@@ -262,6 +262,10 @@ impl kpccl_core::Platform for PosixPlatform {
         sys::page_size()
     }
 
+    fn max_window_len(&self) -> u64 {
+        sys::address_space()
+    }
+
     fn cpu_count(&self) -> u32 {
         // Read once: it parses cgroup files (~33 µs), and every window creation asks.
         static CPUS: OnceLock<u32> = OnceLock::new();

@@ -156,6 +156,21 @@ fn add(a: u64, b: u64) -> Result<u64, LayoutError> {
     a.checked_add(b).ok_or(LayoutError::Overflow)
 }
 
+/// A window of `total` bytes, more than `max`, told by the rank that asked
+/// for the most (the lowest on a tie), the same on every rank. Empty
+/// segments add nothing to the page-aligned data base, so a total past any
+/// limit has a rank with a non-empty request to name.
+fn too_large(nranks: u32, size: &impl Fn(u32) -> u64, total: u128, max: u64) -> LayoutError {
+    let (mut rank, mut most) = (0, 0);
+    for r in 0..nranks {
+        let s = size(r);
+        if s > most {
+            (rank, most) = (r, s);
+        }
+    }
+    LayoutError::TooLarge { rank, size: most, total, max }
+}
+
 pub use crate::fence::rounds;
 
 impl Layout {
@@ -190,25 +205,27 @@ impl Layout {
         // the creator alone.
         let up = |v: u128, align: u64| (v + u128::from(align - 1)) & !u128::from(align - 1);
         let mut end = u128::from(data_base);
-        let (mut largest, mut most) = (0, 0);
         for r in 0..params.nranks {
             let s = size(r);
             digest = digest.u64(s);
-            if s > most {
-                (largest, most) = (r, s);
-            }
             end = up(end, params.segment_align()) + u128::from(s);
         }
         let total = up(end, params.page);
-        // Empty segments add nothing to the page-aligned `data_base`, so a
-        // total this large has a rank with a non-empty request to name.
-        let total = u64::try_from(total).ok().filter(|&t| t <= MAX_TOTAL).ok_or(LayoutError::TooLarge {
-            rank: largest,
-            size: most,
-            total,
-            max: MAX_TOTAL,
-        })?;
+        let total = u64::try_from(total)
+            .ok()
+            .filter(|&t| t <= MAX_TOTAL)
+            .ok_or_else(|| too_large(params.nranks, &size, total, MAX_TOTAL))?;
         Ok(Self { params, rounds, rank_table, sync_base, sync_stride, data_base, total, digest: digest.finish() })
+    }
+
+    /// The layout if its window is at most `max` bytes (what a rank can map:
+    /// [`crate::Platform::max_window_len`]), else [`LayoutError::TooLarge`]
+    /// naming the rank that asked for the most; `size` as for [`Layout::new`].
+    pub fn within(self, max: u64, size: impl Fn(u32) -> u64) -> Result<Self, LayoutError> {
+        if self.total <= max {
+            return Ok(self);
+        }
+        Err(too_large(self.params.nranks, &size, u128::from(self.total), max))
     }
 
     /// The parameters the layout was built from.

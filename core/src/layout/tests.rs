@@ -307,7 +307,7 @@ fn a_window_beyond_a_segment_names_the_largest_request() {
     assert_eq!(
         std::string::ToString::to_string(&e),
         "rank 1 asked for 9223372036854775807 bytes: the window's total of 9223372036854775808 bytes is more than \
-         a shared-memory segment can hold (9223372036854775807 bytes)"
+         a window can span on this system (9223372036854775807 bytes)"
     );
 }
 
@@ -388,4 +388,14 @@ fn two_ranks_by_hand() {
     assert_eq!((segs[0].offset, segs[0].len), (4096, 100));
     assert_eq!((segs[1].offset, segs[1].len), (4096 + 128, 0));
     assert_eq!(l.total(), 8192);
+}
+
+#[test]
+fn a_window_longer_than_a_rank_can_map_names_the_rank_that_asked_the_most() {
+    let params = LayoutParams { nranks: 3, mode: LayoutMode::Contiguous, align: 64, page: 4096 };
+    let size = |r: u32| [4096, 1 << 20, 1 << 20][r as usize];
+    let total = Layout::new(params, size).unwrap().total();
+    assert_eq!(Layout::new(params, size).unwrap().within(total, size).map(|l| l.total()), Ok(total));
+    let e = Layout::new(params, size).unwrap().within(total - 1, size).unwrap_err();
+    assert_eq!(e, LayoutError::TooLarge { rank: 1, size: 1 << 20, total: u128::from(total), max: total - 1 });
 }

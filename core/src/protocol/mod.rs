@@ -265,7 +265,7 @@ where
     verdict(table, rank, Stage::Request)?;
     let params = LayoutParams { nranks: local_size, mode: request.mode, align: request.align, page };
     let size_of = |l: u32| table[node.global(l) as usize].size;
-    let layout = match Layout::new(params, size_of) {
+    let layout = match Layout::new(params, size_of).and_then(|l| l.within(platform.max_window_len(), size_of)) {
         Ok(layout) => layout,
         Err(e) => {
             // The layout numbers the node's ranks; the caller, every rank.

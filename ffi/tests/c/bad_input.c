@@ -173,7 +173,7 @@ static void win_alloc(void)
         char asked[64];
         snprintf(asked, sizeof asked, "rank %d asked for %zu bytes", bad, SIZE_MAX / 2);
         CHECK(strstr(kpccl_last_error(), asked) != NULL, "every rank names rank %d: %s", bad, kpccl_last_error());
-        CHECK(strstr(kpccl_last_error(), "more than a shared-memory segment can hold") != NULL, "and why: %s",
+        CHECK(strstr(kpccl_last_error(), "more than a window can span on this system") != NULL, "and why: %s",
               kpccl_last_error());
     }
 

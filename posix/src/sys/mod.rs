@@ -24,6 +24,19 @@ pub(crate) fn page_size() -> u64 {
     u64::try_from(rustix::param::page_size()).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096)
 }
 
+/// An upper bound on what this process can map, for refusing windows that
+/// could never be: the next power of two above an address on this thread's
+/// stack (stacks lie near the top of the user address space: 2^47 on
+/// x86-64, 2^39 to 2^52 on aarch64 by kernel configuration), at least
+/// 1 TiB, and at most the `RLIMIT_AS` soft limit.
+pub(crate) fn address_space() -> u64 {
+    let local = 0u8;
+    let near_top = core::ptr::addr_of!(local).addr() as u64;
+    let estimate = near_top.checked_next_power_of_two().unwrap_or(u64::MAX).max(1 << 40);
+    let limit = rustix::process::getrlimit(rustix::process::Resource::As).current;
+    limit.map_or(estimate, |l| estimate.min(l))
+}
+
 /// The effective user id.
 pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
