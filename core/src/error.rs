@@ -161,6 +161,10 @@ pub enum PlatformOp {
     Owner,
     /// The segment has another size than the window needs.
     Size,
+    /// Fitting the window in the segment directory's free space (the check
+    /// that stands for the reservation when memory is reserved lazily); the
+    /// code is the bytes free.
+    Fit,
 }
 
 impl fmt::Display for PlatformOp {
@@ -176,6 +180,7 @@ impl fmt::Display for PlatformOp {
             Self::Random => "get random bytes for the segment name",
             Self::Owner => "accept the segment: it belongs to another user",
             Self::Size => "accept the segment: its size is not the window's",
+            Self::Fit => "fit the window in the segment directory",
         })
     }
 }
@@ -194,6 +199,7 @@ impl fmt::Display for PlatformError {
         match self.op {
             PlatformOp::Owner => write!(f, "cannot {} (uid {})", self.op, self.code),
             PlatformOp::Size => write!(f, "cannot {} ({} bytes)", self.op, self.code),
+            PlatformOp::Fit => write!(f, "cannot {}: {} bytes free", self.op, self.code),
             _ => write!(f, "cannot {}: os error {}", self.op, self.code),
         }
     }

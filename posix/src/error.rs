@@ -105,7 +105,7 @@ impl fmt::Display for Error {
                 }
                 let dir = dir.display();
                 match error.op {
-                    PlatformOp::Owner | PlatformOp::Size => write!(f, "{error} in {dir}"),
+                    PlatformOp::Owner | PlatformOp::Size | PlatformOp::Fit => write!(f, "{error} in {dir}"),
                     op => {
                         let reason = i32::try_from(error.code).map(std::io::Error::from_raw_os_error);
                         match reason {

@@ -92,6 +92,7 @@ impl ErrorKind {
         match p.op {
             PlatformOp::Owner => return Self::Permission,
             PlatformOp::Size => return Self::InvalidArgument,
+            PlatformOp::Fit => return Self::NoSpace,
             _ => {}
         }
         match i32::try_from(p.code).unwrap_or(-1) {

@@ -206,7 +206,7 @@ impl kpccl_core::Platform for PosixPlatform {
             // A simulated node's directory may not exist yet: its parent's file system.
             let free = sys::free_space(self.shm_dir()).map_err(|e| err(PlatformOp::Reserve, &e))?;
             if free < len {
-                return Err(PlatformError { op: PlatformOp::Reserve, code: i64::from(libc::ENOSPC) });
+                return Err(PlatformError { op: PlatformOp::Fit, code: i64::try_from(free).unwrap_or(i64::MAX) });
             }
         }
         let (fd, named) = self.make(name).map_err(|e| err(PlatformOp::Create, &e))?;

@@ -168,7 +168,7 @@ fn decode_layout(sub: u32, v: u64) -> Option<LayoutError> {
     })
 }
 
-const PLATFORM_OPS: [PlatformOp; 10] = [
+const PLATFORM_OPS: [PlatformOp; 11] = [
     PlatformOp::Create,
     PlatformOp::Open,
     PlatformOp::Resize,
@@ -179,9 +179,10 @@ const PLATFORM_OPS: [PlatformOp; 10] = [
     PlatformOp::Random,
     PlatformOp::Owner,
     PlatformOp::Size,
+    PlatformOp::Fit,
 ];
 
-#[allow(clippy::cast_possible_truncation)] // PLATFORM_OPS has 10 entries
+#[allow(clippy::cast_possible_truncation)] // PLATFORM_OPS has 11 entries
 fn encode(f: Failure) -> (u32, u32, u64) {
     match f {
         Failure::Argument(ArgError::Rank { rank, nranks }) => (1, 0, pair(rank, nranks)),
@@ -255,6 +256,7 @@ mod tests {
             Failure::Oob(OobError { code: -5 }),
             Failure::Platform(PlatformError { op: PlatformOp::Reserve, code: 28 }),
             Failure::Platform(PlatformError { op: PlatformOp::Size, code: 4096 }),
+            Failure::Platform(PlatformError { op: PlatformOp::Fit, code: 1 << 40 }),
             Failure::Attach(AttachError::RankTable { rank: 2 }),
             Failure::Attach(AttachError::Version { found: 9, expected: VERSION }),
             Failure::Fence(FenceError::PeerDead { rank: 4 }),
