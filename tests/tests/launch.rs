@@ -119,11 +119,14 @@ fn runs(pid: u32) -> bool {
 
 #[test]
 fn a_rank_killed_at_the_timeout_takes_what_it_started_with_it() {
-    // A rank run through a wrapper: the shell starts the program and waits.
+    // A rank that started a program and waits for it, as a wrapper does.
     let dir = kpccl_testkit::ScratchDir::new("launch", "wrapped");
     let pidfile = dir.path().join("program.pid");
-    let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
-    let report = Launch::new(1).timeout(Duration::from_millis(1500)).run("sh", ["-c", &script]).unwrap();
+    let report = Launch::new(1)
+        .timeout(Duration::from_millis(1500))
+        .env("PROBE_PIDFILE", &pidfile)
+        .run(PROBE, ["wrapper"])
+        .unwrap();
     assert!(report.timed_out, "{report}");
     assert_eq!(report.killed, [0], "{report}");
     let program: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();

@@ -13,6 +13,9 @@
 //!   "mismatch" `OobError`.
 //! - `hang`: rank 0 sleeps for a minute before the allgather (for the
 //!   launcher's timeout).
+//! - `wrapper`: rank 0 starts a program (`sleep 60`), writes its pid to the
+//!   file `PROBE_PIDFILE` names, and waits for it, as a wrapper script does
+//!   (for the launcher's killing of a rank's whole tree).
 //!
 //! Exit codes: 0 the mode's expectations held with no error; 3 the expected
 //! `OobError` arrived (printed on stdout); 4 another `OobError` arrived;
@@ -29,8 +32,8 @@ const PAYLOAD: usize = 28;
 
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ok".into());
-    if !["ok", "die-early", "killed", "mismatch", "hang"].contains(&mode.as_str()) {
-        return kpccl_tests::usage_error("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang]");
+    if !["ok", "die-early", "killed", "mismatch", "hang", "wrapper"].contains(&mode.as_str()) {
+        return kpccl_tests::usage_error("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang|wrapper]");
     }
     let oob = match kpccl_tests::launched_oob("kpccl-oob-probe") {
         Ok(oob) => oob,
@@ -45,6 +48,14 @@ fn main() -> ExitCode {
         "killed" if rank == 1 => std::process::abort(),
         "hang" if rank == 0 => {
             std::thread::sleep(Duration::from_secs(60));
+            None
+        }
+        "wrapper" if rank == 0 => {
+            let mut program = std::process::Command::new("sleep").arg("60").spawn().expect("sleep starts");
+            if let Some(file) = std::env::var_os("PROBE_PIDFILE") {
+                std::fs::write(file, program.id().to_string()).expect("the pid file is written");
+            }
+            let _ = program.wait();
             None
         }
         "die-early" | "killed" => Some(code::RANK_LOST),
