@@ -78,9 +78,10 @@ mod tests {
 
     #[test]
     fn the_parent_is_read_past_a_name_with_spaces_and_parentheses() {
-        assert_eq!(parent_of("42 (a (b) c) S 7 42 42 0 -1"), Some(7));
-        assert_eq!(parent_of("42 (sh) R 1 42"), Some(1));
-        assert_eq!(parent_of("garbage"), None);
+        let cases = [("42 (a (b) c) S 7 42 42 0 -1", Some(7)), ("42 (sh) R 1 42", Some(1)), ("garbage", None)];
+        for (stat, parent) in cases {
+            assert_eq!(parent_of(stat), parent, "{stat}");
+        }
     }
 
     #[test]
