@@ -10,7 +10,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::device::{Movable, PyDeviceWindow};
-use crate::handle::{Fenced as _, abandon};
 use crate::oob::{PyOob, Route};
 use crate::options::{self, Alloc, Memory, Raw};
 use crate::window::PyWindow;
@@ -328,17 +327,9 @@ fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) -> Option<PyErr> {
 
 fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
     let b = c.window(o.size).options(&o.window);
-    match wait::creation(py, || b.alloc()) {
-        (made, Some(interrupted)) => {
-            // Made after all (the signal came as the last wait ended): the
-            // others' first wait on it fails instead of waiting for this rank.
-            if let Ok(w) = made {
-                abandon(&w);
-            }
-            Err(interrupted)
-        }
-        (Ok(w), None) => PyWindow::create(py, w),
-        (Err(e), None) => Err(oob_error(py, e, c.oob())),
+    match wait::window_creation(py, || b.alloc())? {
+        Ok(w) => PyWindow::create(py, w),
+        Err(e) => Err(oob_error(py, e, c.oob())),
     }
 }
 
@@ -351,15 +342,8 @@ fn alloc_device<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bo
     if let Some(t) = o.window.timeout {
         b = b.timeout(t);
     }
-    match wait::creation(py, || b.alloc().map(Movable)) {
-        (made, Some(interrupted)) => {
-            // As for host windows; dropping it releases it without a collective.
-            if let Ok(w) = made {
-                abandon(w.host());
-            }
-            Err(interrupted)
-        }
-        (Ok(w), None) => PyDeviceWindow::create(py, w),
-        (Err(e), None) => Err(interrupt_or_message(py, c.oob()).err().unwrap_or_else(|| errors::device(e))),
+    match wait::window_creation(py, || b.alloc().map(Movable))? {
+        Ok(w) => PyDeviceWindow::create(py, w),
+        Err(e) => Err(interrupt_or_message(py, c.oob()).err().unwrap_or_else(|| errors::device(e))),
     }
 }

@@ -77,6 +77,26 @@ pub(crate) fn creation<R: Send>(py: Python<'_>, op: impl FnOnce() -> R + Send) -
     (out, CAUGHT.with(|c| c.borrow_mut().take()))
 }
 
+/// [`creation`] of a window: `Err` with the signal handler's exception when
+/// one ended the waits, after abandoning the window if it was made all the
+/// same (the signal came as the last wait ended), so that the others' first
+/// wait on it fails instead of waiting for this rank; dropping it then
+/// releases it without a collective.
+pub(crate) fn window_creation<W: Fenced, E: Send>(
+    py: Python<'_>,
+    op: impl FnOnce() -> Result<W, E> + Send,
+) -> PyResult<Result<W, E>> {
+    match creation(py, op) {
+        (made, Some(interrupted)) => {
+            if let Ok(w) = &made {
+                abandon(w.host());
+            }
+            Err(interrupted)
+        }
+        (made, None) => Ok(made),
+    }
+}
+
 /// Runs `op` on the window in `w` without the GIL, in this thread's turn
 /// for `call` ([`Guarded::turn`]), with every sleep of its waits
 /// interruptible; a signal handler's exception wins over the error the
