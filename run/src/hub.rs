@@ -5,12 +5,12 @@
 //! collective `k` evaluates it (same kind, same lengths, or every rank gets
 //! [`Reason::Mismatch`]) and wakes the others; every connection thread writes
 //! its own rank's reply. A rank that leaves (end of stream, also while it
-//! waits in a collective, or its process exited) fails the collective in progress and every later one with
-//! [`Reason::RankLost`], so no rank waits on a rank that is gone; a rank
-//! that has not reached a collective when a waiting rank's timeout (sent in
-//! its hello) expires counts as lost too ([`Reason::Timeout`]). Every such
-//! failure names the rank, its pid, and how its process ended when the
-//! launcher knows it ([`Hub::rank_ended`]).
+//! waits in a collective, or its process exited) fails the collective in
+//! progress and every later one with [`Reason::RankLost`], so no rank waits
+//! on a rank that is gone; a rank that has not reached a collective when a
+//! waiting rank's timeout (sent in its hello) expires counts as lost too
+//! ([`Reason::Timeout`]). Every such failure names the rank, its pid, and how
+//! its process ended when the launcher knows it ([`Hub::rank_ended`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;

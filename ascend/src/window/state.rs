@@ -88,12 +88,12 @@ impl DeviceState {
     /// contexts, not `aclrtSetDevice`, so that no device count grows.
     pub(crate) fn on_device(&self) -> Result<Restore, Error> {
         let Some(context) = self.context else { return Ok(Restore(None)) };
-        let before = Restore::current(&self.rt);
-        if before.0.as_ref().is_some_and(|(_, c)| *c == context) {
+        let before = self.rt.get_current_context().ok();
+        if before == Some(context) {
             return Ok(Restore(None));
         }
         self.rt.set_current_context(context).map_err(|e| Error::acl(Call::SetContext, e))?;
-        Ok(before)
+        Ok(Restore(before.map(|c| (self.rt.clone(), c))))
     }
 
     /// [`Self::on_device`] for the release paths, which go on after a
