@@ -20,6 +20,12 @@ pub enum FenceError {
         /// The dead rank.
         rank: u32,
     },
+    /// `rank` left the window (freed or dropped it) before it answered this
+    /// wait: a fence or wait that does not match one of `rank`'s.
+    PeerLeft {
+        /// The rank that left.
+        rank: u32,
+    },
     /// `rank` gave up on this window (a failed or cancelled wait); the window can only be freed.
     Aborted {
         /// The rank that gave up.
@@ -48,6 +54,9 @@ impl fmt::Display for FenceError {
         match *self {
             Self::Timeout { peer } => write!(f, "timed out waiting for rank {peer}"),
             Self::PeerDead { rank } => write!(f, "rank {rank} died"),
+            Self::PeerLeft { rank } => {
+                write!(f, "rank {rank} left the window (freed or dropped it) without taking part in this wait")
+            }
             Self::Aborted { rank } => {
                 write!(
                     f,

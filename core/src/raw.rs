@@ -103,7 +103,9 @@ pub(crate) struct WaitLine {
     pub(crate) cpu: AtomicU32,
     /// [`WaitRecord::blocked`].
     pub(crate) blocked: AtomicU32,
-    _reserved: [AtomicU64; 13],
+    /// [`WaitRecord::left`].
+    pub(crate) left: AtomicU64,
+    _reserved: [AtomicU64; 12],
 }
 
 /// Every other line of a sync block, as atomics: a window-fence round's slot
@@ -132,6 +134,7 @@ const _: () = {
     assert!(offset_of!(WaitLine, flat_arrived) == offset_of!(WaitRecord, flat_arrived));
     assert!(offset_of!(WaitLine, cpu) == offset_of!(WaitRecord, cpu));
     assert!(offset_of!(WaitLine, blocked) == offset_of!(WaitRecord, blocked));
+    assert!(offset_of!(WaitLine, left) == offset_of!(WaitRecord, left));
     assert!(size_of::<SyncLine>() == LINE_BYTES && size_of::<PeerLine>() == LINE_BYTES);
     assert!(offset_of!(SyncLine, epoch) == offset_of!(PeerLine, fence));
     assert!(offset_of!(SyncLine, signals) == offset_of!(PeerLine, signals));
@@ -308,6 +311,9 @@ impl SyncArea for SyncBlocks {
     fn blocked(&self, rank: u32) -> &AtomicU32 {
         &self.wait_line(rank).blocked
     }
+    fn left(&self, rank: u32) -> &AtomicU64 {
+        &self.wait_line(rank).left
+    }
 }
 
 #[cfg(test)]
@@ -350,6 +356,7 @@ mod tests {
                     assert_eq!(at64(s.flat_arrived(r)), wait + offset_of!(WaitRecord, flat_arrived) as u64);
                     assert_eq!(at32(s.last_cpu(r)), wait + offset_of!(WaitRecord, cpu) as u64);
                     assert_eq!(at32(s.blocked(r)), wait + offset_of!(WaitRecord, blocked) as u64);
+                    assert_eq!(at64(s.left(r)), wait + offset_of!(WaitRecord, left) as u64);
                     for round in 0..layout.rounds() {
                         assert_eq!(at64(s.round_slot(round, r)), layout.round_slot(round, r), "round {round} of {n}");
                     }

@@ -78,8 +78,20 @@ pub struct Window<P: Platform> {
     /// ranks (platform clock, ns), and how many looks it has taken.
     liveness_due_at: Cell<u64>,
     liveness_checks: Cell<u32>,
+    /// Every rank has verified the window: dropping it then marks this rank
+    /// as gone (see [`fence::leave`]). Before, the segment may not even be a
+    /// window of ours, and nothing is written to it.
+    joined: bool,
     // Last: dropped (unmapped) after everything that points into it.
     segment: P::Segment,
+}
+
+impl<P: Platform> Drop for Window<P> {
+    fn drop(&mut self) {
+        if self.joined {
+            fence::leave(&self.sync, self, self.rank);
+        }
+    }
 }
 
 // SAFETY: `Mapped` only points into `segment`'s mapping, which moves with the
@@ -105,7 +117,13 @@ impl<P: Platform> Window<P> {
         assert!(rank < layout.nranks(), "rank {rank} of a window of {}", layout.nranks());
         let sync = SyncBlocks::new(&mem, &layout);
         let (liveness_due_at, liveness_checks) = (Cell::new(0), Cell::new(0));
-        Self { platform, mem, sync, layout, rank, policy, barrier, liveness_due_at, liveness_checks, segment }
+        let joined = false;
+        Self { platform, mem, sync, layout, rank, policy, barrier, liveness_due_at, liveness_checks, joined, segment }
+    }
+
+    /// Marks the window as verified by every rank (see `joined`).
+    pub(crate) fn join(&mut self) {
+        self.joined = true;
     }
 
     /// This rank.
@@ -269,7 +287,9 @@ impl<P: Platform> Window<P> {
     }
 
     /// The window fence of teardown, skipped when the window is poisoned (no
-    /// partner would come). The mapping goes when the window is dropped.
+    /// partner would come). The mapping goes when the window is dropped,
+    /// which tells the others that this rank left: a wait of theirs that it
+    /// did not answer fails, naming it.
     pub fn free(self) -> Result<(), FenceError> {
         match self.poisoned() {
             Some(p) => Err(p.error()),

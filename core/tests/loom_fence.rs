@@ -15,8 +15,8 @@ use core::task::Poll;
 use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
-    Barrier, PendingFence, Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, flat_fence, peer_fence, peer_signal,
-    peer_test, peer_wait, poison, window_fence,
+    Barrier, PendingFence, Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, flat_fence, leave, peer_fence,
+    peer_signal, peer_test, peer_wait, poison, window_fence,
 };
 use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
@@ -712,4 +712,73 @@ models! {
     signals_and_fences_interleaved_straight_to_sleep: signals_and_fences_interleaved::<FutexStraight>();
     flat_fences_back_to_back_two_ranks_straight_to_sleep: window::<FutexStraight>(2, 2, flat_fence);
     window_fence_three_ranks_straight_to_sleep: window::<FutexStraight>(3, 1, window_fence);
+}
+
+// ---------------------------------------------------------------------------
+// Leaving: a rank that frees or drops its window marks its wait line.
+
+/// The pair's peer fence, as a window-wide fence of two ranks.
+fn peer_of_two<E: WaitEnv>(area: &Area, env: &E, me: u32, policy: &WaitPolicy) -> Result<(), FenceError> {
+    peer_fence(area, env, me, 1 - me, policy)
+}
+
+/// Leaving after the last fence fails nobody: every rank publishes, fences,
+/// reads the others and leaves at once. A mark seen before the arrival it
+/// follows would fail a fence that was answered (or, missed by a sleeper,
+/// leave it asleep: a deadlock).
+fn fence_then_leave<E: Mode>(n: u32, fence: WindowFence<E>) {
+    model(move || {
+        on_every_rank(&World::<E>::new(n, n), move |w, me| {
+            w.data.write(me, 1);
+            fence(&w.area, &w.env, me, &E::POLICY).unwrap();
+            for r in (0..n).filter(|&r| r != me) {
+                assert_eq!(w.data.read(r), 1);
+            }
+            leave(&w.area, &w.env, me);
+        });
+    });
+}
+
+/// A wait the awaited rank left without answering fails, naming it, and
+/// never hangs: rank 1 publishes with one signal and leaves; rank 0's first
+/// wait takes the signal (the mark must not hide it), its second fails, and
+/// so does a fence after it. `tested`: rank 0 tests in a loop instead.
+fn wait_on_a_rank_that_left<E: Mode>(tested: bool) {
+    model(move || {
+        on_every_rank(&World::<E>::new(2, 1), move |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            if me == 1 {
+                w.data.write(0, 1);
+                peer_signal(area, env, 1, 0).unwrap();
+                leave(area, env, 1);
+                return;
+            }
+            let wait = || loop {
+                if !tested {
+                    break peer_wait(area, env, 0, 1, &E::POLICY);
+                }
+                match peer_test(area, env, 0, 1, || None) {
+                    Ok(false) => thread::yield_now(),
+                    taken => break taken.map(drop),
+                }
+            };
+            wait().unwrap();
+            assert_eq!(w.data.read(0), 1);
+            let left = Err(FenceError::PeerLeft { rank: 1 });
+            assert_eq!(wait(), left);
+            assert_eq!(peer_fence(area, env, 0, 1, &E::POLICY), left);
+        });
+    });
+}
+
+models! {
+    leaving_after_a_peer_fence: fence_then_leave::<Yielding>(2, peer_of_two);
+    leaving_after_a_peer_fence_sleeping: fence_then_leave::<FutexStraight>(2, peer_of_two);
+    leaving_after_a_window_fence_two_ranks: fence_then_leave::<Yielding>(2, window_fence);
+    leaving_after_a_window_fence_three_ranks_sleeping: fence_then_leave::<Futex>(3, window_fence);
+    leaving_after_a_flat_fence_three_ranks_sleeping: fence_then_leave::<Futex>(3, flat_fence);
+    leaving_after_a_polled_window_fence: fence_then_leave::<Yielding>(2, dissemination_rank0_polled);
+    a_wait_on_a_rank_that_left_fails: wait_on_a_rank_that_left::<Yielding>(false);
+    a_wait_on_a_rank_that_left_fails_sleeping: wait_on_a_rank_that_left::<FutexStraight>(false);
+    a_test_of_a_rank_that_left_fails: wait_on_a_rank_that_left::<Yielding>(true);
 }

@@ -81,7 +81,7 @@ impl ErrorKind {
     pub fn of_fence(e: &FenceError) -> ErrorKind {
         match e {
             FenceError::Timeout { .. } | FenceError::GaveUp { .. } => Self::Timeout,
-            FenceError::PeerDead { .. } | FenceError::Aborted { .. } => Self::DeadPeer,
+            FenceError::PeerDead { .. } | FenceError::PeerLeft { .. } | FenceError::Aborted { .. } => Self::DeadPeer,
             FenceError::InvalidRank { .. } => Self::InvalidArgument,
             _ => Self::Internal,
         }

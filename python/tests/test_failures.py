@@ -13,6 +13,15 @@ def test_dead_peer_raises_within_the_liveness_period(run):
     assert float(value(job, "seconds")) < 2.0
 
 
+def test_a_peer_that_left_the_window_ends_a_wait_on_it(run):
+    # Rank 1 drops its window and lives on for 3 s: rank 0's fence with it
+    # fails at once, saying so, rather than waiting for its process to end.
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "left"}).expect_ok()
+    assert value(job, "raised") == "Error", job.stdout + job.stderr
+    assert "rank 1 left the window" in value(job, "message")
+    assert float(value(job, "seconds")) < 1.0
+
+
 def test_timeout_is_a_builtin_timeout_error(run):
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": "timeout"}).expect_ok()
     assert value(job, "raised") == "TimeoutError"

@@ -51,6 +51,7 @@ pub struct HeapArea {
     flat_arrived: Vec<Line>,
     last_cpu: Vec<Line32>,
     blocked: Vec<Line32>,
+    left: Vec<Line>,
 }
 
 impl HeapArea {
@@ -73,6 +74,7 @@ impl HeapArea {
             flat_arrived: lines(n_us),
             last_cpu: words(n_us),
             blocked: words(n_us),
+            left: lines(n_us),
         }
     }
 }
@@ -114,5 +116,8 @@ impl SyncArea for HeapArea {
     }
     fn blocked(&self, rank: u32) -> &AtomicU32 {
         &self.blocked[rank as usize].0
+    }
+    fn left(&self, rank: u32) -> &AtomicU64 {
+        &self.left[rank as usize].word
     }
 }

@@ -146,6 +146,24 @@ fn dead_peer_fails_alloc() {
     scenario(3, "die", &["at=alloc"]);
 }
 
+/// A rank that drops or frees its window while its process lives on: every
+/// wait of the others that it did not answer fails at once, naming it.
+#[test]
+fn a_rank_that_left_ends_window_fences() {
+    scenario(3, "leave", &["at=fence"]);
+    scenario_with(3, "leave", &["at=fence"], &[("KPCCL_BARRIER", "flat")]);
+    scenario(3, "leave", &["at=polled"]);
+    scenario(3, "leave", &["at=fence", "how=free"]);
+}
+
+#[test]
+fn a_rank_that_left_ends_pairwise_waits() {
+    for at in ["at=peer", "at=wait", "at=test", "at=test-both"] {
+        scenario(3, "leave", &[at, "victim=1"]);
+    }
+    scenario(3, "leave", &["at=peer", "victim=1", "how=free"]);
+}
+
 #[test]
 fn failing_oob_callback_fails_every_rank_at_every_stage() {
     for call in 1..=4 {

@@ -7,6 +7,7 @@
 //! compare). No read-modify-write, no reset, no sense reversal.
 
 mod flat;
+mod leave;
 mod peer;
 mod pending;
 mod placement;
@@ -16,6 +17,7 @@ mod wait;
 mod window;
 
 pub use flat::flat_fence;
+pub use leave::leave;
 pub use peer::peer_fence;
 pub use pending::PendingFence;
 pub(crate) use poison::NAMEABLE_RANKS;
@@ -59,6 +61,9 @@ pub trait SyncArea {
     /// Non-zero while `rank` is blocked in a wait that nobody has signalled
     /// since (written by `rank` and by its signallers; a scheduling hint).
     fn blocked(&self, rank: u32) -> &AtomicU32;
+    /// Non-zero once `rank` has left the window (see [`leave`]); written by
+    /// `rank` only.
+    fn left(&self, rank: u32) -> &AtomicU64;
 }
 
 /// How a window's window-wide fence runs; every rank of a window uses the same.

@@ -152,25 +152,32 @@ impl PendingFence {
     {
         let me = self.me;
         loop {
-            let (ready, awaited) = match self.step {
+            let step = self.step;
+            let awaited = match step {
                 Step::Done => return Poll::Ready(Ok(())),
                 Step::Failed(e) => return Poll::Ready(Err(e)),
-                Step::Answer { peer, epoch } => (answered(area, me, peer, epoch), Awaited::Rank(peer)),
-                Step::Signal { peer, want } => (signalled(area, me, peer, want), Awaited::Rank(peer)),
-                Step::Round { round, epoch } => {
-                    (round_arrived(area, me, round, epoch), Awaited::Rank(round_source(area, me, round)))
-                }
-                Step::Arrivals { target } => (all_arrived(area, target), flat_awaited(area, target)),
+                Step::Answer { peer, .. } | Step::Signal { peer, .. } => Awaited::Rank(peer),
+                Step::Round { round, .. } => Awaited::Rank(round_source(area, me, round)),
+                Step::Arrivals { target } => flat_awaited(area, target),
             };
-            if !ready {
-                return match self.watch.check(area, env, me, awaited) {
-                    Ok(()) => Poll::Pending,
+            let mut ready = || match step {
+                Step::Answer { peer, epoch } => answered(area, me, peer, epoch),
+                Step::Signal { peer, want } => signalled(area, me, peer, want),
+                Step::Round { round, epoch } => round_arrived(area, me, round, epoch),
+                Step::Arrivals { target } => all_arrived(area, target),
+                Step::Done | Step::Failed(_) => true,
+            };
+            if !ready() {
+                match self.watch.check(area, env, me, awaited, &mut ready) {
+                    Ok(false) => return Poll::Pending,
+                    // Ready after all: the awaited rank arrived, then left.
+                    Ok(true) => {}
                     Err(e) => {
                         // Sticky: a wait that failed must not consume a signal that comes later.
                         self.step = Step::Failed(e);
-                        Poll::Ready(Err(e))
+                        return Poll::Ready(Err(e));
                     }
-                };
+                }
             }
             self.step = match self.step {
                 Step::Signal { peer, want } => {

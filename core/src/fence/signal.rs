@@ -19,8 +19,9 @@
 //! still orders what it orders (program order plus its own Release/Acquire
 //! edge), so a pipeline may mix them freely.
 
-use super::wait::{Awaited, find_dead, wait_for};
-use super::{Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, bump, partner, poison, reached};
+use super::leave::has_left;
+use super::wait::{Awaited, find_dead, gone, wait_for};
+use super::{Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed};
 
@@ -86,10 +87,16 @@ where
         take(area, me, peer, want);
         return Ok(true);
     }
-    if let Some(dead) = liveness_check().and_then(|checks| find_dead(area, env, me, peer, checks)) {
-        return Err(poison(area, env, Poison { kind: PoisonKind::Dead, rank: dead }).error());
-    }
-    Ok(false)
+    let why = if has_left(area, peer) {
+        Poison { kind: PoisonKind::Left, rank: peer }
+    } else if let Some(dead) = liveness_check().and_then(|checks| find_dead(area, env, me, peer, checks)) {
+        Poison { kind: PoisonKind::Dead, rank: dead }
+    } else {
+        return Ok(false);
+    };
+    gone(area, env, why, &mut || signalled(area, me, peer, want))?;
+    take(area, me, peer, want);
+    Ok(true)
 }
 
 /// The count of `peer`'s signals that `me`'s next wait needs.

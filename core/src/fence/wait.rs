@@ -3,6 +3,7 @@
 //! liveness while sleeping. The signaller wakes only a rank that announced it
 //! sleeps, so the fast path makes no system call.
 
+use super::leave::has_left;
 use super::{Poison, PoisonKind, SyncArea, WaitEnv, placement, poison, poison_state, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed, Release, SeqCst};
@@ -238,10 +239,9 @@ where
         area.sleeping(me).store(1, Release);
         // SeqCst fence: the waiter's half of the Dekker pairing with `notify`.
         fence(SeqCst);
-        if ready() {
+        if ready() || watch.check(area, env, me, awaited, ready)? {
             return Ok(());
         }
-        watch.check(area, env, me, awaited)?;
         // Marked again: a signal for something else may have cleared it.
         placement::block(area, me);
         env.wait(doorbell, seq, watch.deadline.min(watch.next_check));
@@ -285,9 +285,18 @@ impl Watch {
         Self::new(now, deadline_after(now, policy), policy)
     }
 
-    /// Fails, poisoning the window where the others must learn of it, if
-    /// rank `me`'s wait on `awaited` should end without its partner.
-    pub(super) fn check<A, E>(&mut self, area: &A, env: &E, me: u32, awaited: Awaited) -> Result<(), FenceError>
+    /// Called when `ready()` was false: fails, poisoning the window where
+    /// the others must learn of it, if rank `me`'s wait on `awaited` should
+    /// end without its partner; `Ok(false)` to go on waiting, `Ok(true)` if
+    /// `ready()` holds after all (the partner arrived, then left or died).
+    pub(super) fn check<A, E>(
+        &mut self,
+        area: &A,
+        env: &E,
+        me: u32,
+        awaited: Awaited,
+        ready: &mut dyn FnMut() -> bool,
+    ) -> Result<bool, FenceError>
     where
         A: SyncArea + ?Sized,
         E: WaitEnv + ?Sized,
@@ -299,22 +308,38 @@ impl Watch {
             // The others learn that this rank left: their waits fail naming it.
             return Err(poison(area, env, Poison { kind: PoisonKind::Aborted, rank: me }).error());
         }
+        let peer = awaited.rank(area, me);
+        // One load, at every check: `leave` wakes the sleepers to look.
+        if has_left(area, peer) {
+            return gone(area, env, Poison { kind: PoisonKind::Left, rank: peer }, ready).map(|()| true);
+        }
         let now = env.now_ns();
         if now >= self.deadline {
-            let peer = awaited.rank(area, me);
             // The others learn whom this rank waited for: the rank to look at.
             poison(area, env, Poison { kind: PoisonKind::TimedOut { waited_for: peer }, rank: me });
             return Err(FenceError::Timeout { peer });
         }
         if now >= self.next_check {
             self.checks = self.checks.wrapping_add(1);
-            if let Some(dead) = find_dead(area, env, me, awaited.rank(area, me), self.checks) {
-                return Err(poison(area, env, Poison { kind: PoisonKind::Dead, rank: dead }).error());
+            if let Some(dead) = find_dead(area, env, me, peer, self.checks) {
+                return gone(area, env, Poison { kind: PoisonKind::Dead, rank: dead }, ready).map(|()| true);
             }
             self.next_check = now.saturating_add(self.liveness_ns);
         }
-        Ok(())
+        Ok(false)
     }
+}
+
+/// A wait found that `why.rank` will never arrive again: `Ok` if it did
+/// arrive before it went (`has_left`'s Acquire, or the process's end, makes
+/// its last stores visible to this second look at `ready`), else the window
+/// is poisoned so that every rank fails alike.
+pub(super) fn gone<A, E>(area: &A, env: &E, why: Poison, ready: &mut dyn FnMut() -> bool) -> Result<(), FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    if ready() { Ok(()) } else { Err(poison(area, env, why).error()) }
 }
 
 /// The awaited peer at every check; every eighth check, every rank (the

@@ -97,8 +97,11 @@ pub struct WaitRecord {
     pub cpu: u32,
     /// Non-zero while the rank is blocked in a wait nobody has signalled since.
     pub blocked: u32,
+    /// Non-zero once the rank has left the window (freed or dropped it):
+    /// it takes part in no more fences.
+    pub left: u64,
     /// Zero.
-    pub reserved: [u64; 13],
+    pub reserved: [u64; 12],
 }
 
 /// The line rank `i` writes for rank `j` (in `j`'s sync block, so `j` spins

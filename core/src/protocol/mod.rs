@@ -369,7 +369,8 @@ where
         return Err(CollectiveError::Local(Failure::Oob(e)));
     }
     verdict(table, rank, Stage::Attach)?;
-    let window = window.expect("a rank without a window reported a failure");
+    let mut window = window.expect("a rank without a window reported a failure");
+    window.join();
 
     // 6. Everyone is in: the node's fence, then (several nodes) its result to every node.
     let fenced = window.fence();

@@ -228,6 +228,7 @@ impl Window {
         Error::Fence(match e {
             FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
             FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
+            FenceError::PeerLeft { rank } => FenceError::PeerLeft { rank: g(rank) },
             FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
             FenceError::GaveUp { rank, waited_for } => FenceError::GaveUp { rank: g(rank), waited_for: g(waited_for) },
             other => other,

@@ -100,6 +100,23 @@ if case == "dead":
         say("seconds", time.monotonic() - t)
     win.free() if win.poisoned is None else None
 
+elif case == "left":
+    win = comm.alloc(64)
+    win.fence()
+    if r == 1:
+        del win  # leaves the window; the process lives on
+        time.sleep(3.0)
+        raise SystemExit(0)
+    t = time.monotonic()
+    try:
+        win.peer_fence(1)
+        say("raised", "nothing")
+    except kpccl.Error as e:
+        say("raised", type(e).__name__)
+        say("message", str(e))
+    say("seconds", time.monotonic() - t)
+    free_anyway(win)
+
 elif case == "timeout":
     win = comm.alloc(64, timeout=0.3)
 

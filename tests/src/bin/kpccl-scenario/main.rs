@@ -9,6 +9,7 @@ mod args;
 mod checks;
 mod churn;
 mod fork;
+mod leave;
 mod nodes;
 mod pipeline;
 mod polled;

@@ -24,6 +24,7 @@ pub(crate) const NAMES: &[&str] = &[
     "bad-nranks",
     "oob-fail",
     "die",
+    "leave",
     "stall",
     "full",
     "nodes",
@@ -73,6 +74,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "soak" => soak(&comm, args),
         "fork" => crate::fork::child_does_not_share_the_window(&comm, args),
         "signals" => crate::signals::interrupted_waits(&comm, args),
+        "leave" => crate::leave::leave(&comm, args),
         _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
     }
 }
@@ -320,8 +322,8 @@ fn bad_nranks(oob: RunOob, me: u32, n: u32) -> Res {
     }
 }
 
-/// `victim` exits at `at` (alloc, fence, peer, wait, test, test-both, polled, free); every survivor must get
-/// an error naming it, within `bound_ms`.
+/// `victim` exits at `at` (alloc, or a wait of [`wait_for_victim`]); every
+/// survivor must get an error naming it, within `bound_ms`.
 fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
     let victim: u32 = args.get("victim", n - 1)?;
@@ -346,7 +348,15 @@ fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
         exit_now();
     }
     let start = Instant::now();
-    let result = match at.as_str() {
+    let result = wait_for_victim(win, &at, victim, me, n);
+    expect(result, FenceError::PeerDead { rank: victim }, bound, start, me)
+}
+
+/// A survivor's wait that `victim` will never answer, the one `at` names
+/// (fence, peer, wait, test, test-both, polled, free); then the window is
+/// freed, which still works (its fence fails fast: poisoned).
+pub(crate) fn wait_for_victim(mut win: Window, at: &str, victim: u32, me: u32, n: u32) -> Result<(), Error> {
+    let result = match at {
         "peer" => win.peer_fence(victim),
         "wait" => win.wait(victim),
         "test" => loop {
@@ -366,29 +376,20 @@ fn die<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
                 }
             }
         }
-        "polled" => {
-            let mut win = win;
-            let result = crate::polled::drive(win.start_fence()).map(drop);
-            let freed = expect_dead(result, victim, bound, start, me);
-            let _ = win.free();
-            return freed;
-        }
-        "free" => return expect_dead(win.free(), victim, bound, start, me),
+        "polled" => crate::polled::drive(win.start_fence()).map(drop),
+        "free" => return win.free(),
         _ => win.fence(),
     };
-    let freed = expect_dead(result, victim, bound, start, me);
-    // Survivors can still free the window (its fence fails fast: poisoned).
     let _ = win.free();
-    freed
+    result
 }
 
-fn expect_dead(result: Result<(), Error>, victim: u32, bound: Duration, start: Instant, me: u32) -> Res {
+/// The wait failed with `want`, within `bound` of `start`.
+pub(crate) fn expect(result: Result<(), Error>, want: FenceError, bound: Duration, start: Instant, me: u32) -> Res {
     match result {
-        Ok(()) => Err(format!("rank {me}: the wait succeeded although rank {victim} is dead")),
-        Err(Error::Fence(FenceError::PeerDead { rank })) if rank == victim => {
-            within(bound, start, me, &format!("rank {rank} died"))
-        }
-        Err(e) => Err(format!("rank {me}: expected 'rank {victim} died', got: {e}")),
+        Ok(()) => Err(format!("rank {me}: the wait succeeded although it should have failed with '{want}'")),
+        Err(Error::Fence(got)) if got == want => within(bound, start, me, &want.to_string()),
+        Err(e) => Err(format!("rank {me}: expected '{want}', got: {e}")),
     }
 }
 

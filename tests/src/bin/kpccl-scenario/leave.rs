@@ -1,0 +1,45 @@
+//! A rank leaves the window while the others still use it: each wait of
+//! theirs that it did not answer fails at once, naming it, although its
+//! process lives on.
+
+use std::time::{Duration, Instant};
+
+use kpccl_core::FenceError;
+use kpccl_posix::{Comm, Oob};
+
+use crate::args::Args;
+use crate::scenarios::{Res, expect, s, wait_for_victim};
+
+/// `victim` leaves the window (`how`: `drop` it, or `free` it, which the
+/// others' window fence meets), a moment after the others start waiting, and
+/// then lives on for `hold_ms`. Every survivor's wait `at` (see
+/// [`wait_for_victim`]) must fail naming it within `bound_ms`, before the
+/// victim's process ends.
+pub(crate) fn leave<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let victim: u32 = args.get("victim", n - 1)?;
+    let at = args.str("at").unwrap_or("fence");
+    let how = args.str("how").unwrap_or("drop");
+    let hold = Duration::from_millis(args.get("hold_ms", 2_000)?);
+    let bound = Duration::from_millis(args.get("bound_ms", 1_000)?);
+    let win = comm.window(4096).alloc().map_err(s)?;
+    if me == victim {
+        if how == "free" {
+            win.free().map_err(s)?;
+        } else {
+            // Let the survivors start waiting (and sleep) first.
+            std::thread::sleep(Duration::from_millis(100));
+            drop(win);
+        }
+        println!("rank {me}: left the window ({how}), living on for {hold:?}");
+        std::thread::sleep(hold);
+        return Ok(());
+    }
+    if how == "free" {
+        // Meets the victim's teardown fence.
+        win.fence().map_err(s)?;
+    }
+    let start = Instant::now();
+    let result = wait_for_victim(win, at, victim, me, n);
+    expect(result, FenceError::PeerLeft { rank: victim }, bound, start, me)
+}
