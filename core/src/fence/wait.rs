@@ -137,8 +137,9 @@ impl Awaited {
             Self::Rank(rank) => rank,
             Self::Flat { fence } => {
                 let n = area.nranks();
-                // Relaxed: a diagnostic read after a timeout; a stale count only
-                // names a rank that arrived a moment ago.
+                // Relaxed: picks whom to name and to look at; a stale count only
+                // names a rank that arrived a moment ago (if it has also left,
+                // every rank had arrived: `gone`'s re-test then succeeds).
                 let late = |r: u32| !reached(area.flat_arrived(r).load(Relaxed), fence);
                 (1..n).map(|d| (me + d) % n).find(|&r| late(r)).unwrap_or((me + 1) % n)
             }
