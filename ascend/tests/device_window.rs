@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kpccl_ascend::codes::{
-    ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_DRV_INTERNAL_ERROR,
-    ACL_ERROR_RT_FEATURE_NOT_SUPPORT, ACL_ERROR_RT_INVALID_DEVICEID, ACL_MEM_MALLOC_HUGE_FIRST,
-    ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
+    ACL_ERROR_RT_DRV_INTERNAL_ERROR, ACL_ERROR_RT_FEATURE_NOT_SUPPORT, ACL_ERROR_RT_INVALID_DEVICEID,
+    ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
 };
 use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Collective, Error, Failure, Fault, Setting};
@@ -183,7 +183,14 @@ fn user_devices<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
         w.free().map_err(e)?;
         still_users("a free")?;
     }
-    Ok(())
+    // Each window gave back its count of its device: a reset finds none left.
+    for d in [0, 1].map(|d| 2 * me as i32 + d) {
+        match rt.reset_device(d) {
+            Err(err) if err.code() == ACL_ERROR_RT_CONTEXT_RELEASE_ERROR => {}
+            other => return Err(format!("device {d} after its window's free: a reset gave {other:?}, not 507007")),
+        }
+    }
+    acl("aclrtResetDevice", rt.reset_device(7))
 }
 
 /// Rank 0 asks for a host window, the others for device windows: all fail.

@@ -47,6 +47,8 @@ pub enum Call {
     GetContext,
     /// `aclrtSetCurrentContext`.
     SetContext,
+    /// `aclrtResetDevice`.
+    ResetDevice,
 }
 
 // The codes a creation record carries.
@@ -69,6 +71,7 @@ kpccl_core::codes!(Call: u32 {
     DestroyStream = 16,
     GetContext = 17,
     SetContext = 18,
+    ResetDevice = 19,
 });
 
 impl Call {
@@ -93,6 +96,7 @@ impl Call {
             Self::DestroyStream => "aclrtDestroyStream",
             Self::GetContext => "aclrtGetCurrentContext",
             Self::SetContext => "aclrtSetCurrentContext",
+            Self::ResetDevice => "aclrtResetDevice",
         }
     }
 }

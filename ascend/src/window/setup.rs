@@ -174,6 +174,7 @@ fn ident(state: &mut DeviceState, opts: &Options, mine: &mut Record) -> Result<(
         Err(e) => return Err(Error::acl(Call::Init, e)),
     }
     rt.set_device(opts.device).map_err(|e| Error::acl(Call::SetDevice, e))?;
+    state.holds_device = true;
     state.context = Some(rt.get_current_context().map_err(|e| Error::acl(Call::GetContext, e))?);
     mine.tgid = rt.device_get_bare_tgid().map_err(|e| Error::acl(Call::GetBareTgid, e))?;
     state.stream = Some(rt.create_stream().map_err(|e| Error::acl(Call::CreateStream, e))?);

@@ -44,6 +44,9 @@ pub(crate) struct DeviceState {
     /// The default context of `device`, once creation has set the device:
     /// what every call makes current, on whichever thread it runs.
     pub(crate) context: Option<AclContext>,
+    /// Creation's `aclrtSetDevice` succeeded: the window holds one count of
+    /// `device`, given back last in [`Self::release_own`].
+    pub(crate) holds_device: bool,
 }
 
 /// Sets a thread's context back when dropped: the one that was current
@@ -79,7 +82,7 @@ impl core::fmt::Debug for DeviceState {
 impl DeviceState {
     pub(crate) fn new(rt: Runtime, device: i32, rank: u32, nranks: u32) -> Self {
         let segs = vec![Segment::default(); nranks as usize];
-        Self { rt, device, rank, segs, alloc: None, key: None, stream: None, context: None }
+        Self { rt, device, rank, segs, alloc: None, key: None, stream: None, context: None, holds_device: false }
     }
 
     /// Makes this rank's device current on the calling thread until the
@@ -134,8 +137,11 @@ impl DeviceState {
         first
     }
 
-    /// The exporter's part, after every importer closed: destroys the key, then
-    /// frees the memory; then the window's stream goes.
+    /// The exporter's part, after every importer closed: the window's stream
+    /// goes, then the key, then the memory; last, the window's count of its
+    /// device (ACL pairs every `aclrtSetDevice` with an `aclrtResetDevice`, and
+    /// releases the device's resources when the count falls to 0: a program
+    /// that resets its own device then finds it released, as without windows).
     pub(crate) fn release_own(&mut self) -> Result<(), Error> {
         let (_on, mut first) = self.on_device_to_release();
         if let Some(s) = self.stream.take() {
@@ -148,6 +154,11 @@ impl DeviceState {
         if let Some(ptr) = self.alloc.take() {
             self.segs[self.rank as usize].ptr = core::ptr::null_mut();
             first = first.and(self.rt.free(ptr).map_err(|e| Error::acl(Call::Free, e)));
+        }
+        if core::mem::take(&mut self.holds_device) {
+            // The context goes with the device's last count: nothing may make it current again.
+            self.context = None;
+            first = first.and(self.rt.reset_device(self.device).map_err(|e| Error::acl(Call::ResetDevice, e)));
         }
         first
     }
