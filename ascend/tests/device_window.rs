@@ -70,6 +70,7 @@ fn rank_main() {
         "bad_device" => bad_device(&comm),
         "no_runtime" => no_runtime(&comm),
         "dead_peer" => dead_peer(&comm),
+        "free_unmatched" => free_unmatched(&comm),
         "dropped" => dropped(&comm),
         "no_validation" => no_validation(&comm),
         "stream_fence" => stream_fence(&comm),
@@ -275,6 +276,33 @@ fn no_runtime<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
 
 /// Rank 1 dies with the window live: rank 0's free returns an error, quickly,
 /// and releases everything.
+/// Rank 1 frees while rank 0 waits for it in a peer fence (a fence count
+/// that does not match): no timeout is set, yet both fail within a second,
+/// naming rank 1 and rank 0's wait, and rank 0's free still releases.
+fn free_unmatched<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let me = comm.rank();
+    let w = DeviceWindow::builder(comm, 4096).device(me as i32).runtime(HostSim::new()).alloc().map_err(e)?;
+    let start = std::time::Instant::now();
+    let result = if me == 1 {
+        w.free()
+    } else {
+        let fenced = w.peer_fence(1);
+        let _ = w.free();
+        fenced
+    };
+    let text = match result {
+        Ok(()) => return Err("succeeded although rank 1 freed the window unmatched".into()),
+        Err(err) => err.to_string(),
+    };
+    if !text.contains("rank 1 left the window") || !text.contains("while rank 0 still waited") {
+        return Err(format!("expected 'rank 1 left the window … while rank 0 still waited', got: {text}"));
+    }
+    if start.elapsed() > Duration::from_secs(1) {
+        return Err(format!("the error took {:?}: {text}", start.elapsed()));
+    }
+    Ok(())
+}
+
 fn dead_peer<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     let me = comm.rank();
     let w = DeviceWindow::builder(comm, 4096).device(me as i32).runtime(HostSim::new()).alloc().map_err(e)?;
@@ -425,6 +453,11 @@ fn no_runtime_fails_every_rank_and_names_the_simulator() {
 #[test]
 fn a_dead_peer_during_free_is_an_error_not_a_hang() {
     launch(2, "dead_peer", &[]);
+}
+
+#[test]
+fn a_free_that_meets_a_peer_fence_fails_both_not_hangs() {
+    launch(2, "free_unmatched", &[]);
 }
 
 /// Runs `case` on `n` ranks under `chip`, with the simulator's copy log on; the

@@ -20,11 +20,13 @@ pub enum FenceError {
         /// The dead rank.
         rank: u32,
     },
-    /// `rank` left the window (freed or dropped it) before it answered this
-    /// wait: a fence or wait that does not match one of `rank`'s.
+    /// `rank` left the window (freed or dropped it) before it answered a
+    /// wait of `waiter`'s: a fence or wait that does not match one of `rank`'s.
     PeerLeft {
         /// The rank that left.
         rank: u32,
+        /// The rank whose wait it left unanswered.
+        waiter: u32,
     },
     /// `rank` gave up on this window (a failed or cancelled wait); the window can only be freed.
     Aborted {
@@ -54,9 +56,11 @@ impl fmt::Display for FenceError {
         match *self {
             Self::Timeout { peer } => write!(f, "timed out waiting for rank {peer}"),
             Self::PeerDead { rank } => write!(f, "rank {rank} died"),
-            Self::PeerLeft { rank } => {
-                write!(f, "rank {rank} left the window (freed or dropped it) without taking part in this wait")
-            }
+            Self::PeerLeft { rank, waiter } => write!(
+                f,
+                "rank {rank} left the window (freed or dropped it) while rank {waiter} still waited for it \
+                 (a fence or wait it did not match)"
+            ),
             Self::Aborted { rank } => {
                 write!(
                     f,

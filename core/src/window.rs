@@ -287,14 +287,27 @@ impl<P: Platform> Window<P> {
     }
 
     /// The window fence of teardown, skipped when the window is poisoned (no
-    /// partner would come). The mapping goes when the window is dropped,
-    /// which tells the others that this rank left: a wait of theirs that it
-    /// did not answer fails, naming it.
+    /// partner would come). A peer fence or signal wait of another rank's
+    /// that this rank has not answered fails once this begins (and so this
+    /// fence fails too, rather than both waiting for ever). The mapping goes
+    /// when the window is dropped, which tells the others that this rank
+    /// left: a wait of theirs that it did not answer fails, naming it.
     pub fn free(self) -> Result<(), FenceError> {
-        match self.poisoned() {
-            Some(p) => Err(p.error()),
-            None => self.fence(),
+        if let Some(p) = self.poisoned() {
+            return Err(p.error());
         }
+        self.start_freeing();
+        self.fence()
+    }
+
+    /// Says that this rank is freeing the window: from now on it takes part
+    /// in window fences only, so a peer fence or signal wait of another
+    /// rank's that it has not answered fails (and so does the teardown fence
+    /// that rank then misses), rather than both waiting for ever. [`Self::free`]
+    /// calls it; a layer whose teardown runs window fences of its own before
+    /// `free` (device windows) calls it before the first.
+    pub fn start_freeing(&self) {
+        fence::start_freeing(&self.sync, self, self.rank);
     }
 
     pub(crate) fn segment_handle(&self) -> &P::Segment {

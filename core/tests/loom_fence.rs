@@ -16,7 +16,7 @@ use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
     Barrier, PendingFence, Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, flat_fence, leave, peer_fence,
-    peer_signal, peer_test, peer_wait, poison, window_fence,
+    peer_signal, peer_test, peer_wait, poison, start_freeing, window_fence,
 };
 use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
@@ -742,7 +742,8 @@ fn fence_then_leave<E: Mode>(n: u32, fence: WindowFence<E>) {
 /// A wait the awaited rank left without answering fails, naming it, and
 /// never hangs: rank 1 publishes with one signal and leaves; rank 0's first
 /// wait takes the signal (the mark must not hide it), its second fails, and
-/// so does a fence after it. `tested`: rank 0 tests in a loop instead.
+/// so does a fence after it. `tested`: rank 0 takes the signal by a loop of
+/// tests instead, and a test after it answers "no signal", not an error.
 fn wait_on_a_rank_that_left<E: Mode>(tested: bool) {
     model(move || {
         on_every_rank(&World::<E>::new(2, 1), move |w, me| {
@@ -753,25 +754,74 @@ fn wait_on_a_rank_that_left<E: Mode>(tested: bool) {
                 leave(area, env, 1);
                 return;
             }
-            let wait = || loop {
-                if !tested {
-                    break peer_wait(area, env, 0, 1, &E::POLICY);
+            if tested {
+                while !peer_test(area, env, 0, 1, || None).unwrap() {
+                    thread::yield_now();
                 }
-                match peer_test(area, env, 0, 1, || None) {
-                    Ok(false) => thread::yield_now(),
-                    taken => break taken.map(drop),
-                }
-            };
-            wait().unwrap();
+            } else {
+                peer_wait(area, env, 0, 1, &E::POLICY).unwrap();
+            }
             assert_eq!(w.data.read(0), 1);
-            let left = Err(FenceError::PeerLeft { rank: 1 });
-            assert_eq!(wait(), left);
+            if tested {
+                assert_eq!(peer_test(area, env, 0, 1, || None), Ok(false));
+            }
+            let left = Err(FenceError::PeerLeft { rank: 1, waiter: 0 });
+            assert_eq!(peer_wait(area, env, 0, 1, &E::POLICY), left);
             assert_eq!(peer_fence(area, env, 0, 1, &E::POLICY), left);
         });
     });
 }
 
+/// `free` as the window runs it: the mark, the teardown fence, the drop.
+fn free<E: Mode>(w: &World<E>, me: u32) -> Result<(), FenceError> {
+    start_freeing(&w.area, &w.env, me);
+    let fenced = window_fence(&w.area, &w.env, me, &E::POLICY);
+    leave(&w.area, &w.env, me);
+    fenced
+}
+
+/// Rank 1 signals rank 0, then frees; rank 0 waits for the signal, then
+/// frees: the freeing mark must not hide the signal sent before it, and both
+/// frees succeed.
+fn signal_then_free<E: Mode>() {
+    model(|| {
+        on_every_rank(&World::<E>::new(2, 1), |w, me| {
+            if me == 1 {
+                w.data.write(0, 1);
+                peer_signal(&w.area, &w.env, 1, 0).unwrap();
+            } else {
+                peer_wait(&w.area, &w.env, 0, 1, &E::POLICY).unwrap();
+                assert_eq!(w.data.read(0), 1);
+            }
+            free(w, me).unwrap();
+        });
+    });
+}
+
+/// Rank 1 frees while rank 0 waits for it pairwise (`signal`: for a signal,
+/// else in a peer fence): both fail, naming rank 1 and rank 0's wait; no
+/// hang (the free's fence ends with the poison).
+fn free_during_a_pairwise_wait<E: Mode>(signal: bool) {
+    model(move || {
+        on_every_rank(&World::<E>::new(2, 1), move |w, me| {
+            let left = Err(FenceError::PeerLeft { rank: 1, waiter: 0 });
+            if me == 1 {
+                assert_eq!(free(w, 1), left);
+            } else if signal {
+                assert_eq!(peer_wait(&w.area, &w.env, 0, 1, &E::POLICY), left);
+            } else {
+                assert_eq!(peer_fence(&w.area, &w.env, 0, 1, &E::POLICY), left);
+            }
+        });
+    });
+}
+
 models! {
+    a_signal_before_a_free_is_taken: signal_then_free::<Yielding>();
+    a_signal_before_a_free_is_taken_sleeping: signal_then_free::<FutexStraight>();
+    a_free_fails_a_peer_fence_it_did_not_answer: free_during_a_pairwise_wait::<Yielding>(false);
+    a_free_fails_a_peer_fence_it_did_not_answer_sleeping: free_during_a_pairwise_wait::<FutexStraight>(false);
+    a_free_fails_a_signal_wait_sleeping: free_during_a_pairwise_wait::<FutexStraight>(true);
     leaving_after_a_peer_fence: fence_then_leave::<Yielding>(2, peer_of_two);
     leaving_after_a_peer_fence_sleeping: fence_then_leave::<FutexStraight>(2, peer_of_two);
     leaving_after_a_window_fence_two_ranks: fence_then_leave::<Yielding>(2, window_fence);
@@ -780,5 +830,5 @@ models! {
     leaving_after_a_polled_window_fence: fence_then_leave::<Yielding>(2, dissemination_rank0_polled);
     a_wait_on_a_rank_that_left_fails: wait_on_a_rank_that_left::<Yielding>(false);
     a_wait_on_a_rank_that_left_fails_sleeping: wait_on_a_rank_that_left::<FutexStraight>(false);
-    a_test_of_a_rank_that_left_fails: wait_on_a_rank_that_left::<Yielding>(true);
+    a_test_of_a_rank_that_left_answers_no_signal: wait_on_a_rank_that_left::<Yielding>(true);
 }

@@ -194,7 +194,11 @@ unsafe fn finish(window: AnyWindow, baseptr: NonNull<*mut c_void>, win: NonNull<
 /// reads, then unmaps. An accepted handle is gone afterwards even when the
 /// call fails (e.g. a peer died during the fence): the memory is released
 /// and the error returned. A refused one (stale, or in another thread's
-/// fence) is left as it was.
+/// fence) is left as it was. A peer fence or `kpccl_shm_peer_wait` of
+/// another rank that waits for this one (a fence count that does not match)
+/// fails as this call begins, and so does this call, instead of both
+/// waiting for ever ("rank 1 left the window ... while rank 0 still waited
+/// for it"); so does any later wait of theirs for this rank.
 ///
 /// # Safety
 /// `win` is any value (checked: see `kpccl_shm_win_h`); it fails, and the

@@ -19,6 +19,7 @@ def test_a_peer_that_left_the_window_ends_a_wait_on_it(run):
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": "left"}).expect_ok()
     assert value(job, "raised") == "Error", job.stdout + job.stderr
     assert "rank 1 left the window" in value(job, "message")
+    assert "while rank 0 still waited for it" in value(job, "message")
     assert float(value(job, "seconds")) < 1.0
 
 

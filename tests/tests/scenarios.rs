@@ -158,10 +158,20 @@ fn a_rank_that_left_ends_window_fences() {
 
 #[test]
 fn a_rank_that_left_ends_pairwise_waits() {
-    for at in ["at=peer", "at=wait", "at=test", "at=test-both"] {
+    for at in ["at=peer", "at=wait"] {
         scenario(3, "leave", &[at, "victim=1"]);
     }
     scenario(3, "leave", &["at=peer", "victim=1", "how=free"]);
+}
+
+/// A rank frees the window while the others wait for it pairwise (a fence
+/// count that does not match): their waits and its free fail, none hangs.
+#[test]
+fn a_free_that_meets_pairwise_waits_fails_them_and_itself() {
+    for at in ["at=peer", "at=wait"] {
+        scenario(3, "leave", &[at, "victim=1", "how=free-unmatched"]);
+    }
+    scenario_with(3, "leave", &["at=peer", "how=free-unmatched"], &[("KPCCL_BARRIER", "flat")]);
 }
 
 #[test]

@@ -242,6 +242,8 @@ impl DeviceWindow {
     /// (a dead peer ends the fences at once); the first error is returned.
     pub fn free(self) -> Result<(), Error> {
         let Self { mut dev, host } = self;
+        // Only window fences from here on: a peer's pairwise wait for this rank fails.
+        host.start_freeing();
         let mut first = host.fence().map_err(Error::from);
         first = first.and(dev.close_imports());
         first = first.and(host.fence().map_err(Error::from));

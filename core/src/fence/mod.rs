@@ -17,7 +17,7 @@ mod wait;
 mod window;
 
 pub use flat::flat_fence;
-pub use leave::leave;
+pub use leave::{leave, start_freeing};
 pub use peer::peer_fence;
 pub use pending::PendingFence;
 pub(crate) use poison::NAMEABLE_RANKS;

@@ -17,7 +17,7 @@ where
         return Ok(());
     }
     let epoch = arrive(area, env, me, peer);
-    wait_for(area, env, me, Awaited::Rank(peer), policy, || answered(area, me, peer, epoch))
+    wait_for(area, env, me, Awaited::Partner(peer), policy, || answered(area, me, peer, epoch))
 }
 
 /// `me`'s half of its next fence with `peer`; returns the epoch to wait for.

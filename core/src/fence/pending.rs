@@ -156,8 +156,8 @@ impl PendingFence {
             let awaited = match step {
                 Step::Done => return Poll::Ready(Ok(())),
                 Step::Failed(e) => return Poll::Ready(Err(e)),
-                Step::Answer { peer, .. } | Step::Signal { peer, .. } => Awaited::Rank(peer),
-                Step::Round { round, .. } => Awaited::Rank(round_source(area, me, round)),
+                Step::Answer { peer, .. } | Step::Signal { peer, .. } => Awaited::Partner(peer),
+                Step::Round { round, .. } => Awaited::Round(round_source(area, me, round)),
                 Step::Arrivals { target } => flat_awaited(area, target),
             };
             let mut ready = || match step {

@@ -12,8 +12,11 @@ use crate::sync::Ordering::{AcqRel, Acquire, Release};
 pub enum PoisonKind {
     /// A rank's process died.
     Dead,
-    /// A rank left the window (freed or dropped it) while another waited for it.
-    Left,
+    /// A rank left the window (freed or dropped it) while `waiter` waited for it.
+    Left {
+        /// The rank whose wait it left unanswered.
+        waiter: u32,
+    },
     /// A rank gave up on the window: a wait of its failed or was interrupted
     /// (a binding's Ctrl-C), or its program left the window on an error.
     Aborted,
@@ -43,7 +46,7 @@ impl Poison {
     pub fn error(&self) -> FenceError {
         match self.kind {
             PoisonKind::Dead => FenceError::PeerDead { rank: self.rank },
-            PoisonKind::Left => FenceError::PeerLeft { rank: self.rank },
+            PoisonKind::Left { waiter } => FenceError::PeerLeft { rank: self.rank, waiter },
             PoisonKind::TimedOut { waited_for } => FenceError::GaveUp { rank: self.rank, waited_for },
             PoisonKind::Aborted | PoisonKind::Flush => FenceError::Aborted { rank: self.rank },
         }
@@ -63,7 +66,7 @@ fn encode(p: Poison) -> u32 {
         PoisonKind::Aborted => (2, 0),
         PoisonKind::Flush => (3, 0),
         PoisonKind::TimedOut { waited_for } => (4, waited_for & RANK_MASK),
-        PoisonKind::Left => (5, 0),
+        PoisonKind::Left { waiter } => (5, waiter & RANK_MASK),
     };
     kind << 24 | other << RANK_BITS | (p.rank & RANK_MASK)
 }
@@ -75,7 +78,7 @@ fn decode(word: u32) -> Option<Poison> {
         1 => PoisonKind::Dead,
         2 => PoisonKind::Aborted,
         4 => PoisonKind::TimedOut { waited_for: other },
-        5 => PoisonKind::Left,
+        5 => PoisonKind::Left { waiter: other },
         _ => PoisonKind::Flush,
     };
     Some(Poison { kind, rank: word & RANK_MASK })
@@ -128,7 +131,8 @@ mod tests {
         let last = NAMEABLE_RANKS - 1;
         for kind in [
             PoisonKind::Dead,
-            PoisonKind::Left,
+            PoisonKind::Left { waiter: 0 },
+            PoisonKind::Left { waiter: last },
             PoisonKind::Aborted,
             PoisonKind::Flush,
             PoisonKind::TimedOut { waited_for: 0 },

@@ -19,7 +19,6 @@
 //! still orders what it orders (program order plus its own Release/Acquire
 //! edge), so a pipeline may mix them freely.
 
-use super::leave::has_left;
 use super::wait::{Awaited, find_dead, gone, wait_for};
 use super::{Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
@@ -55,7 +54,7 @@ where
     }
     let want = next_signal(area, me, peer);
     let policy = WaitPolicy { spins: policy.signal_spins, ..*policy };
-    wait_for(area, env, me, Awaited::Rank(peer), &policy, || signalled(area, me, peer, want))?;
+    wait_for(area, env, me, Awaited::Partner(peer), &policy, || signalled(area, me, peer, want))?;
     take(area, me, peer, want);
     Ok(())
 }
@@ -67,7 +66,8 @@ where
 /// wait, so the caller decides how often a test that finds no signal looks
 /// for dead ranks: `liveness_check()`, asked then, says whether this is
 /// such a look and its number (the awaited peer every time, every rank every
-/// eighth, as a sleeping wait does).
+/// eighth, as a sleeping wait does). A test of a rank that has left the
+/// window, or is freeing it, answers `Ok(false)` once its signals are taken.
 pub fn peer_test<A, E>(
     area: &A,
     env: &E,
@@ -87,14 +87,13 @@ where
         take(area, me, peer, want);
         return Ok(true);
     }
-    let why = if has_left(area, peer) {
-        Poison { kind: PoisonKind::Left, rank: peer }
-    } else if let Some(dead) = liveness_check().and_then(|checks| find_dead(area, env, me, peer, checks)) {
-        Poison { kind: PoisonKind::Dead, rank: dead }
-    } else {
+    // A rank that left (freed or dropped the window) is no error here: "no
+    // signal" is a test's true answer, and a program may well test, at its
+    // end, that none is left over. Only a dead one fails the test.
+    let Some(dead) = liveness_check().and_then(|checks| find_dead(area, env, me, peer, checks)) else {
         return Ok(false);
     };
-    gone(area, env, why, &mut || signalled(area, me, peer, want))?;
+    gone(area, env, Poison { kind: PoisonKind::Dead, rank: dead }, &mut || signalled(area, me, peer, want))?;
     take(area, me, peer, want);
     Ok(true)
 }

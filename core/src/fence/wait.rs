@@ -119,8 +119,10 @@ fn wake_if_sleeping<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E
 /// Whom a wait waits for: the rank its errors name and whose liveness it checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Awaited {
-    /// One rank.
-    Rank(u32),
+    /// A pairwise partner (peer fence, signal): its `free` ends the wait.
+    Partner(u32),
+    /// The rank a window fence's round waits for.
+    Round(u32),
     /// Every rank's arrival at the flat barrier's fence number `fence`:
     /// resolved, when it matters, to a rank that has not arrived.
     Flat {
@@ -134,7 +136,7 @@ impl Awaited {
     /// has not arrived at the fence (its successor if all have, meanwhile).
     fn rank<A: SyncArea + ?Sized>(self, area: &A, me: u32) -> u32 {
         match self {
-            Self::Rank(rank) => rank,
+            Self::Partner(rank) | Self::Round(rank) => rank,
             Self::Flat { fence } => {
                 let n = area.nranks();
                 // Relaxed: picks whom to name and to look at; a stale count only
@@ -311,8 +313,9 @@ impl Watch {
         }
         let peer = awaited.rank(area, me);
         // One load, at every check: `leave` wakes the sleepers to look.
-        if has_left(area, peer) {
-            return gone(area, env, Poison { kind: PoisonKind::Left, rank: peer }, ready).map(|()| true);
+        if has_left(area, peer, matches!(awaited, Awaited::Partner(_))) {
+            let left = Poison { kind: PoisonKind::Left { waiter: me }, rank: peer };
+            return gone(area, env, left, ready).map(|()| true);
         }
         let now = env.now_ns();
         if now >= self.deadline {

@@ -21,7 +21,7 @@ where
     for round in 0..rounds(area.nranks()) {
         let epoch = send_round(area, env, me, round);
         let from = round_source(area, me, round);
-        wait_for(area, env, me, Awaited::Rank(from), policy, || round_arrived(area, me, round, epoch))?;
+        wait_for(area, env, me, Awaited::Round(from), policy, || round_arrived(area, me, round, epoch))?;
     }
     Ok(())
 }

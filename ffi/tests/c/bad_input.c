@@ -337,6 +337,36 @@ static void win_calls(void)
     CHECK_OK(kpccl_shm_comm_destroy(comm));
 }
 
+/*
+ * The last rank frees while rank 0 still waits for it in a peer fence (a
+ * fence count that does not match; no timeout is set): nobody hangs. Rank
+ * 0's fence fails naming the rank that left, so does every free (the window
+ * was abandoned), and the memory is released all the same.
+ */
+static void unmatched_free(void)
+{
+    if (n < 2) {
+        return;
+    }
+    kpccl_shm_comm_h comm = good_comm();
+    void *base = NULL;
+    kpccl_shm_win_h win = NULL;
+    CHECK_OK(kpccl_shm_win_alloc(64, comm, &base, &win));
+    if (win == NULL) {
+        return;
+    }
+    char left[64];
+    snprintf(left, sizeof left, "rank %d left the window", bad);
+    if (me == 0) {
+        CHECK_FAILS(kpccl_shm_peer_fence(win, bad), "kpccl_shm_peer_fence");
+        CHECK(strstr(kpccl_last_error(), left) != NULL, "the fence names the rank that left");
+        CHECK(kpccl_last_error_code() == KPCCL_ERR_DEAD_PEER, "class %d", (int)kpccl_last_error_code());
+    }
+    CHECK_FAILS(kpccl_shm_win_free(win), "kpccl_shm_win_free");
+    CHECK(strstr(kpccl_last_error(), left) != NULL, "every free names the rank that left");
+    CHECK_OK(kpccl_shm_comm_destroy(comm));
+}
+
 /* The call failed as a freed handle's call must: naming the function and the staleness. */
 #define CHECK_STALE(call, fn)                                                                 \
     do {                                                                                      \
@@ -411,6 +441,7 @@ int main(int argc, char **argv)
     win_alloc();
     win_alloc_ex();
     win_calls();
+    unmatched_free();
     stale_handles();
     return check_finish(world);
 }

@@ -153,6 +153,13 @@ impl Window {
         self.inner.fence().map_err(|e| self.global(e))
     }
 
+    /// Says that this rank is freeing the window (see
+    /// [`kpccl_core::Window::start_freeing`]): for a teardown that runs
+    /// window fences of its own before [`Window::free`].
+    pub fn start_freeing(&self) {
+        self.inner.start_freeing();
+    }
+
     /// Starts the pairwise fence with `peer` without blocking: poll (or
     /// `.await`) the [`PendingFence`] until it is ready. Same matching and
     /// errors as [`Window::peer_fence`].
@@ -228,7 +235,7 @@ impl Window {
         Error::Fence(match e {
             FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
             FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
-            FenceError::PeerLeft { rank } => FenceError::PeerLeft { rank: g(rank) },
+            FenceError::PeerLeft { rank, waiter } => FenceError::PeerLeft { rank: g(rank), waiter: g(waiter) },
             FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
             FenceError::GaveUp { rank, waited_for } => FenceError::GaveUp { rank: g(rank), waited_for: g(waited_for) },
             other => other,

@@ -10,11 +10,12 @@ use kpccl_posix::{Comm, Oob};
 use crate::args::Args;
 use crate::scenarios::{Res, expect, s, wait_for_victim};
 
-/// `victim` leaves the window (`how`: `drop` it, or `free` it, which the
-/// others' window fence meets), a moment after the others start waiting, and
-/// then lives on for `hold_ms`. Every survivor's wait `at` (see
-/// [`wait_for_victim`]) must fail naming it within `bound_ms`, before the
-/// victim's process ends.
+/// `victim` leaves the window a moment after the others start waiting, and
+/// then lives on for `hold_ms`. `how`: `drop` it; `free` it, which the
+/// others' window fence meets first; or `free-unmatched`: free it while the
+/// others wait for it pairwise, which fails them and the free alike. Every
+/// survivor's wait `at` (see [`wait_for_victim`]) must fail naming the
+/// victim within `bound_ms`, before the victim's process ends.
 pub(crate) fn leave<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
     let victim: u32 = args.get("victim", n - 1)?;
@@ -23,13 +24,19 @@ pub(crate) fn leave<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let hold = Duration::from_millis(args.get("hold_ms", 2_000)?);
     let bound = Duration::from_millis(args.get("bound_ms", 1_000)?);
     let win = comm.window(4096).alloc().map_err(s)?;
+    let left = |e: FenceError| matches!(e, FenceError::PeerLeft { rank, waiter } if rank == victim && waiter != victim);
+    let want = format!("rank {victim} left the window … while rank <a survivor> still waited for it");
     if me == victim {
-        if how == "free" {
-            win.free().map_err(s)?;
-        } else {
-            // Let the survivors start waiting (and sleep) first.
-            std::thread::sleep(Duration::from_millis(100));
-            drop(win);
+        // Let the survivors start waiting (and sleep) first.
+        std::thread::sleep(Duration::from_millis(100));
+        match how {
+            "free" => win.free().map_err(s)?,
+            "free-unmatched" => {
+                // Its teardown fence fails with the survivors' waits, not hangs.
+                let start = Instant::now();
+                expect(win.free(), left, &want, bound, start, me)?;
+            }
+            _ => drop(win),
         }
         println!("rank {me}: left the window ({how}), living on for {hold:?}");
         std::thread::sleep(hold);
@@ -41,5 +48,5 @@ pub(crate) fn leave<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     }
     let start = Instant::now();
     let result = wait_for_victim(win, at, victim, me, n);
-    expect(result, FenceError::PeerLeft { rank: victim }, bound, start, me)
+    expect(result, left, &want, bound, start, me)
 }
