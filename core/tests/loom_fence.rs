@@ -306,24 +306,33 @@ fn signals_count<E: Mode>() {
     });
 }
 
-/// Signals and a peer fence on the same pair: rank 0 publishes with a
-/// signal, rank 1 reads after its wait, then both peer-fence, after which
-/// rank 0 may overwrite (rank 1's read happens-before it through the fence).
-/// The fence must match the fence, not the signal.
-fn signal_then_fence<E: Mode>() {
-    model(|| {
-        on_every_rank(&World::<E>::new(2, 1), |w, me| {
+/// Rank 0 publishes with a signal and rank 1 reads after its wait; then
+/// each rank runs `then`.
+fn signal_then<E: Mode>(then: fn(&World<E>, u32)) {
+    model(move || {
+        on_every_rank(&World::<E>::new(2, 1), move |w, me| {
             if me == 0 {
                 w.data.write(0, 1);
                 peer_signal(&w.area, &w.env, 0, 1).unwrap();
-                peer_fence(&w.area, &w.env, 0, 1, &E::POLICY).unwrap();
-                w.data.write(0, 2);
             } else {
                 peer_wait(&w.area, &w.env, 1, 0, &E::POLICY).unwrap();
                 assert_eq!(w.data.read(0), 1);
-                peer_fence(&w.area, &w.env, 1, 0, &E::POLICY).unwrap();
             }
+            then(w, me);
         });
+    });
+}
+
+/// Signals and a peer fence on the same pair: after rank 0's signal both
+/// peer-fence, after which rank 0 may overwrite (rank 1's read
+/// happens-before it through the fence). The fence must match the fence,
+/// not the signal.
+fn signal_then_fence<E: Mode>() {
+    signal_then::<E>(|w, me| {
+        peer_fence(&w.area, &w.env, me, 1 - me, &E::POLICY).unwrap();
+        if me == 0 {
+            w.data.write(0, 2);
+        }
     });
 }
 
@@ -780,22 +789,11 @@ fn free<E: Mode>(w: &World<E>, me: u32) -> Result<(), FenceError> {
     fenced
 }
 
-/// Rank 1 signals rank 0, then frees; rank 0 waits for the signal, then
+/// Rank 0 signals rank 1, then frees; rank 1 waits for the signal, then
 /// frees: the freeing mark must not hide the signal sent before it, and both
 /// frees succeed.
 fn signal_then_free<E: Mode>() {
-    model(|| {
-        on_every_rank(&World::<E>::new(2, 1), |w, me| {
-            if me == 1 {
-                w.data.write(0, 1);
-                peer_signal(&w.area, &w.env, 1, 0).unwrap();
-            } else {
-                peer_wait(&w.area, &w.env, 0, 1, &E::POLICY).unwrap();
-                assert_eq!(w.data.read(0), 1);
-            }
-            free(w, me).unwrap();
-        });
-    });
+    signal_then::<E>(|w, me| free(w, me).unwrap());
 }
 
 /// Rank 1 frees while rank 0 waits for it pairwise (`signal`: for a signal,
