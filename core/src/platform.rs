@@ -152,6 +152,20 @@ pub trait Platform {
     fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome;
     /// Wakes every waiter on `word`, in any process.
     fn wake(&self, word: &AtomicU32);
+    /// Makes this process a target of [`Platform::global_heavy_fence`] (from
+    /// any process that registered too); `true` if that fence works here.
+    /// A window whose ranks all registered lets its signallers order their
+    /// wake-up check with a compiler fence only (see `fence::notify`).
+    /// `false` by default: the signallers keep a full fence.
+    fn register_global_heavy_fence(&self) -> bool {
+        false
+    }
+    /// A full memory barrier on every CPU that runs a thread of a registered
+    /// process (Linux: `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`); `false`
+    /// if it did not run.
+    fn global_heavy_fence(&self) -> bool {
+        false
+    }
     /// Whether the caller asked the waits in progress on this thread to end
     /// (a binding's Ctrl-C, noticed while [`Platform::wait`] slept): a fence
     /// wait then fails as abandoned by this rank, poisoning the window so that

@@ -84,7 +84,9 @@ pub(crate) struct HeaderWords {
     _fields: [AtomicU64; 16],
     /// [`Header::poison`].
     pub(crate) poison: AtomicU32,
-    _padding: [AtomicU32; 31],
+    /// [`Header::full_fence_wakes`].
+    pub(crate) full_fence_wakes: AtomicU32,
+    _padding: [AtomicU32; 30],
     /// [`Header::arrivals`].
     pub(crate) arrivals: AtomicU64,
     _padding2: [AtomicU64; 15],
@@ -127,6 +129,7 @@ pub(crate) struct SyncLine {
 const _: () = {
     assert!(size_of::<HeaderWords>() == size_of::<Header>());
     assert!(offset_of!(HeaderWords, poison) == offset_of!(Header, poison));
+    assert!(offset_of!(HeaderWords, full_fence_wakes) == offset_of!(Header, full_fence_wakes));
     assert!(offset_of!(HeaderWords, arrivals) == offset_of!(Header, arrivals));
     assert!(size_of::<WaitLine>() == LINE_BYTES && size_of::<WaitRecord>() == LINE_BYTES);
     assert!(offset_of!(WaitLine, doorbell) == offset_of!(WaitRecord, doorbell));

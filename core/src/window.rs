@@ -82,6 +82,9 @@ pub struct Window<P: Platform> {
     /// as gone (see [`fence::leave`]). Before, the segment may not even be a
     /// window of ours, and nothing is written to it.
     joined: bool,
+    /// Signallers order their look at a sleeper's flag with a compiler fence
+    /// (every rank registered for the heavy fence; see `fence::notify`).
+    light_wakes: bool,
     // Last: dropped (unmapped) after everything that points into it.
     segment: P::Segment,
 }
@@ -117,13 +120,43 @@ impl<P: Platform> Window<P> {
         assert!(rank < layout.nranks(), "rank {rank} of a window of {}", layout.nranks());
         let sync = SyncBlocks::new(&mem, &layout);
         let (liveness_due_at, liveness_checks) = (Cell::new(0), Cell::new(0));
-        let joined = false;
-        Self { platform, mem, sync, layout, rank, policy, barrier, liveness_due_at, liveness_checks, joined, segment }
+        let (joined, light_wakes) = (false, false);
+        Self {
+            platform,
+            mem,
+            sync,
+            layout,
+            rank,
+            policy,
+            barrier,
+            liveness_due_at,
+            liveness_checks,
+            joined,
+            light_wakes,
+            segment,
+        }
     }
 
-    /// Marks the window as verified by every rank (see `joined`).
+    /// Marks the window as verified by every rank (see `joined`), and
+    /// registers this process for the heavy fence of light wake-ups: a rank
+    /// that cannot flags the header, and then no rank uses them. So does one
+    /// that shares its CPUs with more ranks than it has: then waits end in
+    /// sleeps often, and each would pay the heavy fence (and interrupt the
+    /// CPUs running the others) to spare the signallers a few nanoseconds.
     pub(crate) fn join(&mut self) {
         self.joined = true;
+        let fits = self.layout.nranks() <= self.platform.cpu_count();
+        if !(fits && self.platform.register_global_heavy_fence()) {
+            // Relaxed: creation's fence publishes it before anyone reads it.
+            self.sync.header().full_fence_wakes.store(1, Relaxed);
+        }
+    }
+
+    /// After creation's fence, which every rank entered after its `join`:
+    /// light wake-ups unless a rank flagged the header.
+    pub(crate) fn settle_wakes(&mut self) {
+        // Relaxed: the fence just passed acquired every rank's `join`.
+        self.light_wakes = self.sync.header().full_fence_wakes.load(Relaxed) == 0;
     }
 
     /// This rank.
@@ -154,6 +187,13 @@ impl<P: Platform> Window<P> {
     /// How the window fence runs (the same on every rank).
     pub fn barrier(&self) -> Barrier {
         self.barrier
+    }
+
+    /// Whether signallers wake sleepers with the light fence (every rank
+    /// registered for the heavy one, and no rank shares its CPUs with more
+    /// ranks than it has; see `join`), the same on every rank.
+    pub fn light_wakes(&self) -> bool {
+        self.light_wakes
     }
 
     /// The platform the window lives on.
@@ -342,6 +382,13 @@ impl<P: Platform> WaitEnv for Window<P> {
     }
     fn interrupted(&self) -> bool {
         self.platform.interrupted()
+    }
+    #[inline]
+    fn light_wakes(&self) -> bool {
+        self.light_wakes
+    }
+    fn heavy_fence(&self) -> bool {
+        self.platform.global_heavy_fence()
     }
     fn is_alive(&self, rank: u32) -> bool {
         match self.rank_entry(rank) {

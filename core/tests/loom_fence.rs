@@ -56,11 +56,15 @@ impl WaitEnv for Yielding {
 struct Futex {
     lock: Mutex<()>,
     woken: Condvar,
+    /// Light wake-ups: signallers use the asymmetric light fence and
+    /// sleepers the heavy one (both a SeqCst fence under loom, which checks
+    /// the code paths; the pair's guarantee is `membarrier`'s contract).
+    light: bool,
 }
 
 impl Futex {
     fn new() -> Self {
-        Self { lock: Mutex::new(()), woken: Condvar::new() }
+        Self { lock: Mutex::new(()), woken: Condvar::new(), light: false }
     }
 }
 
@@ -88,6 +92,13 @@ impl WaitEnv for Futex {
         self.woken.notify_all();
     }
     fn is_alive(&self, _rank: u32) -> bool {
+        true
+    }
+    fn light_wakes(&self) -> bool {
+        self.light
+    }
+    fn heavy_fence(&self) -> bool {
+        loom::sync::atomic::fence(Ordering::SeqCst);
         true
     }
 }
@@ -252,6 +263,17 @@ impl Mode for FutexStraight {
     const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
     fn env() -> Futex {
         Futex::new()
+    }
+}
+
+/// [`FutexStraight`] with light wake-ups.
+struct FutexLight;
+
+impl Mode for FutexLight {
+    type Env = Futex;
+    const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
+    fn env() -> Futex {
+        Futex { light: true, ..Futex::new() }
     }
 }
 
@@ -713,6 +735,11 @@ models! {
     window_fence_epochs_wrap_three_ranks_sleeping: window_wraps::<Futex>(3);
     poison_wakes_every_sleeper: poison_wakes_sleepers::<FutexStraight>();
     a_signal_then_poison_to_a_sleeper: signal_then_poison::<FutexStraight>();
+
+    // Light wake-ups: the signaller's light fence, the sleeper's heavy one.
+    back_to_back_peer_fences_light_wakes: peer_twice::<FutexLight>();
+    signals_count_and_publish_light_wakes: signals_count::<FutexLight>();
+    window_fence_three_ranks_light_wakes: window::<FutexLight>(3, 1, window_fence);
 
     // The sleeping models again, straight to the doorbell (see `STRAIGHT_TO_SLEEP`).
     back_to_back_peer_fences_straight_to_sleep: peer_twice::<FutexStraight>();

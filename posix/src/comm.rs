@@ -72,7 +72,8 @@ impl<O: Oob> CommBuilder<O> {
         let platform = match node::segment_dir(&config, digest) {
             (dir, true) => PosixPlatform::with_node_dir(dir),
             (dir, false) => PosixPlatform::new(dir),
-        };
+        }
+        .with_light_wakes(config.light_wakes);
         let me = Placement { node: digest, local_rank: local_rank.unwrap_or(AUTO_LOCAL_RANK) };
         let nodes = Arc::new(create(&platform, &oob, rank, nranks, me, Ok(()))?);
         if nodes.info.local_rank == 0 {

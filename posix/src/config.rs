@@ -35,6 +35,9 @@ pub struct Config {
     pub log: Level,
     /// Whether windows keep counters of their calls (`KPCCL_STATS=1`).
     pub stats: bool,
+    /// Whether windows may use light wake-ups (`KPCCL_LIGHT_WAKES`; see
+    /// `kpccl_core::Platform::register_global_heavy_fence`).
+    pub light_wakes: bool,
     /// The node this process says it runs on (`KPCCL_NODE_ID`), overriding
     /// the boot id and hostname, so that tests can simulate several nodes on
     /// one machine; each such node keeps its segments in a directory of its own.
@@ -54,6 +57,7 @@ impl Default for Config {
             liveness: Duration::from_millis(50),
             log: Level::Warn,
             stats: false,
+            light_wakes: false,
             node_id: None,
         }
     }
@@ -119,6 +123,9 @@ impl Config {
         }
         if let Some(stats) = env_flag("KPCCL_STATS")? {
             c.stats = stats;
+        }
+        if let Some(light) = env_flag("KPCCL_LIGHT_WAKES")? {
+            c.light_wakes = light;
         }
         if let Some(v) = var("KPCCL_NODE_ID") {
             if v.len() > 255 || v.contains('\0') {

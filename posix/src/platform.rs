@@ -39,6 +39,8 @@ pub struct PosixPlatform {
     reserve: Reserve,
     /// The window's counters (`KPCCL_STATS=1`): the platform counts the sleeps.
     stats: Option<Arc<Counters>>,
+    /// Windows may use light wake-ups (`KPCCL_LIGHT_WAKES`).
+    light_wakes: bool,
 }
 
 fn err(op: PlatformOp, e: &std::io::Error) -> PlatformError {
@@ -59,7 +61,14 @@ impl PosixPlatform {
             identity: liveness::current(),
             reserve: Reserve::Eager,
             stats: None,
+            light_wakes: false,
         }
+    }
+
+    /// The same platform, with light wake-ups allowed or not.
+    #[must_use]
+    pub fn with_light_wakes(self, light_wakes: bool) -> Self {
+        Self { light_wakes, ..self }
     }
 
     /// The same platform, counting its sleeps in `stats`.
@@ -330,6 +339,14 @@ impl kpccl_core::Platform for PosixPlatform {
 
     fn interrupted(&self) -> bool {
         interrupt::ended()
+    }
+
+    fn register_global_heavy_fence(&self) -> bool {
+        self.light_wakes && sys::register_global_heavy_fence()
+    }
+
+    fn global_heavy_fence(&self) -> bool {
+        sys::global_heavy_fence()
     }
 
     /// `KPCCL_TEST_CRASH=<step>:<rank>` aborts that rank at that step of window

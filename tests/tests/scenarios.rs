@@ -146,6 +146,17 @@ fn dead_peer_fails_alloc() {
     scenario(3, "die", &["at=alloc"]);
 }
 
+/// Light wake-ups are used exactly where asked and possible, and lose no
+/// wake-up: hand-offs whose waits end asleep stay within their bound.
+#[test]
+fn light_wake_ups_where_asked_and_none_lost() {
+    scenario(2, "wakes", &[]);
+    // A lost wake-up sleeps until the next liveness check: 5 s, over the bound.
+    let light = [("KPCCL_LIGHT_WAKES", "1"), ("KPCCL_STATS", "1"), ("KPCCL_LIVENESS_MS", "5000")];
+    scenario_with(2, "wakes", &["bound_ms=4000"], &light);
+    scenario_with(3, "wakes", &["rounds=500"], &[("KPCCL_LIGHT_WAKES", "1")]);
+}
+
 /// A rank that drops or frees its window while its process lives on: every
 /// wait of the others that it did not answer fails at once, naming it.
 #[test]

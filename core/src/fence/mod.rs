@@ -117,6 +117,18 @@ pub trait WaitEnv {
     fn current_cpu(&self) -> Option<u32> {
         None
     }
+    /// Whether every rank runs [`WaitEnv::heavy_fence`] before it sleeps, so
+    /// that a signaller may order its slot store before its look at a
+    /// sleeper's flag with a compiler fence (the light half of an asymmetric
+    /// Dekker pair). `false` by default: a full fence on both sides.
+    fn light_wakes(&self) -> bool {
+        false
+    }
+    /// The heavy half: a full barrier on every CPU running a signaller;
+    /// `false` if it did not run (the sleeper then must not block).
+    fn heavy_fence(&self) -> bool {
+        false
+    }
 }
 
 /// Advances the single-writer counter `slot` (written by this rank only) by

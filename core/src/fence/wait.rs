@@ -7,7 +7,7 @@ use super::leave::has_left;
 use super::{Poison, PoisonKind, SyncArea, WaitEnv, placement, poison, poison_state, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use crate::sync::{fence, spin_loop};
+use crate::sync::{asymmetric_light_fence, fence, spin_loop};
 
 /// How long and how a rank waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,9 +78,17 @@ impl Default for WaitPolicy {
 /// store that `target` waits for.
 #[inline]
 pub(super) fn notify<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E, target: u32) {
-    // SeqCst fence: Dekker pairing with the waiter's fence in `sleep_until`: either
-    // we see its `sleeping` flag here, or it sees our slot store before sleeping.
-    fence(SeqCst);
+    // Dekker pairing with the waiter's fences in `sleep_until`: either we see
+    // its `sleeping` flag here, or it sees our slot store before sleeping.
+    if env.light_wakes() {
+        // Every sleeper runs a heavy fence (`membarrier`) between its flag
+        // store and its last look, which acts as a full fence here whenever
+        // the two overlap: a compiler fence keeps the order in our program.
+        asymmetric_light_fence();
+    } else {
+        // SeqCst fence: the plain, symmetric pairing.
+        fence(SeqCst);
+    }
     wake_if_sleeping(area, env, target);
 }
 
@@ -240,14 +248,21 @@ where
         let seq = doorbell.load(Acquire);
         // Release: pairs with `notify`'s Acquire load (see there).
         area.sleeping(me).store(1, Release);
-        // SeqCst fence: the waiter's half of the Dekker pairing with `notify`.
+        // SeqCst fence: the waiter's half of the Dekker pairing with `notify`;
+        // with light wakes, the heavy fence too (see `notify`).
         fence(SeqCst);
+        let paired = !env.light_wakes() || env.heavy_fence();
         if ready() || watch.check(area, env, me, awaited, ready)? {
             return Ok(());
         }
         // Marked again: a signal for something else may have cleared it.
         placement::block(area, me);
-        env.wait(doorbell, seq, watch.deadline.min(watch.next_check));
+        if paired {
+            env.wait(doorbell, seq, watch.deadline.min(watch.next_check));
+        } else {
+            // A signal may have missed the flag: look again rather than sleep.
+            env.yield_now();
+        }
     }
 }
 

@@ -51,8 +51,12 @@ pub struct Header {
     /// Non-zero once a rank abandoned the window (an atomic word; see `crate::fence::poison`).
     /// It sits on its own line: it is only touched on failure paths.
     pub poison: u32,
+    /// Non-zero if a rank could not register for the heavy fence of light
+    /// wake-ups (written once, before creation's last fence; see
+    /// `Platform::register_global_heavy_fence`): the window keeps full fences.
+    pub full_fence_wakes: u32,
     /// Zero.
-    pub padding: [u32; 31],
+    pub padding: [u32; 30],
     /// Arrivals at the flat barrier (an atomic word; see `crate::fence::flat_fence`),
     /// on a line of its own: every rank writes it at every fence.
     pub arrivals: u64,

@@ -374,6 +374,9 @@ where
 
     // 6. Everyone is in: the node's fence, then (several nodes) its result to every node.
     let fenced = window.fence();
+    if fenced.is_ok() {
+        window.settle_wakes();
+    }
     if multi_node {
         let mut mine = Record::new(Stage::Ready, rank, nranks, &who);
         if let Err(e) = fenced {

@@ -13,6 +13,7 @@ mod thread;
 pub(crate) use futex::{futex_wait, futex_wake};
 pub(crate) use shm::{Fd, Mapping, free_space, map_shared};
 pub(crate) use socket::NoSigpipe;
+pub(crate) use thread::{global_heavy_fence, register_global_heavy_fence};
 pub use thread::{heavy_fence, heavy_fence_works, prepare_heavy_fence, thread_token};
 
 use std::io;

@@ -100,3 +100,34 @@ pub fn heavy_fence() -> bool {
     (barrier_state() == REGISTERED && membarrier(MembarrierCommand::PrivateExpedited).is_ok())
         || membarrier(MembarrierCommand::Global).is_ok()
 }
+
+/// What this process knows of `membarrier`'s global expedited barriers
+/// (as [`BARRIER`] for the private ones).
+static GLOBAL: AtomicU32 = AtomicU32::new(UNKNOWN);
+
+/// Registers the process for global expedited barriers, once; whether
+/// [`global_heavy_fence`] works. The kernel waits for a grace period to
+/// register a process that already runs several threads (milliseconds, once
+/// per process: the first window creation pays it).
+pub(crate) fn register_global_heavy_fence() -> bool {
+    // Relaxed: the state orders nothing; each value is a fact about the kernel.
+    let state = GLOBAL.load(Relaxed);
+    if state != UNKNOWN {
+        return state == REGISTERED;
+    }
+    let q = membarrier_query();
+    let ok = q.contains_command(MembarrierCommand::GlobalExpedited)
+        && q.contains_command(MembarrierCommand::RegisterGlobalExpedited)
+        && membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok();
+    // Relaxed: as above.
+    GLOBAL.store(if ok { REGISTERED } else { REFUSED }, Relaxed);
+    ok
+}
+
+/// Runs a full memory barrier on every CPU that runs a thread of a process
+/// registered by [`register_global_heavy_fence`], which makes their
+/// compiler-only fences full ones against the caller's. Whether it ran.
+#[must_use]
+pub(crate) fn global_heavy_fence() -> bool {
+    membarrier(MembarrierCommand::GlobalExpedited).is_ok()
+}

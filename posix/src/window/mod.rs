@@ -88,6 +88,13 @@ impl Window {
         self.nodes.nranks()
     }
 
+    /// Whether this window's signallers wake sleepers with a compiler fence,
+    /// their sleepers paying a `membarrier` instead (`KPCCL_LIGHT_WAKES`): the
+    /// same on every rank of the node.
+    pub fn light_wakes(&self) -> bool {
+        self.inner.light_wakes()
+    }
+
     /// The ranks whose segments this rank can reach (its node's), by local rank.
     pub fn node_ranks(&self) -> &[u32] {
         &self.nodes.ranks

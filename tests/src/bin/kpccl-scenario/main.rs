@@ -15,6 +15,7 @@ mod pipeline;
 mod polled;
 mod scenarios;
 mod signals;
+mod wakes;
 
 use std::process::ExitCode;
 

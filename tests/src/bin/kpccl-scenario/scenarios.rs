@@ -25,6 +25,7 @@ pub(crate) const NAMES: &[&str] = &[
     "oob-fail",
     "die",
     "leave",
+    "wakes",
     "stall",
     "full",
     "nodes",
@@ -68,6 +69,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
             c.window(64).layout(if me == 0 { LayoutMode::Aligned } else { LayoutMode::Contiguous }).alloc()
         }),
         "die" => die(&comm, args),
+        "wakes" => crate::wakes::wakes(&comm, args),
         "stall" => stall(&comm, args),
         "full" => full(&comm, args),
         "crash" => crash(&comm),
