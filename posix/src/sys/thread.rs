@@ -101,27 +101,28 @@ pub fn heavy_fence() -> bool {
         || membarrier(MembarrierCommand::Global).is_ok()
 }
 
-/// What this process knows of `membarrier`'s global expedited barriers
-/// (as [`BARRIER`] for the private ones).
+/// Whether the kernel offers `membarrier`'s global expedited barriers
+/// (as [`BARRIER`] for the private ones; only the kernel's answer is kept).
 static GLOBAL: AtomicU32 = AtomicU32::new(UNKNOWN);
 
-/// Registers the process for global expedited barriers, once; whether
-/// [`global_heavy_fence`] works. The kernel waits for a grace period to
-/// register a process that already runs several threads (milliseconds, once
-/// per process: the first window creation pays it).
+/// Registers the process for global expedited barriers; whether
+/// [`global_heavy_fence`] works. Asked at every window's creation, not
+/// remembered: a registration is the address space's, so a forked child
+/// has none, and the kernel answers a registered process at once. (It waits
+/// for a grace period to register a process that already runs several
+/// threads: milliseconds, once per process.)
 pub(crate) fn register_global_heavy_fence() -> bool {
     // Relaxed: the state orders nothing; each value is a fact about the kernel.
-    let state = GLOBAL.load(Relaxed);
-    if state != UNKNOWN {
-        return state == REGISTERED;
+    let mut state = GLOBAL.load(Relaxed);
+    if state == UNKNOWN {
+        let q = membarrier_query();
+        let ok = q.contains_command(MembarrierCommand::GlobalExpedited)
+            && q.contains_command(MembarrierCommand::RegisterGlobalExpedited);
+        state = if ok { SUPPORTED } else { UNSUPPORTED };
+        // Relaxed: as above.
+        GLOBAL.store(state, Relaxed);
     }
-    let q = membarrier_query();
-    let ok = q.contains_command(MembarrierCommand::GlobalExpedited)
-        && q.contains_command(MembarrierCommand::RegisterGlobalExpedited)
-        && membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok();
-    // Relaxed: as above.
-    GLOBAL.store(if ok { REGISTERED } else { REFUSED }, Relaxed);
-    ok
+    state == SUPPORTED && membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
 }
 
 /// Runs a full memory barrier on every CPU that runs a thread of a process
