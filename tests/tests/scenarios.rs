@@ -151,9 +151,9 @@ fn dead_peer_fails_alloc() {
 #[test]
 fn light_wake_ups_where_asked_and_none_lost() {
     scenario(2, "wakes", &[]);
-    // A lost wake-up sleeps until the next liveness check: 5 s, over the bound.
+    // A lost wake-up sleeps until the next liveness check: its round takes 5 s.
     let light = [("KPCCL_LIGHT_WAKES", "1"), ("KPCCL_STATS", "1"), ("KPCCL_LIVENESS_MS", "5000")];
-    scenario_with(2, "wakes", &["bound_ms=4000"], &light);
+    scenario_with(2, "wakes", &["bound_ms=2500"], &light);
     scenario_with(3, "wakes", &["rounds=500"], &[("KPCCL_LIGHT_WAKES", "1")]);
 }
 
