@@ -22,7 +22,8 @@ cargo xtask bench [--smoke] [ARGS...]
   the benchmark suite (bench/): criterion micro-benchmarks, then kpccl's fences, window creation
   and copies against a bare flag exchange and Open MPI, and two real workloads against Open MPI
   (the PRK pipeline kernel, the window allreduce of examples/); writes BENCHMARKS.md and
-  docs/{fence-latency,pipeline,allreduce}.svg. --smoke: everything once, a few iterations, results
+  docs/{fence-latency,pipeline,allreduce}.svg (a run of some --parts or --ranks writes them under
+  target/kpccl-bench/partial/ instead). --smoke: everything once, a few iterations, results
   verified, report under target/kpccl-bench-smoke/ (no timing checked). ARGS go to the kpccl-bench
   driver (--rounds N, --ranks 2,8, --parts micro,ref,rust,c,mpi,create,copy,pipeline,allreduce,
   --no-mpi, --variant TAG:KPCCL_X=V, --patience SECONDS); --no-experiments drops the design
@@ -83,8 +84,12 @@ fn run(args: &[String]) -> Result<()> {
     // libkpccl.so is linked by the C benchmark; it must sit next to kpccl-bench.
     Cmd::cargo().arg("build").args(profile).args(["-p", "kpccl-ffi", "-p", "kpccl-bench"]).run()?;
 
-    let (out, svg) = if smoke {
-        (work.join("BENCHMARKS.md"), work.join("docs/fence-latency.svg"))
+    // Only a full run replaces the committed report: one of some parts or
+    // rank counts writes its own under the work directory.
+    let partial = rest.iter().any(|a| *a == "--parts" || *a == "--ranks");
+    let (out, svg) = if smoke || partial {
+        let dir = work.join(if smoke { "" } else { "partial" });
+        (dir.join("BENCHMARKS.md"), dir.join("docs/fence-latency.svg"))
     } else {
         (PathBuf::from("BENCHMARKS.md"), PathBuf::from("docs/fence-latency.svg"))
     };

@@ -39,7 +39,8 @@ Tasks:
                                  uneven sizes made and freed, random-pairing handoffs and window
                                  fences, every word verified; no segment may be left.
   bench [--smoke] [ARGS...]      the benchmark suite (bench/): writes BENCHMARKS.md and
-                                 docs/fence-latency.svg; --smoke runs it once (part of `test`).
+                                 docs/fence-latency.svg (with --parts or --ranks, under
+                                 target/kpccl-bench/partial/); --smoke runs it once (part of `test`).
   help                           this text.
 ";
 
