@@ -6,44 +6,46 @@ use core::ffi::c_int;
 use std::any::Any;
 
 use crate::error::{self, Error};
-use crate::{KPCCL_ERROR, KPCCL_OK};
+use crate::KPCCL_ERROR;
 
 /// The body of entry point `$name`: `$body` is a block evaluating to
 /// `Result<(), Error>`, run under `catch_unwind`. `Ok` gives `KPCCL_OK`; an
 /// error or a panic becomes the thread's last error and `KPCCL_ERROR`.
+///
+/// The error is turned into its code inside the guarded closure, so that
+/// what crosses `catch_unwind` is a `c_int`: a fence's success path then
+/// moves no `Error`-sized result through the stack (it did, and the C
+/// fences paid for it: the instructions between two fences of a ping-pong
+/// count twice, once on each side of the hand-off).
 macro_rules! ffi_boundary {
     ($name:literal, $body:block) => {{
-        let result = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(
-            || -> ::core::result::Result<(), $crate::error::Error> {
-                $crate::log::init();
-                $body
-            },
-        ));
-        $crate::panic::conclude($name, result)
+        let code = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| -> ::core::ffi::c_int {
+            $crate::log::init();
+            let body = || -> ::core::result::Result<(), $crate::error::Error> { $body };
+            match body() {
+                Ok(()) => $crate::KPCCL_OK,
+                Err(e) => $crate::panic::failed($name, &e),
+            }
+        }));
+        code.unwrap_or_else(|payload| $crate::panic::panicked($name, payload.as_ref()))
     }};
 }
 
-/// Turns the outcome of an entry point's body into its return code.
-#[inline]
-pub(crate) fn conclude(name: &'static str, result: std::thread::Result<Result<(), Error>>) -> c_int {
-    if matches!(result, Ok(Ok(()))) {
-        // Nothing to drop: `Ok(())` owns nothing.
-        core::mem::forget(result);
-        return KPCCL_OK;
-    }
-    fail(name, result)
-}
-
-/// The error half of [`conclude`], out of the fences' way.
+/// Records entry point `name`'s error as the thread's last one.
 #[cold]
 #[inline(never)]
-fn fail(name: &'static str, result: std::thread::Result<Result<(), Error>>) -> c_int {
-    let e = match result {
-        Ok(Ok(())) => return KPCCL_OK,
-        Ok(Err(e)) => e,
-        Err(payload) => Error::Panic(message(payload.as_ref())),
-    };
-    // Recording the error must not unwind into C either.
+pub(crate) fn failed(name: &'static str, e: &Error) -> c_int {
+    error::record(name, e);
+    KPCCL_ERROR
+}
+
+/// Records entry point `name`'s panic (`payload`) as the thread's last error.
+#[cold]
+#[inline(never)]
+pub(crate) fn panicked(name: &'static str, payload: &(dyn Any + Send)) -> c_int {
+    let e = Error::Panic(message(payload));
+    // Recording the error must not unwind into C either (a panic while
+    // recording an error comes here through the entry point's guard).
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| error::record(name, &e)));
     KPCCL_ERROR
 }

@@ -99,6 +99,7 @@ pub struct PoisonWord<'w>(pub(crate) &'w AtomicU32);
 impl PoisonWord<'_> {
     /// The window's poison, if any.
     #[must_use]
+    #[inline]
     pub fn get(&self) -> Option<Poison> {
         // Acquire: pairs with the AcqRel swap in `poison`; the reason is all it carries.
         decode(self.0.load(Acquire))
