@@ -5,8 +5,8 @@
 use core::ffi::c_int;
 use std::any::Any;
 
-use crate::error::{self, Error};
 use crate::KPCCL_ERROR;
+use crate::error::{self, Error};
 
 /// The body of entry point `$name`: `$body` is a block evaluating to
 /// `Result<(), Error>`, run under `catch_unwind`. `Ok` gives `KPCCL_OK`; an
