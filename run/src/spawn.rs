@@ -127,6 +127,12 @@ impl Launch {
             _ => None,
         };
         let never_connected = if timed_out { hub.never_connected() } else { Vec::new() };
+        // Looked at before they are killed: what held them.
+        let stuck = never_connected
+            .iter()
+            .filter_map(|&r| ranks.0.get(r as usize).filter(|k| k.status.is_none()).map(|k| (r, k)))
+            .map(|(r, k)| format!("rank {r}: {}", crate::tree::describe(k.child.id())))
+            .collect();
         let killed = if ended == Ended::AllExited { Vec::new() } else { ranks.kill_rest(&hub)? };
         let oob_failure = hub.failure();
         drop(hub);
@@ -135,6 +141,7 @@ impl Launch {
             status,
             killed,
             never_connected,
+            stuck,
             timed_out,
             timeout: self.timeout,
             abandoned,
@@ -254,6 +261,10 @@ pub struct Report {
     /// The ranks that had not connected to the launcher when the timeout
     /// expired: stuck before their first out-of-band call, or never started.
     pub never_connected: Vec<u32>,
+    /// What each of those still running was doing then, from `/proc`:
+    /// `rank 2: pid 812 qemu-aarch64 (S in futex_wait_queue, 3 threads)`,
+    /// with the processes it started after `>`.
+    pub stuck: Vec<String>,
     /// Whether the timeout expired before every rank had exited.
     pub timed_out: bool,
     /// The timeout the launch had.
@@ -324,6 +335,9 @@ impl fmt::Display for Report {
         }
         if !self.never_connected.is_empty() {
             write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
+            if !self.stuck.is_empty() {
+                write!(f, " (then: {})", self.stuck.join("; "))?;
+            }
         }
         if let Some(why) = &self.oob_failure {
             write!(f, "; out-of-band: {why}")?;
@@ -343,6 +357,7 @@ mod tests {
             status,
             killed: killed.to_vec(),
             never_connected: Vec::new(),
+            stuck: Vec::new(),
             timed_out: !killed.is_empty(),
             timeout: Some(Duration::from_secs(5)),
             abandoned: None,
@@ -376,5 +391,11 @@ mod tests {
         );
         let stuck = Report { never_connected: vec![2], ..report(&[0, 0, -9], &[2]) };
         assert!(stuck.to_string().ends_with("; ranks [2] never connected to the launcher"), "{stuck}");
+        let seen =
+            Report { stuck: vec!["rank 2: pid 7 qemu-aarch64 (S in futex_wait_queue, 2 threads)".into()], ..stuck };
+        assert!(
+            seen.to_string()
+                .ends_with("launcher (then: rank 2: pid 7 qemu-aarch64 (S in futex_wait_queue, 2 threads))")
+        );
     }
 }

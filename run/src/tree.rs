@@ -65,11 +65,40 @@ fn children_by_parent() -> HashMap<i32, Vec<i32>> {
     map
 }
 
-/// The parent pid in the text of `/proc/<pid>/stat`: the second field after
-/// the command name, which is in parentheses and may hold any byte.
+/// The parent pid in the text of `/proc/<pid>/stat`.
 fn parent_of(stat: &str) -> Option<i32> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    after_name(stat, 1)?.parse().ok()
+}
+
+/// Field `n` (0: the state) after the command name in the text of
+/// `/proc/<pid>/stat`; the name is in parentheses and may hold any byte.
+fn after_name(stat: &str, n: usize) -> Option<&str> {
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(n)
+}
+
+/// What process `pid` and the processes below it are doing, from `/proc`,
+/// for a report on a rank that never reached the launcher: an emulator or
+/// wrapper that never started the program tells apart from a program stuck
+/// before its first out-of-band call. For example
+/// `pid 812 qemu-aarch64 (S in futex_wait_queue, 3 threads)`.
+pub(crate) fn describe(pid: u32) -> String {
+    let Some(root) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return format!("pid {pid}") };
+    let mut pids = vec![root];
+    pids.extend(below(&children_by_parent(), root));
+    let shown: Vec<String> = pids.iter().map(|p| one(p.as_raw_nonzero().get())).collect();
+    shown.join(" > ")
+}
+
+/// One process: its pid, name, state, wait channel and threads.
+fn one(pid: i32) -> String {
+    let read = |file: &str| fs::read_to_string(format!("/proc/{pid}/{file}")).ok();
+    let Some(stat) = read("stat") else { return format!("pid {pid} (gone)") };
+    let name = stat.find('(').zip(stat.rfind(')')).map_or("?", |(a, b)| &stat[a + 1..b.max(a + 1)]);
+    let state = after_name(&stat, 0).unwrap_or("?");
+    // "0": running, or the kernel hides where it sleeps.
+    let wchan = read("wchan").filter(|w| !w.is_empty() && w != "0").map(|w| format!(" in {w}")).unwrap_or_default();
+    let threads = after_name(&stat, 17).unwrap_or("?");
+    format!("pid {pid} {name} ({state}{wchan}, {threads} threads)")
 }
 
 #[cfg(test)]
@@ -82,6 +111,17 @@ mod tests {
         for (stat, parent) in cases {
             assert_eq!(parent_of(stat), parent, "{stat}");
         }
+    }
+
+    #[test]
+    fn a_process_is_described_by_its_name_state_and_threads() {
+        let me = std::process::id();
+        let text = describe(me);
+        let name = fs::read_to_string("/proc/self/comm").unwrap();
+        // The main thread waits for this test's: sleeping, somewhere.
+        assert!(text.starts_with(&format!("pid {me} {} (S", name.trim())), "{text}");
+        assert!(text.contains(" threads)"), "{text}");
+        assert_eq!(one(i32::MAX), format!("pid {} (gone)", i32::MAX));
     }
 
     #[test]
