@@ -222,8 +222,9 @@ impl<P: Platform> Window<P> {
     /// Consumes the next signal from `peer` if it has come, without waiting
     /// (see [`fence::peer_test`]): `Ok(false)` if it has not. Tests that
     /// find none look for dead ranks at most once per the policy's
-    /// `liveness_ns` (the tested peer each time, every rank every eighth
-    /// time, whichever peers a loop of tests alternates between), so a loop
+    /// `liveness_ns` (the tested peer each time, every rank that has not left
+    /// every eighth time, whichever peers a loop of tests alternates
+    /// between), so a loop
     /// of tests ends on a dead peer as a wait does, at the cost of a clock
     /// read per empty test.
     #[inline]
@@ -313,15 +314,18 @@ impl<P: Platform> Window<P> {
         // by Miri: a rank whose attach allgather failed poisons while others
         // still verify the header).
         let poison = core::mem::offset_of!(Header, poison);
+        let wakes = core::mem::offset_of!(Header, full_fence_wakes);
         let arrivals = core::mem::offset_of!(Header, arrivals);
         let mut h = Header::default();
         let bytes = bytemuck::bytes_of_mut(&mut h);
-        for (from, to) in [(0, poison), (poison + 4, arrivals), (arrivals + 8, bytes.len())] {
+        for (from, to) in [(0, poison), (poison + 4, wakes), (wakes + 4, arrivals), (arrivals + 8, bytes.len())] {
             self.mem.read_bytes(from as u64, &mut bytes[from..to]);
         }
         // Acquire: pairs with the swap in `fence::poison`, as `fence::poison_state` does.
         h.poison = self.sync.header().poison.load(Acquire);
-        // Relaxed: only compared with 0 at attach, before anyone has fenced.
+        // Relaxed, both: only compared with 0 at attach, before anyone has
+        // fenced or joined.
+        h.full_fence_wakes = self.sync.header().full_fence_wakes.load(Relaxed);
         h.arrivals = self.sync.header().arrivals.load(Relaxed);
         h
     }

@@ -175,6 +175,14 @@ fn a_rank_that_left_ends_pairwise_waits() {
     scenario(3, "leave", &["at=peer", "victim=1", "how=free"]);
 }
 
+/// A rank that left the window and ended is not taken for a dead one by
+/// the others' look at every rank while they wait long for each other.
+#[test]
+fn a_rank_that_left_and_ended_does_not_fail_the_others() {
+    scenario_with(3, "left-ended", &[], &[("KPCCL_LIVENESS_MS", "20")]);
+    scenario_with(5, "left-ended", &["late_ms=500"], &[("KPCCL_LIVENESS_MS", "20")]);
+}
+
 /// A rank frees the window while the others wait for it pairwise (a fence
 /// count that does not match): their waits and its free fail, none hangs.
 #[test]

@@ -14,9 +14,9 @@ const FREEING: u64 = 1;
 /// The window is dropped: the rank answers no more waits.
 const LEFT: u64 = 2;
 
-/// Marks rank `me` as freeing the window: from now on its only fence is the
-/// teardown's window fence, so every pairwise wait for it (peer fence,
-/// signal) that it has not answered yet fails. Call before that fence.
+/// Marks rank `me` as freeing the window: from now on it takes part in
+/// window fences only (the teardown's), so every pairwise wait for it (peer
+/// fence, signal) that it has not answered yet fails. Call before them.
 pub fn start_freeing<A, E>(area: &A, env: &E, me: u32)
 where
     A: SyncArea + ?Sized,

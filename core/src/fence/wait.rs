@@ -361,8 +361,11 @@ where
     if ready() { Ok(()) } else { Err(poison(area, env, why).error()) }
 }
 
-/// The awaited peer at every check; every eighth check, every rank (the
-/// awaited peer may itself be stuck behind a dead rank nobody else waits on).
+/// The awaited peer at every check; every eighth check, every rank that has
+/// not left (the awaited peer may itself be stuck behind a dead rank nobody
+/// else waits on). A rank that left had made its last arrival, and a wait
+/// for one it never made ends on the mark itself: nobody is stuck behind
+/// it, so its process may end without its window's other ranks failing.
 pub(super) fn find_dead<A, E>(area: &A, env: &E, me: u32, peer: u32, checks: u32) -> Option<u32>
 where
     A: SyncArea + ?Sized,
@@ -372,7 +375,7 @@ where
         return Some(peer);
     }
     if checks.is_multiple_of(8) {
-        return (0..area.nranks()).find(|&r| r != me && !env.is_alive(r));
+        return (0..area.nranks()).find(|&r| r != me && !has_left(area, r, false) && !env.is_alive(r));
     }
     None
 }

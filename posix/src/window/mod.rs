@@ -141,7 +141,11 @@ impl Window {
     /// test that finds no signal looks at `peer`'s process at most once per
     /// `KPCCL_LIVENESS_MS` (50 ms), so a loop of tests ends with an error on
     /// a dead peer (or an abandoned window), as a wait does;
-    /// `KPCCL_TIMEOUT_MS` bounds waits, not tests. Testing oneself is
+    /// `KPCCL_TIMEOUT_MS` bounds waits, not tests. A peer that freed the
+    /// window is no error (`Ok(false)`: no signal is left): a loop of tests
+    /// on a peer inside [`Window::free`], which waits for this rank's free,
+    /// ends only when a timeout ends that free; [`Window::start_wait`]
+    /// fails on it at once. Testing oneself is
     /// `Ok(true)`.
     #[inline]
     pub fn try_wait(&self, peer: u32) -> Result<bool, Error> {

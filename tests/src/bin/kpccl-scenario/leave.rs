@@ -50,3 +50,33 @@ pub(crate) fn leave<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let result = wait_for_victim(win, at, victim, me, n);
     expect(result, left, &want, bound, start, me)
 }
+
+/// Rank 0 drops the window and its process ends; the others go on with
+/// pairwise fences among themselves, pairs (1, 2), (3, 4)…, the even rank of
+/// each late by `late_ms` — long enough for the waiter's periodic look at
+/// every rank's liveness. A rank that left and then ended is no dead rank:
+/// nobody can be stuck behind it, so their fences succeed.
+pub(crate) fn left_then_ended<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
+    let (me, n) = (comm.rank(), comm.nranks());
+    let late = Duration::from_millis(args.get("late_ms", 1_000)?);
+    let win = comm.window(4096).alloc().map_err(s)?;
+    win.fence().map_err(s)?;
+    if me == 0 {
+        drop(win);
+        println!("rank 0: left the window, ending");
+        return Ok(());
+    }
+    // Rank 0's process has ended by then.
+    std::thread::sleep(Duration::from_millis(300));
+    let partner = if me % 2 == 1 { me + 1 } else { me - 1 };
+    if partner >= n {
+        return Ok(());
+    }
+    if me % 2 == 0 {
+        std::thread::sleep(late);
+    }
+    let start = Instant::now();
+    win.peer_fence(partner).map_err(|e| format!("the fence with {partner} failed: {e}"))?;
+    println!("rank {me}: fenced with {partner} after {:?}", start.elapsed());
+    Ok(())
+}

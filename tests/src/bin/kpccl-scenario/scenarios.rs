@@ -25,6 +25,7 @@ pub(crate) const NAMES: &[&str] = &[
     "oob-fail",
     "die",
     "leave",
+    "left-ended",
     "wakes",
     "stall",
     "full",
@@ -77,6 +78,7 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
         "fork" => crate::fork::child_does_not_share_the_window(&comm, args),
         "signals" => crate::signals::interrupted_waits(&comm, args),
         "leave" => crate::leave::leave(&comm, args),
+        "left-ended" => crate::leave::left_then_ended(&comm, args),
         _ => Err(format!("unknown scenario {name:?}; known: {}", NAMES.join(", "))),
     }
 }
