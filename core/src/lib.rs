@@ -40,7 +40,7 @@ pub use error::{CollectiveError, Failure, FenceError, LayoutError, OobError, Pla
 pub use fence::WaitPolicy;
 pub use layout::{Layout, LayoutMode, MAX_RANKS};
 pub use oob::Oob;
-pub use platform::{Platform, ProcessIdentity, Segment, Step, WaitOutcome};
+pub use platform::{CPU_WORDS, CpuMask, Platform, ProcessIdentity, Segment, Step, WaitOutcome};
 #[cfg(not(loom))]
 pub use protocol::{
     Collective, MemoryKind, NodeInfo, NodeRanks, Placement, Record, WindowRequest, create_comm, create_window,

@@ -11,6 +11,25 @@ use crate::sync::AtomicU32;
 /// The longest segment name (with its terminating NUL), in bytes.
 pub const NAME_LEN: usize = 64;
 
+/// Words of a [`CpuMask`]: CPUs 0 to 1023, as Linux's default `cpu_set_t`.
+pub const CPU_WORDS: usize = 16;
+
+/// A set of CPUs, bit `c % 64` of word `c / 64` for CPU `c`; empty when the
+/// platform cannot tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuMask(pub [u64; CPU_WORDS]);
+
+impl CpuMask {
+    /// No CPU known.
+    pub const UNKNOWN: Self = Self([0; CPU_WORDS]);
+
+    /// How many CPUs the set holds.
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.0.iter().map(|w| w.count_ones()).sum()
+    }
+}
+
 /// Who a rank's process is: enough to tell a live peer from a dead one whose
 /// pid was reused, and to keep segments private to one user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,8 +146,19 @@ pub trait Platform {
     fn max_window_len(&self) -> u64 {
         u64::MAX
     }
-    /// How many CPUs this process may run on (to spin less when oversubscribed).
+    /// How many CPUs the ranks of this node may run on together, as far as
+    /// the platform knows: until a communicator tells it the node's count
+    /// (`kpccl-posix` does), this process's own (its affinity and any CPU
+    /// quota). Waits spin less, and the window fence goes flat, when ranks
+    /// outnumber them.
     fn cpu_count(&self) -> u32;
+    /// The CPUs this process may run on (its affinity), to tell, with the
+    /// other ranks' at communicator creation, whether the ranks of a node
+    /// share CPUs ([`crate::NodeInfo::cpus`]): a rank pinned to one CPU of
+    /// many does not make its node oversubscribed. Unknown by default.
+    fn affinity(&self) -> CpuMask {
+        CpuMask::UNKNOWN
+    }
     /// A monotonic clock, in nanoseconds.
     fn now_ns(&self) -> u64;
     /// Fills `buf` with unpredictable bytes.

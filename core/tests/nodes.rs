@@ -13,7 +13,7 @@ use std::vec::Vec;
 use kpccl_core::error::{ArgError, Failure};
 use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{
-    Collective, CollectiveError, LayoutError, LayoutMode, NodeInfo, NodeRanks, Placement, Record, WaitPolicy,
+    Collective, CollectiveError, LayoutError, LayoutMode, NodeInfo, NodeRanks, Placement, Platform, Record, WaitPolicy,
     WindowRequest, create_comm, create_window,
 };
 use support::{check, fill};
@@ -42,7 +42,9 @@ fn every_node_gets_its_own_window() {
             let info = create_comm(Collective::new(&p, &oob, rank, n, &mut table), round_robin(rank, nodes)).unwrap();
             let node = rank % nodes;
             let size = n.div_ceil(nodes) - u32::from(node >= n % nodes && n % nodes != 0);
-            assert_eq!(info, NodeInfo { nnodes: nodes, node, local_rank: rank / nodes, local_size: size });
+            // Threads tell no affinity: the node has what each may use.
+            let cpus = p.cpu_count();
+            assert_eq!(info, NodeInfo { nnodes: nodes, node, local_rank: rank / nodes, local_size: size, cpus });
             let ranks: Vec<u32> = (0..size).map(|l| l * nodes + node).collect();
             let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
             let w =

@@ -76,6 +76,9 @@ impl<O: Oob> CommBuilder<O> {
         .with_light_wakes(config.light_wakes);
         let me = Placement { node: digest, local_rank: local_rank.unwrap_or(AUTO_LOCAL_RANK) };
         let nodes = Arc::new(create(&platform, &oob, rank, nranks, me, Ok(()))?);
+        // From now on the node's CPUs, not this rank's: ranks pinned each to
+        // a CPU of its own do not outnumber them.
+        let platform = platform.with_node_cpus(nodes.info.cpus);
         if nodes.info.local_rank == 0 {
             // One rank per node removes what crashed jobs left (as window creation does).
             crate::sweep::reap(&config.shm_dir);

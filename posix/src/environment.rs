@@ -65,7 +65,7 @@ pub const ENVIRONMENT: &[EnvVar] = &[
     },
     EnvVar {
         name: "KPCCL_LIGHT_WAKES",
-        meaning: "`1`: in a window whose ranks all ask for it, have no more ranks than CPUs and can register for `membarrier`'s global expedited barrier, a signal orders its look at a sleeping partner's flag with a compiler fence instead of a full one (30–60 ns less per fence on an Intel Xeon, nothing on an AMD EPYC), and each wait that ends asleep pays a `membarrier` call instead (an interrupt to the CPUs running ranks: about 10 µs when they run); for latency-bound fence loops whose waits rarely sleep. `0`: full fences",
+        meaning: "`1`: in a window whose ranks all ask for it, have no more ranks than CPUs and can register for `membarrier`'s global expedited barrier, a signal orders its look at a sleeping partner's flag with a compiler fence instead of a full one (30–60 ns less per fence on an Intel Xeon, nothing on an AMD EPYC), and each wait that ends asleep pays a `membarrier` call instead, again each time it goes back to sleep (an interrupt to every CPU running a process registered for it, this job's or another's: about 10 µs when they run); for latency-bound fence loops whose waits rarely sleep. `0`: full fences",
         default: "`0`",
     },
     EnvVar {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use kpccl_core::error::PlatformOp;
 use kpccl_core::sync::AtomicU32;
-use kpccl_core::{PlatformError, ProcessIdentity, WaitOutcome};
+use kpccl_core::{CpuMask, PlatformError, ProcessIdentity, WaitOutcome};
 
 use crate::stats::{self, Counters};
 use crate::way_in::WayIn;
@@ -41,6 +41,9 @@ pub struct PosixPlatform {
     stats: Option<Arc<Counters>>,
     /// Windows may use light wake-ups (`KPCCL_LIGHT_WAKES`).
     light_wakes: bool,
+    /// The CPUs the node's ranks may run on together, once a communicator
+    /// knows them ([`kpccl_core::NodeInfo::cpus`]).
+    node_cpus: Option<u32>,
 }
 
 fn err(op: PlatformOp, e: &std::io::Error) -> PlatformError {
@@ -62,6 +65,7 @@ impl PosixPlatform {
             reserve: Reserve::Eager,
             stats: None,
             light_wakes: false,
+            node_cpus: None,
         }
     }
 
@@ -69,6 +73,13 @@ impl PosixPlatform {
     #[must_use]
     pub fn with_light_wakes(self, light_wakes: bool) -> Self {
         Self { light_wakes, ..self }
+    }
+
+    /// The same platform, for the ranks of a node that may run on `cpus`
+    /// CPUs together ([`Platform::cpu_count`]).
+    #[must_use]
+    pub(crate) fn with_node_cpus(self, cpus: u32) -> Self {
+        Self { node_cpus: Some(cpus), ..self }
     }
 
     /// The same platform, counting its sleeps in `stats`.
@@ -278,9 +289,15 @@ impl kpccl_core::Platform for PosixPlatform {
     fn cpu_count(&self) -> u32 {
         // Read once: it parses cgroup files (~33 µs), and every window creation asks.
         static CPUS: OnceLock<u32> = OnceLock::new();
-        *CPUS.get_or_init(|| {
-            std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        self.node_cpus.unwrap_or_else(|| {
+            *CPUS.get_or_init(|| {
+                std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+            })
         })
+    }
+
+    fn affinity(&self) -> CpuMask {
+        sys::affinity()
     }
 
     fn now_ns(&self) -> u64 {

@@ -155,6 +155,10 @@ fn light_wake_ups_where_asked_and_none_lost() {
     let light = [("KPCCL_LIGHT_WAKES", "1"), ("KPCCL_STATS", "1"), ("KPCCL_LIVENESS_MS", "5000")];
     scenario_with(2, "wakes", &["bound_ms=2500"], &light);
     scenario_with(3, "wakes", &["rounds=500"], &[("KPCCL_LIGHT_WAKES", "1")]);
+    // Ranks pinned each to a CPU (as `mpirun` binds two ranks) see one CPU
+    // each but share none: the node's CPUs decide, not a rank's.
+    scenario_with(2, "wakes", &["pin=1", "rounds=500"], &[("KPCCL_LIGHT_WAKES", "1")]);
+    scenario_with(3, "wakes", &["pin=1", "rounds=300"], &[("KPCCL_LIGHT_WAKES", "1")]);
 }
 
 /// A rank that drops or frees its window while its process lives on: every

@@ -12,6 +12,7 @@
 
 use super::Record;
 use crate::error::CollectiveError;
+use crate::platform::{CPU_WORDS, CpuMask};
 
 /// A local rank that asks to be numbered by rank order on its node.
 pub const AUTO_LOCAL_RANK: u32 = u32::MAX;
@@ -44,6 +45,11 @@ pub struct NodeInfo {
     pub local_rank: u32,
     /// Ranks on this node.
     pub local_size: u32,
+    /// The CPUs this node's ranks may run on together: the union of their
+    /// affinities, or fewer if a rank may use fewer than its affinity holds
+    /// (a CPU quota); if a rank's affinity is unknown, the fewest any rank
+    /// may use. Ranks outnumber CPUs when this is below `local_size`.
+    pub cpus: u32,
 }
 
 /// The ranks of the caller's node: a window's memory is shared by these.
@@ -190,7 +196,31 @@ pub(crate) fn place(table: &[Record], me: u32) -> Result<NodeInfo, CollectiveErr
         node: index(table, leader(table, me)),
         local_rank: local_rank(table, me),
         local_size: size(table, me),
+        cpus: node_cpus(table, me),
     })
+}
+
+/// [`NodeInfo::cpus`] of rank `r`'s node. Ranks pinned each to a CPU of
+/// their own (`mpirun` binds 2 ranks to cores by default, Slurm binds
+/// tasks) see one CPU each, yet share none.
+#[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
+fn node_cpus(table: &[Record], r: usize) -> u32 {
+    let mut union = [0u64; CPU_WORDS];
+    let mut quota = u32::MAX;
+    for t in table.iter().filter(|t| t.node == table[r].node) {
+        let own = CpuMask(t.cpus).count();
+        if own == 0 {
+            let fewest = table.iter().filter(|t| t.node == table[r].node).map(|t| t.parallelism).min();
+            return fewest.unwrap_or(1).max(1);
+        }
+        for (u, w) in union.iter_mut().zip(t.cpus) {
+            *u |= w;
+        }
+        if t.parallelism < own {
+            quota = quota.min(t.parallelism);
+        }
+    }
+    CpuMask(union).count().min(quota).max(1)
 }
 
 #[cfg(test)]
@@ -213,9 +243,9 @@ mod tests {
         // Round-robin placement over two nodes, and a third node of one rank.
         let t = table(&[(7, 0), (3, 0), (7, 1), (3, 1), (9, 0)]);
         let info = |me| place(&t, me).unwrap();
-        assert_eq!(info(0), NodeInfo { nnodes: 3, node: 0, local_rank: 0, local_size: 2 });
-        assert_eq!(info(3), NodeInfo { nnodes: 3, node: 1, local_rank: 1, local_size: 2 });
-        assert_eq!(info(4), NodeInfo { nnodes: 3, node: 2, local_rank: 0, local_size: 1 });
+        assert_eq!(info(0), NodeInfo { nnodes: 3, node: 0, local_rank: 0, local_size: 2, cpus: 1 });
+        assert_eq!(info(3), NodeInfo { nnodes: 3, node: 1, local_rank: 1, local_size: 2, cpus: 1 });
+        assert_eq!(info(4), NodeInfo { nnodes: 3, node: 2, local_rank: 0, local_size: 1, cpus: 1 });
     }
 
     #[test]
@@ -232,10 +262,43 @@ mod tests {
             place(&table(&[(5, 1), (5, a)]), 0),
             Err(CollectiveError::LocalRank { rank: 1, local_rank: a, node: 0, local_size: 2, clash: Some(0) })
         );
-        assert_eq!(place(&t, 3).unwrap(), NodeInfo { nnodes: 2, node: 0, local_rank: 2, local_size: 3 });
+        assert_eq!(place(&t, 3).unwrap(), NodeInfo { nnodes: 2, node: 0, local_rank: 2, local_size: 3, cpus: 1 });
         let (mut node_of, mut local_of) = ([0; 5], [0; 5]);
         map_nodes(&t, &mut node_of, &mut local_of);
         assert_eq!((node_of, local_of), ([0, 1, 0, 0, 1], [0, 0, 1, 2, 1]));
+    }
+
+    /// A node's ranks with these affinities (CPU numbers) and counts.
+    fn with_cpus(ranks: &[(&[u32], u32)]) -> std::vec::Vec<Record> {
+        ranks
+            .iter()
+            .map(|&(cpus, parallelism)| {
+                let mut r = Record::default();
+                for &c in cpus {
+                    r.cpus[c as usize / 64] |= 1 << (c % 64);
+                }
+                (r.parallelism, r.local_rank) = (parallelism, AUTO_LOCAL_RANK);
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_node_has_the_union_of_its_ranks_cpus() {
+        let cpus = |t: &[Record]| place(t, 0).unwrap().cpus;
+        // Pinned each to a CPU of its own: 2 CPUs for 2 ranks, not 1.
+        assert_eq!(cpus(&with_cpus(&[(&[0], 1), (&[1], 1)])), 2);
+        // Pinned to the same CPU, or free on a 2-CPU machine: shared.
+        assert_eq!(cpus(&with_cpus(&[(&[3], 1), (&[3], 1), (&[3], 1)])), 1);
+        let free: (&[u32], u32) = (&[0, 1], 2);
+        assert_eq!(cpus(&with_cpus(&[free; 4])), 2);
+        // CPUs past the first word, and overlapping masks.
+        assert_eq!(cpus(&with_cpus(&[(&[0, 70], 2), (&[70, 1023], 2)])), 3);
+        // A CPU quota below the affinity caps the node.
+        assert_eq!(cpus(&with_cpus(&[(&[0, 1, 2, 3], 2), (&[0, 1, 2, 3], 2)])), 2);
+        // An unknown affinity: the fewest CPUs any rank may use.
+        assert_eq!(cpus(&with_cpus(&[(&[0, 1], 2), (&[], 3)])), 2);
+        assert_eq!(cpus(&with_cpus(&[(&[], 0)])), 1);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use super::lockstep::LockstepRecord;
 use crate::error::{ArgError, AttachError, Failure, FenceError, LayoutError, OobError, PlatformError, PlatformOp};
 use crate::layout::{MAX_RANKS, VERSION};
-use crate::platform::ProcessIdentity;
+use crate::platform::{CPU_WORDS, ProcessIdentity};
 
 /// `"KPCR"`: marks a record of this protocol.
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"KPCR");
@@ -34,7 +34,7 @@ pub(crate) enum Stage {
     Ready = 5,
 }
 
-/// One rank's contribution to an allgather. Plain old data, 176 bytes.
+/// One rank's contribution to an allgather. Plain old data, 304 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct Record {
@@ -62,11 +62,17 @@ pub struct Record {
     pub(crate) node: u64,
     /// The rank's number among its node's ranks, as the caller gave it.
     pub(crate) local_rank: u32,
-    reserved: u32,
+    /// The CPUs the rank's process may use ([`Platform::cpu_count`]: its
+    /// affinity and CPU quota; Stage::Comm).
+    ///
+    /// [`Platform::cpu_count`]: crate::Platform::cpu_count
+    pub(crate) parallelism: u32,
+    /// The rank's affinity ([`crate::CpuMask`]; Stage::Comm).
+    pub(crate) cpus: [u64; CPU_WORDS],
 }
 
 // Every stage has this one size (the flush rule, see the module docs).
-const _: () = assert!(core::mem::size_of::<Record>() == 176);
+const _: () = assert!(core::mem::size_of::<Record>() == 304);
 const _: () = assert!(core::mem::offset_of!(Record, node) == 160);
 
 impl Default for Record {

@@ -7,8 +7,8 @@ use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 use kpccl_core::{Oob, OobError};
 
-/// Bytes an allgather may move in all (16 ranks of the core's 176-byte records fit).
-const BUFFER: usize = 4096;
+/// Bytes an allgather may move in all: a record of the core's per rank.
+const BUFFER: usize = crate::MAX_RANKS * core::mem::size_of::<kpccl_core::Record>();
 const EINVAL: i32 = 22;
 
 /// The shared state of one group of ranks; put it in a `static`.

@@ -18,11 +18,23 @@ pub use thread::{heavy_fence, heavy_fence_works, prepare_heavy_fence, thread_tok
 
 use std::io;
 
+use kpccl_core::{CPU_WORDS, CpuMask};
 use rustix::io::Errno;
 
 /// The system page size.
 pub(crate) fn page_size() -> u64 {
     u64::try_from(rustix::param::page_size()).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096)
+}
+
+/// The CPUs this thread may run on, CPUs 0 to 1023 (unknown if the kernel
+/// will not say).
+pub(crate) fn affinity() -> CpuMask {
+    let Ok(set) = rustix::thread::sched_getaffinity(None) else { return CpuMask::UNKNOWN };
+    let mut mask = [0u64; CPU_WORDS];
+    for c in (0..CPU_WORDS * 64).filter(|&c| c < rustix::thread::CpuSet::MAX_CPU && set.is_set(c)) {
+        mask[c / 64] |= 1 << (c % 64);
+    }
+    CpuMask(mask)
 }
 
 /// An upper bound on what this process can map, for refusing windows that

@@ -106,11 +106,14 @@ pub fn heavy_fence() -> bool {
 static GLOBAL: AtomicU32 = AtomicU32::new(UNKNOWN);
 
 /// Registers the process for global expedited barriers; whether
-/// [`global_heavy_fence`] works. Asked at every window's creation, not
-/// remembered: a registration is the address space's, so a forked child
-/// has none, and the kernel answers a registered process at once. (It waits
-/// for a grace period to register a process that already runs several
-/// threads: milliseconds, once per process.)
+/// [`global_heavy_fence`] works, which it tries once: a filter (seccomp)
+/// that admits the registration but not the barrier then keeps a window's
+/// full fences, rather than leaving its sleepers to yield in a loop. Asked
+/// at every window's creation, not remembered: the kernel answers a
+/// registered process at once, and a process made by `fork` then need not
+/// rely on its parent's registration. (It waits for a grace period to
+/// register a process that already runs several threads: milliseconds,
+/// once per process.)
 pub(crate) fn register_global_heavy_fence() -> bool {
     // Relaxed: the state orders nothing; each value is a fact about the kernel.
     let mut state = GLOBAL.load(Relaxed);
@@ -122,7 +125,7 @@ pub(crate) fn register_global_heavy_fence() -> bool {
         // Relaxed: as above.
         GLOBAL.store(state, Relaxed);
     }
-    state == SUPPORTED && membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
+    state == SUPPORTED && membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok() && global_heavy_fence()
 }
 
 /// Runs a full memory barrier on every CPU that runs a thread of a process

@@ -53,6 +53,9 @@ pub(crate) fn run(name: &str, oob: RunOob, args: &Args) -> Res {
     if name == "churn" {
         return crate::churn::churn(oob, args);
     }
+    if args.get("pin", 0)? == 1 {
+        crate::wakes::pin(rank)?;
+    }
     let comm = Comm::new(oob, rank, n).map_err(s)?;
     match name {
         "layout" => layout(&comm, args),

@@ -2,6 +2,7 @@
 //! with them (a lost one leaves its sleeper asleep until its next liveness
 //! check: that round then takes the whole `KPCCL_LIVENESS_MS`).
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kpccl_core::Platform;
@@ -9,6 +10,22 @@ use kpccl_posix::{Comm, Oob, PosixPlatform};
 
 use crate::args::Args;
 use crate::scenarios::{Res, s};
+
+/// The CPUs the ranks were pinned over (`pin=1`), if they were.
+static PINNED_OVER: OnceLock<usize> = OnceLock::new();
+
+/// Binds this process to CPU `rank` modulo the CPUs it may use, before the
+/// communicator is made, as `mpirun` binds two ranks to cores: each rank
+/// then sees one CPU, though the ranks share none while they are no more
+/// than the CPUs.
+pub(crate) fn pin(rank: u32) -> Result<(), String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(rank as usize % cpus);
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pinning rank {rank}: {e}"))?;
+    let _ = PINNED_OVER.set(cpus);
+    Ok(())
+}
 
 /// Checks that the window uses light wake-ups exactly when it should (asked
 /// for with `KPCCL_LIGHT_WAKES=1`, no more ranks than CPUs, `membarrier`'s
@@ -19,7 +36,10 @@ use crate::scenarios::{Res, s};
 pub(crate) fn wakes<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let (me, n) = (comm.rank(), comm.nranks());
     let asked = std::env::var("KPCCL_LIGHT_WAKES").is_ok_and(|v| v == "1");
-    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // Pinned ranks share as many CPUs as they are pinned to, not one each.
+    let cpus = PINNED_OVER
+        .get()
+        .map_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()), |&m| m.min(n as usize));
     let light = asked
         && n as usize <= cpus
         && PosixPlatform::new(kpccl_posix::DEFAULT_SHM_DIR).with_light_wakes(true).register_global_heavy_fence();
