@@ -438,6 +438,18 @@ impl<O: Oob> WindowBuilder<'_, O> {
             log::log(level, format_args!("rank {}: window creation failed: {e}", c.rank));
         })?;
         log::log(Level::Info, format_args!("rank {}: window of {} bytes ready", c.rank, inner.layout().total()));
+        if c.config.light_wakes && !inner.light_wakes() {
+            let (n, cpus) = (c.nodes.info.local_size, c.nodes.info.cpus);
+            let why = if n > cpus {
+                format!("{n} ranks share this node's {cpus} CPUs")
+            } else {
+                "a rank did not ask for them, or cannot use membarrier's global barrier".to_owned()
+            };
+            log::log(
+                Level::Info,
+                format_args!("rank {}: light wake-ups asked for, but not in this window: {why}", c.rank),
+            );
+        }
         Ok(Window::new(inner, Arc::clone(&c.nodes), stats))
     }
 }
