@@ -28,6 +28,18 @@ impl CpuMask {
     pub fn count(&self) -> u32 {
         self.0.iter().map(|w| w.count_ones()).sum()
     }
+
+    /// The CPUs of either set.
+    #[must_use]
+    pub fn union(&self, other: &Self) -> Self {
+        Self(core::array::from_fn(|i| self.0[i] | other.0[i]))
+    }
+
+    /// Whether every CPU of this set is in `other`.
+    #[must_use]
+    pub fn within(&self, other: &Self) -> bool {
+        self.0.iter().zip(other.0).all(|(a, b)| a & !b == 0)
+    }
 }
 
 /// Who a rank's process is: enough to tell a live peer from a dead one whose
@@ -158,6 +170,13 @@ pub trait Platform {
     /// many does not make its node oversubscribed. Unknown by default.
     fn affinity(&self) -> CpuMask {
         CpuMask::UNKNOWN
+    }
+    /// How many CPUs' worth of time this process's group may use, whatever
+    /// the affinities of its processes (a container's CPU limit), if it is
+    /// limited; `None` by default. Ranks pinned each to a CPU of its own
+    /// share a quota of fewer CPUs.
+    fn cpu_quota(&self) -> Option<u32> {
+        None
     }
     /// A monotonic clock, in nanoseconds.
     fn now_ns(&self) -> u64;

@@ -140,9 +140,10 @@ impl<P: Platform> Window<P> {
     /// Marks the window as verified by every rank (see `joined`), and
     /// registers this process for the heavy fence of light wake-ups: a rank
     /// that cannot flags the header, and then no rank uses them. So does one
-    /// that shares its CPUs with more ranks than it has: then waits end in
-    /// sleeps often, and each would pay the heavy fence (and interrupt the
-    /// CPUs running the others) to spare the signallers a few nanoseconds.
+    /// whose node has more ranks than CPUs (the platform's `cpu_count`): then
+    /// waits end in sleeps often, and each would pay the heavy fence (and
+    /// interrupt the CPUs running the others) to spare the signallers a few
+    /// nanoseconds.
     pub(crate) fn join(&mut self) {
         self.joined = true;
         let fits = self.layout.nranks() <= self.platform.cpu_count();
@@ -190,8 +191,8 @@ impl<P: Platform> Window<P> {
     }
 
     /// Whether signallers wake sleepers with the light fence (every rank
-    /// registered for the heavy one, and no rank shares its CPUs with more
-    /// ranks than it has; see `join`), the same on every rank.
+    /// registered for the heavy one, and the node has no more ranks than
+    /// CPUs; see `join`), the same on every rank.
     pub fn light_wakes(&self) -> bool {
         self.light_wakes
     }

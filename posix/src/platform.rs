@@ -300,6 +300,10 @@ impl kpccl_core::Platform for PosixPlatform {
         sys::affinity()
     }
 
+    fn cpu_quota(&self) -> Option<u32> {
+        sys::cpu_quota()
+    }
+
     fn now_ns(&self) -> u64 {
         u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
     }

@@ -201,6 +201,7 @@ where
     let mut mine = Record::new(Stage::Comm, rank, nranks, &platform.identity());
     (mine.node, mine.local_rank) = (me.node, me.local_rank);
     (mine.parallelism, mine.cpus) = (platform.cpu_count(), platform.affinity().0);
+    mine.quota = platform.cpu_quota().unwrap_or(0);
     let in_range = if rank < nranks { Ok(()) } else { Err(ArgError::Rank { rank, nranks }) };
     let refused = local.and(in_range);
     if let Err(e) = refused {

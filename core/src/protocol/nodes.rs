@@ -12,7 +12,7 @@
 
 use super::Record;
 use crate::error::CollectiveError;
-use crate::platform::{CPU_WORDS, CpuMask};
+use crate::platform::CpuMask;
 
 /// A local rank that asks to be numbered by rank order on its node.
 pub const AUTO_LOCAL_RANK: u32 = u32::MAX;
@@ -45,10 +45,11 @@ pub struct NodeInfo {
     pub local_rank: u32,
     /// Ranks on this node.
     pub local_size: u32,
-    /// The CPUs this node's ranks may run on together: the union of their
-    /// affinities, or fewer if a rank may use fewer than its affinity holds
-    /// (a CPU quota); if a rank's affinity is unknown, the fewest any rank
-    /// may use. Ranks outnumber CPUs when this is below `local_size`.
+    /// The CPUs this node's ranks may run on together, as a count to compare
+    /// with `local_size` (ranks outnumber CPUs when it is smaller): the union
+    /// of their affinities, fewer if some ranks are confined to a set of
+    /// CPUs smaller than their number, or if a CPU quota allows fewer; if a
+    /// rank's affinity is unknown, the fewest CPUs any rank may use.
     pub cpus: u32,
 }
 
@@ -200,27 +201,37 @@ pub(crate) fn place(table: &[Record], me: u32) -> Result<NodeInfo, CollectiveErr
     })
 }
 
-/// [`NodeInfo::cpus`] of rank `r`'s node. Ranks pinned each to a CPU of
-/// their own (`mpirun` binds 2 ranks to cores by default, Slurm binds
-/// tasks) see one CPU each, yet share none.
+/// [`NodeInfo::cpus`] of rank `r`'s node, as a count the node's rank count
+/// is compared with: ranks outnumber it exactly when some of them must share
+/// a CPU as far as their affinities tell (ranks confined to a set of CPUs
+/// smaller than their number), or when they outnumber the node's CPUs or
+/// its quota. Ranks pinned each to a CPU of their own (`mpirun` binds 2
+/// ranks to cores by default, Slurm binds tasks) see one CPU each, yet
+/// share none.
 #[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
 fn node_cpus(table: &[Record], r: usize) -> u32 {
-    let mut union = [0u64; CPU_WORDS];
-    let mut quota = u32::MAX;
-    for t in table.iter().filter(|t| t.node == table[r].node) {
-        let own = CpuMask(t.cpus).count();
-        if own == 0 {
-            let fewest = table.iter().filter(|t| t.node == table[r].node).map(|t| t.parallelism).min();
-            return fewest.unwrap_or(1).max(1);
-        }
-        for (u, w) in union.iter_mut().zip(t.cpus) {
-            *u |= w;
-        }
-        if t.parallelism < own {
-            quota = quota.min(t.parallelism);
-        }
+    let on_node = |t: &&Record| t.node == table[r].node;
+    let ranks = size(table, r);
+    let quota = table.iter().filter(on_node).map(|t| t.quota).filter(|&q| q != 0).min().unwrap_or(u32::MAX);
+    if table.iter().filter(on_node).any(|t| CpuMask(t.cpus).count() == 0) {
+        // An affinity unknown: the fewest CPUs any rank may use.
+        let fewest = table.iter().filter(on_node).map(|t| t.parallelism).min().unwrap_or(1);
+        return fewest.min(quota).max(1);
     }
-    CpuMask(union).count().min(quota).max(1)
+    let union = table.iter().filter(on_node).fold(CpuMask::UNKNOWN, |u, t| u.union(&CpuMask(t.cpus)));
+    // For each rank's set, the ranks confined to it: k ranks within c < k
+    // CPUs make the node count as c + (the ranks outside) < its ranks.
+    let crowded = table
+        .iter()
+        .filter(on_node)
+        .map(|t| {
+            let set = CpuMask(t.cpus);
+            let inside = table.iter().filter(on_node).filter(|s| CpuMask(s.cpus).within(&set)).count() as u32;
+            set.count() + (ranks - inside)
+        })
+        .min()
+        .unwrap_or(u32::MAX);
+    union.count().min(crowded).min(quota).max(1)
 }
 
 #[cfg(test)]
@@ -268,16 +279,16 @@ mod tests {
         assert_eq!((node_of, local_of), ([0, 1, 0, 0, 1], [0, 0, 1, 2, 1]));
     }
 
-    /// A node's ranks with these affinities (CPU numbers) and counts.
-    fn with_cpus(ranks: &[(&[u32], u32)]) -> std::vec::Vec<Record> {
+    /// A node's ranks with these affinities (CPU numbers), counts and quotas.
+    fn with_cpus(ranks: &[(&[u32], u32, u32)]) -> std::vec::Vec<Record> {
         ranks
             .iter()
-            .map(|&(cpus, parallelism)| {
+            .map(|&(cpus, parallelism, quota)| {
                 let mut r = Record::default();
                 for &c in cpus {
                     r.cpus[c as usize / 64] |= 1 << (c % 64);
                 }
-                (r.parallelism, r.local_rank) = (parallelism, AUTO_LOCAL_RANK);
+                (r.parallelism, r.quota, r.local_rank) = (parallelism, quota, AUTO_LOCAL_RANK);
                 r
             })
             .collect()
@@ -287,18 +298,21 @@ mod tests {
     fn a_node_has_the_union_of_its_ranks_cpus() {
         let cpus = |t: &[Record]| place(t, 0).unwrap().cpus;
         // Pinned each to a CPU of its own: 2 CPUs for 2 ranks, not 1.
-        assert_eq!(cpus(&with_cpus(&[(&[0], 1), (&[1], 1)])), 2);
+        assert_eq!(cpus(&with_cpus(&[(&[0], 1, 0), (&[1], 1, 0)])), 2);
         // Pinned to the same CPU, or free on a 2-CPU machine: shared.
-        assert_eq!(cpus(&with_cpus(&[(&[3], 1), (&[3], 1), (&[3], 1)])), 1);
-        let free: (&[u32], u32) = (&[0, 1], 2);
+        assert_eq!(cpus(&with_cpus(&[(&[3], 1, 0), (&[3], 1, 0), (&[3], 1, 0)])), 1);
+        let free: (&[u32], u32, u32) = (&[0, 1], 2, 0);
         assert_eq!(cpus(&with_cpus(&[free; 4])), 2);
-        // CPUs past the first word, and overlapping masks.
-        assert_eq!(cpus(&with_cpus(&[(&[0, 70], 2), (&[70, 1023], 2)])), 3);
-        // A CPU quota below the affinity caps the node.
-        assert_eq!(cpus(&with_cpus(&[(&[0, 1, 2, 3], 2), (&[0, 1, 2, 3], 2)])), 2);
+        // CPUs past the first word, and overlapping sets.
+        assert_eq!(cpus(&with_cpus(&[(&[0, 70], 2, 0), (&[70, 1023], 2, 0)])), 3);
+        // Two ranks confined to one CPU share it, whatever the third has.
+        let wide: &[u32] = &[0, 1, 2, 3, 4, 5, 6, 7];
+        assert_eq!(cpus(&with_cpus(&[(&[0], 1, 0), (&[0], 1, 0), (wide, 8, 0)])), 2);
+        // A quota caps the node, pinned ranks included.
+        assert_eq!(cpus(&with_cpus(&[(&[0], 1, 2), (&[1], 1, 2), (&[2], 1, 2), (&[3], 1, 2)])), 2);
         // An unknown affinity: the fewest CPUs any rank may use.
-        assert_eq!(cpus(&with_cpus(&[(&[0, 1], 2), (&[], 3)])), 2);
-        assert_eq!(cpus(&with_cpus(&[(&[], 0)])), 1);
+        assert_eq!(cpus(&with_cpus(&[(&[0, 1], 2, 0), (&[], 3, 0)])), 2);
+        assert_eq!(cpus(&with_cpus(&[(&[], 0, 0)])), 1);
     }
 
     #[test]

@@ -56,16 +56,16 @@ pub struct Record {
     pub(crate) memory_kind: u32,
     /// The [`crate::fence::Barrier`] code this rank would choose.
     pub(crate) barrier: u32,
-    padding: u32,
+    /// The rank's CPU quota in CPUs, 0 if none ([`crate::Platform::cpu_quota`];
+    /// Stage::Comm).
+    pub(crate) quota: u32,
     pub(crate) name: [u8; NAME_LEN],
     /// The digest of the rank's node identity (every stage; used at Stage::Comm).
     pub(crate) node: u64,
     /// The rank's number among its node's ranks, as the caller gave it.
     pub(crate) local_rank: u32,
-    /// The CPUs the rank's process may use ([`Platform::cpu_count`]: its
-    /// affinity and CPU quota; Stage::Comm).
-    ///
-    /// [`Platform::cpu_count`]: crate::Platform::cpu_count
+    /// The CPUs the rank's process may use ([`crate::Platform::cpu_count`]:
+    /// its affinity and CPU quota; Stage::Comm).
     pub(crate) parallelism: u32,
     /// The rank's affinity ([`crate::CpuMask`]; Stage::Comm).
     pub(crate) cpus: [u64; CPU_WORDS],

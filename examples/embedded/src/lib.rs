@@ -23,8 +23,8 @@ pub use platform::{StaticPlatform, StaticSegment};
 
 use kpccl_core::fence::ring_order;
 use kpccl_core::{
-    Collective, CollectiveError, FenceError, NodeRanks, Placement, Platform, Record, WaitPolicy, WindowRequest,
-    create_comm, create_window,
+    Collective, CollectiveError, FenceError, NodeRanks, Placement, Record, WaitPolicy, WindowRequest, create_comm,
+    create_window,
 };
 
 /// The most ranks the example's out-of-band buffer holds.
@@ -65,10 +65,10 @@ pub fn rank_main(
     // The communicator's table, on the stack: no allocator.
     let mut table = [Record::default(); MAX_RANKS];
     let table = &mut table[..nranks as usize];
-    create_comm(Collective::new(&platform, oob, rank, nranks, table), Placement::alone(rank))
+    let info = create_comm(Collective::new(&platform, oob, rank, nranks, table), Placement::alone(rank))
         .map_err(RunError::Collective)?;
     // Spin while every rank has a core; otherwise relax at once (the platform's hook).
-    let policy = WaitPolicy::for_load(nranks, platform.cpu_count());
+    let policy = WaitPolicy::for_load(nranks, info.cpus);
     let request = WindowRequest { size: 64, policy, ..WindowRequest::default() };
     let window = create_window(Collective::new(&platform, oob, rank, nranks, table), NodeRanks::All, &request)
         .map_err(RunError::Collective)?;

@@ -4,12 +4,14 @@
 //! one instruction that reads the thread pointer (`thread.rs`), and around
 //! the fork handler that closes segment files in a child (`fork.rs`).
 
+mod cgroup;
 mod fork;
 mod futex;
 mod shm;
 mod socket;
 mod thread;
 
+pub(crate) use cgroup::cpu_quota;
 pub(crate) use futex::{futex_wait, futex_wake};
 pub(crate) use shm::{Fd, Mapping, free_space, map_shared};
 pub(crate) use socket::NoSigpipe;

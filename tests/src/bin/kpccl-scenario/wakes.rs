@@ -14,16 +14,21 @@ use crate::scenarios::{Res, s};
 /// The CPUs the ranks were pinned over (`pin=1`), if they were.
 static PINNED_OVER: OnceLock<usize> = OnceLock::new();
 
-/// Binds this process to CPU `rank` modulo the CPUs it may use, before the
-/// communicator is made, as `mpirun` binds two ranks to cores: each rank
-/// then sees one CPU, though the ranks share none while they are no more
-/// than the CPUs.
+/// Binds this process to the CPU numbered `rank` modulo the count among
+/// those it may use, before the communicator is made, as `mpirun` binds two
+/// ranks to cores: each rank then sees one CPU, though the ranks share none
+/// while they are no more than the CPUs.
 pub(crate) fn pin(rank: u32) -> Result<(), String> {
-    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let err = |e| format!("pinning rank {rank}: {e}");
+    // Before pinning: with a CPU quota below the CPUs, the quota counts (as
+    // the library counts it).
+    let usable = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let allowed = rustix::thread::sched_getaffinity(None).map_err(err)?;
+    let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c)).collect();
     let mut set = rustix::thread::CpuSet::new();
-    set.set(rank as usize % cpus);
-    rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pinning rank {rank}: {e}"))?;
-    let _ = PINNED_OVER.set(cpus);
+    set.set(cpus[rank as usize % cpus.len()]);
+    rustix::thread::sched_setaffinity(None, &set).map_err(err)?;
+    let _ = PINNED_OVER.set(cpus.len().min(usable));
     Ok(())
 }
 
