@@ -225,9 +225,8 @@ impl<P: Platform> Window<P> {
     /// find none look for dead ranks at most once per the policy's
     /// `liveness_ns` (the tested peer each time, every rank that has not left
     /// every eighth time, whichever peers a loop of tests alternates
-    /// between), so a loop
-    /// of tests ends on a dead peer as a wait does, at the cost of a clock
-    /// read per empty test.
+    /// between), so a loop of tests ends on a dead peer as a wait does, at
+    /// the cost of a clock read per empty test.
     #[inline]
     pub fn try_wait(&self, peer: u32) -> Result<bool, FenceError> {
         fence::peer_test(&self.sync, self, self.rank, peer, || {

@@ -757,8 +757,8 @@ int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
  * `KPCCL_TIMEOUT_MS` bounds waits, not tests. A rank that freed the window
  * is no error (a test at the end of a program may find no signal left):
  * a loop of tests on a rank in `kpccl_shm_win_free`, which waits for this
- * rank's free, ends only when a timeout ends that free. It fails at once, too, while another thread of this
- * process is in a call on `win`.
+ * rank's free, ends only when a timeout ends that free. It fails at once,
+ * too, while another thread of this process is in a call on `win`.
  * Testing oneself sets 1. On failure `*flag` is 0 (when `flag` is not
  * `NULL`) and nothing is consumed.
  *
@@ -766,9 +766,7 @@ int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
  * `win` is any value (checked: see `kpccl_shm_win_h`); `flag` is `NULL`
  * or valid for writes.
  */
-int kpccl_shm_peer_test(kpccl_shm_win_h win,
-                        int remote_rank,
-                        int *flag);
+int kpccl_shm_peer_test(kpccl_shm_win_h win, int remote_rank, int *flag);
 
 /**
  * The fence with every rank of this node's window (each of them calls it):

@@ -287,7 +287,8 @@ impl kpccl_core::Platform for PosixPlatform {
     }
 
     fn cpu_count(&self) -> u32 {
-        // Read once: it parses cgroup files (~33 µs), and every window creation asks.
+        // Read once: it parses cgroup files (~33 µs), and every communicator
+        // creation asks (windows then ask for the node's count).
         static CPUS: OnceLock<u32> = OnceLock::new();
         self.node_cpus.unwrap_or_else(|| {
             *CPUS.get_or_init(|| {

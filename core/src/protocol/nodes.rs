@@ -210,23 +210,20 @@ pub(crate) fn place(table: &[Record], me: u32) -> Result<NodeInfo, CollectiveErr
 /// share none.
 #[allow(clippy::cast_possible_truncation)] // at most MAX_RANKS ranks
 fn node_cpus(table: &[Record], r: usize) -> u32 {
-    let on_node = |t: &&Record| t.node == table[r].node;
-    let ranks = size(table, r);
-    let quota = table.iter().filter(on_node).map(|t| t.quota).filter(|&q| q != 0).min().unwrap_or(u32::MAX);
-    if table.iter().filter(on_node).any(|t| CpuMask(t.cpus).count() == 0) {
+    let node = || table.iter().filter(|t| t.node == table[r].node);
+    let quota = node().map(|t| t.quota).filter(|&q| q != 0).min().unwrap_or(u32::MAX);
+    if node().any(|t| CpuMask(t.cpus).count() == 0) {
         // An affinity unknown: the fewest CPUs any rank may use.
-        let fewest = table.iter().filter(on_node).map(|t| t.parallelism).min().unwrap_or(1);
-        return fewest.min(quota).max(1);
+        return node().map(|t| t.parallelism).min().unwrap_or(1).min(quota).max(1);
     }
-    let union = table.iter().filter(on_node).fold(CpuMask::UNKNOWN, |u, t| u.union(&CpuMask(t.cpus)));
+    let union = node().fold(CpuMask::UNKNOWN, |u, t| u.union(&CpuMask(t.cpus)));
     // For each rank's set, the ranks confined to it: k ranks within c < k
     // CPUs make the node count as c + (the ranks outside) < its ranks.
-    let crowded = table
-        .iter()
-        .filter(on_node)
+    let ranks = size(table, r);
+    let crowded = node()
         .map(|t| {
             let set = CpuMask(t.cpus);
-            let inside = table.iter().filter(on_node).filter(|s| CpuMask(s.cpus).within(&set)).count() as u32;
+            let inside = node().filter(|s| CpuMask(s.cpus).within(&set)).count() as u32;
             set.count() + (ranks - inside)
         })
         .min()

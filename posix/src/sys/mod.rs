@@ -33,7 +33,7 @@ pub(crate) fn page_size() -> u64 {
 pub(crate) fn affinity() -> CpuMask {
     let Ok(set) = rustix::thread::sched_getaffinity(None) else { return CpuMask::UNKNOWN };
     let mut mask = [0u64; CPU_WORDS];
-    for c in (0..CPU_WORDS * 64).filter(|&c| c < rustix::thread::CpuSet::MAX_CPU && set.is_set(c)) {
+    for c in (0..rustix::thread::CpuSet::MAX_CPU.min(CPU_WORDS * 64)).filter(|&c| set.is_set(c)) {
         mask[c / 64] |= 1 << (c % 64);
     }
     CpuMask(mask)
