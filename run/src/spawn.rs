@@ -126,14 +126,11 @@ impl Launch {
             Ended::Abandoned { failed } => Some(failed),
             _ => None,
         };
-        let never_connected = if timed_out { hub.never_connected() } else { Vec::new() };
+        let cut_short = ended != Ended::AllExited;
+        let never_connected = if cut_short { hub.never_connected() } else { Vec::new() };
         // Looked at before they are killed: what held them.
-        let stuck = never_connected
-            .iter()
-            .filter_map(|&r| ranks.0.get(r as usize).filter(|k| k.status.is_none()).map(|k| (r, k)))
-            .map(|(r, k)| format!("rank {r}: {}", crate::tree::describe(k.child.id())))
-            .collect();
-        let killed = if ended == Ended::AllExited { Vec::new() } else { ranks.kill_rest(&hub)? };
+        let stuck = if cut_short { ranks.describe_running(&never_connected) } else { Vec::new() };
+        let killed = if cut_short { ranks.kill_rest(&hub)? } else { Vec::new() };
         let oob_failure = hub.failure();
         drop(hub);
         let status = ranks.0.iter().map(|r| r.status.unwrap_or_else(|| ExitStatus::from_raw(-1))).collect();
@@ -215,6 +212,19 @@ impl Ranks {
         }
     }
 
+    /// What every rank still running is doing, from `/proc`, marking those
+    /// in `never_connected`.
+    fn describe_running(&self, never_connected: &[u32]) -> Vec<String> {
+        (0..)
+            .zip(&self.0)
+            .filter(|(_, r)| r.status.is_none())
+            .map(|(rank, r)| {
+                let note = if never_connected.contains(&rank) { " (never connected)" } else { "" };
+                format!("rank {rank}{note}: {}", crate::tree::describe(r.child.id()))
+            })
+            .collect()
+    }
+
     /// Kills (all at once) and reaps every rank still running; returns the
     /// ranks that died of it (a rank may exit by itself meanwhile, e.g. on
     /// hearing from the hub that a killed peer is gone).
@@ -259,11 +269,13 @@ pub struct Report {
     /// The ranks the launcher killed (`SIGKILL`) because the timeout expired.
     pub killed: Vec<u32>,
     /// The ranks that had not connected to the launcher when the timeout
-    /// expired: stuck before their first out-of-band call, or never started.
+    /// expired or the launch was abandoned: stuck before their first
+    /// out-of-band call, or never started.
     pub never_connected: Vec<u32>,
-    /// What each of those still running was doing then, from `/proc`:
-    /// `rank 2: pid 812 qemu-aarch64 (S in futex_wait_queue, 3 threads)`,
-    /// with the processes it started after `>`.
+    /// What each rank still running was doing then, before it was killed,
+    /// from `/proc`: `rank 2 (never connected): pid 812 qemu-aarch64 [qemu-aarch64
+    /// -L aarch64-linux-gnu prog] (S in futex_wait_queue, 3 threads)`, with
+    /// the processes it started after `>`.
     pub stuck: Vec<String>,
     /// Whether the timeout expired before every rank had exited.
     pub timed_out: bool,
@@ -335,9 +347,9 @@ impl fmt::Display for Report {
         }
         if !self.never_connected.is_empty() {
             write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
-            if !self.stuck.is_empty() {
-                write!(f, " (then: {})", self.stuck.join("; "))?;
-            }
+        }
+        if !self.stuck.is_empty() {
+            write!(f, "; before the kill: {}", self.stuck.join("; "))?;
         }
         if let Some(why) = &self.oob_failure {
             write!(f, "; out-of-band: {why}")?;
@@ -391,11 +403,9 @@ mod tests {
         );
         let stuck = Report { never_connected: vec![2], ..report(&[0, 0, -9], &[2]) };
         assert!(stuck.to_string().ends_with("; ranks [2] never connected to the launcher"), "{stuck}");
-        let seen =
-            Report { stuck: vec!["rank 2: pid 7 qemu-aarch64 (S in futex_wait_queue, 2 threads)".into()], ..stuck };
+        let seen = Report { stuck: vec!["rank 2 (never connected): pid 7 qemu-aarch64 (S)".into()], ..stuck };
         assert!(
-            seen.to_string()
-                .ends_with("launcher (then: rank 2: pid 7 qemu-aarch64 (S in futex_wait_queue, 2 threads))")
+            seen.to_string().ends_with("launcher; before the kill: rank 2 (never connected): pid 7 qemu-aarch64 (S)")
         );
     }
 }

@@ -77,10 +77,10 @@ fn after_name(stat: &str, n: usize) -> Option<&str> {
 }
 
 /// What process `pid` and the processes below it are doing, from `/proc`,
-/// for a report on a rank that never reached the launcher: an emulator or
-/// wrapper that never started the program tells apart from a program stuck
-/// before its first out-of-band call. For example
-/// `pid 812 qemu-aarch64 (S in futex_wait_queue, 3 threads)`.
+/// for a report on a rank that was killed: an emulator or wrapper that never
+/// started the program (a forked child still showing its parent's command
+/// line) tells apart from a program stuck in its code. For example
+/// `pid 812 qemu-aarch64 [qemu-aarch64 -L aarch64-linux-gnu prog] (S in futex_wait_queue, 3 threads)`.
 pub(crate) fn describe(pid: u32) -> String {
     let Some(root) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return format!("pid {pid}") };
     let mut pids = vec![root];
@@ -89,16 +89,36 @@ pub(crate) fn describe(pid: u32) -> String {
     shown.join(" > ")
 }
 
-/// One process: its pid, name, state, wait channel and threads.
+/// Words of a command line shown, at most.
+const SHOWN_WORDS: usize = 6;
+
+/// One process: its pid, name, command line, state, wait channel and threads.
 fn one(pid: i32) -> String {
     let read = |file: &str| fs::read_to_string(format!("/proc/{pid}/{file}")).ok();
     let Some(stat) = read("stat") else { return format!("pid {pid} (gone)") };
     let name = stat.find('(').zip(stat.rfind(')')).map_or("?", |(a, b)| &stat[a + 1..b.max(a + 1)]);
+    let command = fs::read(format!("/proc/{pid}/cmdline")).map(|c| command_line(&c)).unwrap_or_default();
     let state = after_name(&stat, 0).unwrap_or("?");
     // "0": running, or the kernel hides where it sleeps.
     let wchan = read("wchan").filter(|w| !w.is_empty() && w != "0").map(|w| format!(" in {w}")).unwrap_or_default();
     let threads = after_name(&stat, 17).unwrap_or("?");
-    format!("pid {pid} {name} ({state}{wchan}, {threads} threads)")
+    format!("pid {pid} {name}{command} ({state}{wchan}, {threads} threads)")
+}
+
+/// ` [words]`: the first words of a `/proc/<pid>/cmdline`, paths cut to their
+/// last component (empty for a kernel thread or a zombie).
+fn command_line(raw: &[u8]) -> String {
+    let words: Vec<_> = raw.split(|&b| b == 0).filter(|w| !w.is_empty()).collect();
+    if words.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<_> = words
+        .iter()
+        .take(SHOWN_WORDS)
+        .map(|w| String::from_utf8_lossy(w.rsplit(|&b| b == b'/').next().unwrap_or(w)).into_owned())
+        .collect();
+    let more = if words.len() > SHOWN_WORDS { " …" } else { "" };
+    format!(" [{}{more}]", shown.join(" "))
 }
 
 #[cfg(test)]
@@ -124,6 +144,16 @@ mod tests {
         assert!(matches!(state, Some("S" | "0")), "{text}");
         assert!(text.ends_with(" threads)"), "{text}");
         assert_eq!(one(i32::MAX), format!("pid {} (gone)", i32::MAX));
+    }
+
+    #[test]
+    fn a_command_line_is_shown_by_its_first_words() {
+        assert_eq!(
+            command_line(b"/usr/bin/qemu-aarch64\0-L\0/usr/aarch64-linux-gnu\0./prog\0"),
+            " [qemu-aarch64 -L aarch64-linux-gnu prog]"
+        );
+        assert_eq!(command_line(b"a\0b\0c\0d\0e\0f\0g\0"), " [a b c d e f …]");
+        assert_eq!(command_line(b""), "");
     }
 
     #[test]
