@@ -559,8 +559,11 @@ int main(int argc, char **argv)
     TRY(kpccl_shm_comm_create_mpi(MPI_COMM_WORLD, &comm));
     struct win_allreduce a;
     size_t capacity = max_bytes / sizeof(double);
-    /* Two fences cost little while every rank has a CPU; a hand-off when ranks share them. */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    /* Two fences cost little while every rank has a CPU; a hand-off when ranks
+     * share them. The node's CPUs as the library counted them (affinities,
+     * quota), not the machine's. */
+    int cpus = 1;
+    TRY(kpccl_shm_comm_node_cpus(comm, &cpus));
     if (small_bytes == 0)
         small_bytes = n <= cpus ? 256 : 1024;
     if (stream_bytes == 0)

@@ -47,7 +47,6 @@
 #include "bench.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include "mpi_oob.h"
 
@@ -345,14 +344,16 @@ int main(int argc, char **argv)
         else
             j.start += rows;
     }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    j.spins = j.nranks > cpus ? 64 : 1000;
     size_t bytes = HEADER_BYTES + (size_t)j.width * (size_t)j.n * sizeof(double);
 
     void *base;
     kpccl_shm_comm_h comm = world_comm();
+    /* The node's CPUs as the library counted them (affinities, quota). */
+    int cpus = 1;
     int err = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &j.mpi_win) ||
               MPI_Win_lock_all(MPI_MODE_NOCHECK, j.mpi_win) || !comm;
+    if (!err && kpccl_shm_comm_node_cpus(comm, &cpus) != KPCCL_OK)
+        err = failed(&j, "kpccl_shm_comm_node_cpus", KPCCL_FENCE);
     if (!err && kpccl_shm_win_alloc(bytes, comm, &base, &j.kwin) != KPCCL_OK)
         err = failed(&j, "kpccl_shm_win_alloc", KPCCL_FENCE);
     if (!err)
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "pipeline: rank %d: set-up failed\n", j.rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    j.spins = j.nranks > cpus ? 64 : 1000;
     /* MPI does not promise zeroed memory; the first run's barrier publishes it. */
     memset(j.mpi[ME].hdr, 0, HEADER_BYTES);
 

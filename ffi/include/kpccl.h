@@ -520,6 +520,20 @@ int kpccl_shm_comm_destroy(kpccl_shm_comm_h comm);
 int kpccl_shm_comm_query(kpccl_shm_comm_h comm, struct kpccl_shm_comm_info_t *info);
 
 /**
+ * The CPUs this node's ranks may run on: fills `*cpus` with the count taken
+ * at creation over every rank's CPU affinity and the CPU quota of their
+ * control groups. More ranks than this on a node makes waits hand the CPU
+ * over instead of spinning; compare with it, not with
+ * `sysconf(_SC_NPROCESSORS_ONLN)`, which a cpuset, a quota or ranks pinned
+ * to CPUs make too many. Local (no collective).
+ *
+ * # Safety
+ * `comm` is any value (checked: see `kpccl_shm_comm_h`); `cpus` is `NULL`
+ * (an error) or valid for writes.
+ */
+int kpccl_shm_comm_node_cpus(kpccl_shm_comm_h comm, int *cpus);
+
+/**
  * The global ranks on this node, by local rank: `ranks[l]` is the rank whose
  * local rank is `l`, for `l` in `0..local_size` (see `kpccl_shm_comm_query`).
  * `capacity` is the length of `ranks`; fewer than `local_size` is an error

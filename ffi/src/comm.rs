@@ -201,6 +201,29 @@ pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut
     })
 }
 
+/// The CPUs this node's ranks may run on: fills `*cpus` with the count taken
+/// at creation over every rank's CPU affinity and the CPU quota of their
+/// control groups. More ranks than this on a node makes waits hand the CPU
+/// over instead of spinning; compare with it, not with
+/// `sysconf(_SC_NPROCESSORS_ONLN)`, which a cpuset, a quota or ranks pinned
+/// to CPUs make too many. Local (no collective).
+///
+/// # Safety
+/// `comm` is any value (checked: see `kpccl_shm_comm_h`); `cpus` is `NULL`
+/// (an error) or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kpccl_shm_comm_node_cpus(comm: kpccl_shm_comm_h, cpus: *mut c_int) -> c_int {
+    ffi_boundary!("kpccl_shm_comm_node_cpus", {
+        let n = handle::shared(comm, "comm", |c: &Comm<CallbackOob>| Ok(c.node_cpus()))?;
+        let out = handle::out(cpus, "cpus")?;
+        // At most the 1024 CPUs an affinity mask describes.
+        let n = c_int::try_from(n).unwrap_or(c_int::MAX);
+        // SAFETY: checked not NULL and aligned; writable by the caller's contract.
+        unsafe { out.as_ptr().write(n) };
+        Ok(())
+    })
+}
+
 /// The global ranks on this node, by local rank: `ranks[l]` is the rank whose
 /// local rank is `l`, for `l` in `0..local_size` (see `kpccl_shm_comm_query`).
 /// `capacity` is the length of `ranks`; fewer than `local_size` is an error

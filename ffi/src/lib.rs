@@ -49,7 +49,7 @@ pub use attr::{
 };
 pub use comm::{
     KPCCL_LOCAL_RANK_AUTO, kpccl_shm_comm_create, kpccl_shm_comm_destroy, kpccl_shm_comm_h, kpccl_shm_comm_info_t,
-    kpccl_shm_comm_node_ranks, kpccl_shm_comm_query, kpccl_shm_comm_t,
+    kpccl_shm_comm_node_cpus, kpccl_shm_comm_node_ranks, kpccl_shm_comm_query, kpccl_shm_comm_t,
 };
 pub use comm_release::kpccl_shm_comm_set_release;
 pub use error::{kpccl_last_error, kpccl_log_error, kpccl_record_error};

@@ -130,6 +130,13 @@ fn one_rank_is_one_node() {
     assert!(last_error().contains("capacity"), "{}", last_error());
     assert_eq!(unsafe { kpccl_shm_comm_query(comm, null_mut()) }, KPCCL_ERROR);
     assert!(last_error().contains("`info` is NULL"), "{}", last_error());
+    let mut cpus = -1;
+    assert_eq!(unsafe { kpccl_shm_comm_node_cpus(comm, &mut cpus) }, KPCCL_OK);
+    let mine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // One rank: its own CPUs, fewer only under a quota.
+    assert!((1..=mine).contains(&usize::try_from(cpus).unwrap()), "{cpus} node CPUs, {mine} for this process");
+    assert_eq!(unsafe { kpccl_shm_comm_node_cpus(comm, null_mut()) }, KPCCL_ERROR);
+    assert!(last_error().contains("`cpus` is NULL"), "{}", last_error());
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_comm_query(comm, &mut info) }, KPCCL_ERROR);
     // A local rank beyond the node: refused on every rank (here, the only one).
@@ -184,14 +191,15 @@ fn a_destroyed_communicator_is_refused_and_its_successor_untouched() {
     let (_, comm) = create(GOOD);
     assert_ne!(old, comm);
     let mut info = kpccl_shm_comm_info_t::default();
-    let mut ranks = [-1; 1];
+    let (mut ranks, mut cpus) = ([-1; 1], -1);
     let (mut base, mut win) = (null_mut(), null_mut());
     let stale = "was freed (stale handle)";
     refused(unsafe { kpccl_shm_comm_query(old, &mut info) }, "kpccl_shm_comm_query: communicator handle 0x", stale);
     refused(unsafe { kpccl_shm_comm_node_ranks(old, ranks.as_mut_ptr(), 1) }, "kpccl_shm_comm_node_ranks", stale);
+    refused(unsafe { kpccl_shm_comm_node_cpus(old, &mut cpus) }, "kpccl_shm_comm_node_cpus", stale);
     refused(unsafe { kpccl_shm_win_alloc(64, old, &mut base, &mut win) }, "kpccl_shm_win_alloc", stale);
     refused(unsafe { kpccl_shm_comm_destroy(old) }, "kpccl_shm_comm_destroy", stale);
-    assert_eq!(ranks, [-1]);
+    assert_eq!((ranks, cpus), ([-1], -1));
     assert_eq!(unsafe { kpccl_shm_comm_query(comm, &mut info) }, KPCCL_OK);
     assert_eq!((info.rank, info.nranks), (0, 1));
     let (_, win) = alloc(comm, 8);

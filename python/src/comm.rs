@@ -230,6 +230,15 @@ impl PyComm {
         Ok(self.comm()?.local_size())
     }
 
+    /// The CPUs this node's ranks may run on, counted at creation over every
+    /// rank's CPU affinity and the CPU quota of their control groups: compare
+    /// with it, not with ``os.cpu_count()``, to tell whether ranks outnumber
+    /// CPUs.
+    #[getter]
+    fn node_cpus(&self) -> PyResult<u32> {
+        Ok(self.comm()?.node_cpus())
+    }
+
     /// This node's ranks, by local rank.
     #[getter]
     fn node_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

@@ -409,9 +409,11 @@ static void stale_handles(void)
     CHECK_STALE(kpccl_shm_win_free(old), "kpccl_shm_win_free");
     CHECK_STALE(kpccl_shm_comm_query(old_comm, &info), "kpccl_shm_comm_query");
     CHECK_STALE(kpccl_shm_comm_node_ranks(old_comm, ranks, 1), "kpccl_shm_comm_node_ranks");
+    int cpus = -1;
+    CHECK_STALE(kpccl_shm_comm_node_cpus(old_comm, &cpus), "kpccl_shm_comm_node_cpus");
     CHECK_STALE(kpccl_shm_win_alloc(64, old_comm, &other, &none), "kpccl_shm_win_alloc"); /* every rank: no collective */
     CHECK_STALE(kpccl_shm_comm_destroy(old_comm), "kpccl_shm_comm_destroy");
-    CHECK(size == 0 && ranks[0] == -1 && none == NULL, "refused calls write nothing");
+    CHECK(size == 0 && ranks[0] == -1 && cpus == -1 && none == NULL, "refused calls write nothing");
 
     /* The successor: every rank's data crosses the fence intact. */
     CHECK_OK(kpccl_shm_peer_fence(win, me));

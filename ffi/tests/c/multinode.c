@@ -5,7 +5,8 @@
  * many as there are ranks, at most), in blocks with local ranks given and
  * round-robin with KPCCL_LOCAL_RANK_AUTO; every call is checked on both
  * sides of a node boundary:
- * - kpccl_shm_comm_query / kpccl_shm_comm_node_ranks answer as expected;
+ * - kpccl_shm_comm_query / kpccl_shm_comm_node_ranks answer as expected,
+ *   kpccl_shm_comm_node_cpus within the CPUs online;
  * - kpccl_shm_win_query answers for this node's ranks, fails for others;
  * - kpccl_shm_peer_fence to another node's rank fails and says why, and
  *   orders data between this node's ranks;
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -90,6 +92,13 @@ static void split(int k, int rr)
           info.local_rank, info.local_size, local, size);
     CHECK_FAILS(kpccl_shm_comm_query(comm, NULL), "kpccl_shm_comm_query");
     CHECK_FAILS(kpccl_shm_comm_query(NULL, &info), "kpccl_shm_comm_query");
+
+    int cpus = -1;
+    CHECK_OK(kpccl_shm_comm_node_cpus(comm, &cpus));
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(cpus >= 1 && (online < 1 || cpus <= online), "node cpus %d, %ld online", cpus, online);
+    CHECK_FAILS(kpccl_shm_comm_node_cpus(comm, NULL), "kpccl_shm_comm_node_cpus");
+    CHECK_FAILS(kpccl_shm_comm_node_cpus(NULL, &cpus), "kpccl_shm_comm_node_cpus");
 
     int got[64];
     memset(got, 0xff, sizeof got);

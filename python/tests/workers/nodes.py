@@ -1,6 +1,8 @@
 """Two simulated nodes under mpirun (KPCCL_NODE_ID): a window spans its
 node's ranks; a rank of the other node is a ValueError."""
 
+import os
+
 import numpy as np
 
 from common import communicator, say
@@ -8,6 +10,7 @@ from common import communicator, say
 comm = communicator()
 r = comm.rank
 assert comm.nnodes == 2 and comm.local_size == comm.size // 2
+assert 1 <= comm.node_cpus <= (os.cpu_count() or comm.node_cpus)
 with comm.alloc(64) as win:
     win.numpy(dtype=np.int64)[:] = r
     win.fence()

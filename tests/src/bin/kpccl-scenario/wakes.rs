@@ -45,6 +45,12 @@ pub(crate) fn wakes<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let cpus = PINNED_OVER
         .get()
         .map_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()), |&m| m.min(n as usize));
+    // The count the library reports agrees on whether ranks outnumber CPUs
+    // (the values may differ by a quota's rounding).
+    let node_cpus = comm.node_cpus() as usize;
+    if (n as usize <= node_cpus) != (n as usize <= cpus) {
+        return Err(format!("rank {me}: the communicator counts {node_cpus} CPUs for {n} ranks, this test {cpus}"));
+    }
     let light = asked
         && n as usize <= cpus
         && PosixPlatform::new(kpccl_posix::DEFAULT_SHM_DIR).with_light_wakes(true).register_global_heavy_fence();
