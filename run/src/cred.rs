@@ -2,7 +2,7 @@
 //! ranks of its own user only, since any user can connect to an abstract
 //! socket whose name `/proc/net/unix` lists.
 //!
-//! The only `unsafe` of the launcher lives here.
+//! With `bind`, the only `unsafe` of the launcher lives here.
 
 use std::io;
 use std::os::fd::AsRawFd;

@@ -24,12 +24,15 @@
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 #[allow(unsafe_code)]
+mod bind;
+#[allow(unsafe_code)]
 mod cred;
 mod hub;
 mod ranks;
 mod spawn;
 mod tree;
 
+pub use bind::Binding;
 pub use hub::Hub;
 pub use kpccl_posix::launch::{
     DEFAULT_TIMEOUT, Departure, Ending, NRANKS_ENV, RANK_ENV, RUNNER_ENV, RunOob, SOCKET_ENV, TIMEOUT_ENV, code,

@@ -18,9 +18,9 @@ use std::io;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kpccl_run::{DEFAULT_ABORT_AFTER, Launch, parse_rank_count};
+use kpccl_run::{Binding, DEFAULT_ABORT_AFTER, Launch, parse_rank_count};
 
-const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
+const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--bind-to cpu|none] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
 
 /// The rest of `--help`.
 const HELP: &str = "\
@@ -32,6 +32,10 @@ Runs N ranks of a program connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_R
                    running SECS seconds later (default 10: time for the others to report the
                    failure themselves, as mpirun aborts a job when a rank fails); never: let
                    them run
+  --bind-to cpu|none
+                   cpu: run rank r on one logical CPU, the r-th of those kpccl-run may use
+                   (wrapping around when the ranks outnumber them), as mpirun --bind-to
+                   hwthread; none (default): wherever kpccl-run may run
 
 Read by the ranks:
   KPCCL_OOB_TIMEOUT_MS  how long an out-of-band collective (communicator or window creation)
@@ -65,6 +69,7 @@ struct Args {
     nranks: u32,
     timeout: Option<Duration>,
     abort_after: Option<Duration>,
+    binding: Binding,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -94,7 +99,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut launch = Launch::new(args.nranks).abort_after(args.abort_after);
+    let mut launch = Launch::new(args.nranks).abort_after(args.abort_after).binding(args.binding);
     if let Some(t) = args.timeout {
         launch = launch.timeout(t);
     }
@@ -124,6 +129,7 @@ fn main() -> ExitCode {
 fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, String> {
     let mut argv = argv.into_iter();
     let (mut nranks, mut timeout, mut abort_after) = (None, None, Some(DEFAULT_ABORT_AFTER));
+    let mut binding = Binding::None;
     let program = loop {
         let Some(arg) = argv.next() else { return Err("no program given".into()) };
         let Some(s) = arg.to_str() else { break arg };
@@ -160,6 +166,13 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
                     Some(g.ok_or(format!("--abort-after {v}: must be 0 or more seconds"))?)
                 };
             }
+            "--bind-to" => {
+                binding = match value("--bind-to")?.as_str() {
+                    "cpu" => Binding::Cpu,
+                    "none" => Binding::None,
+                    v => return Err(format!("--bind-to {v}: expected cpu or none")),
+                };
+            }
             "--" => match argv.next() {
                 Some(p) => break p,
                 None => return Err("no program given after --".into()),
@@ -169,7 +182,7 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
         }
     };
     let nranks = nranks.ok_or("-n N is required")?;
-    Ok(Some(Args { nranks, timeout, abort_after, program, args: argv.collect() }))
+    Ok(Some(Args { nranks, timeout, abort_after, binding, program, args: argv.collect() }))
 }
 
 /// `dir`, else `KPCCL_SHM_DIR`, else `/dev/shm`.
@@ -240,6 +253,10 @@ mod tests {
         );
         assert_eq!(p(&["-n", "2", "--abort-after=0", "prog"]).unwrap().unwrap().abort_after, Some(Duration::ZERO));
         assert_eq!(p(&["-n", "2", "--abort-after", "never", "prog"]).unwrap().unwrap().abort_after, None);
+        assert_eq!(p(&["-n", "2", "prog"]).unwrap().unwrap().binding, Binding::None);
+        assert_eq!(p(&["-n", "2", "--bind-to", "cpu", "prog"]).unwrap().unwrap().binding, Binding::Cpu);
+        assert_eq!(p(&["-n", "2", "--bind-to=none", "prog"]).unwrap().unwrap().binding, Binding::None);
+        assert!(p(&["-n", "2", "--bind-to", "core", "prog"]).unwrap_err().contains("expected cpu or none"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kpccl_posix::launch::runner;
 
-use crate::{Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
+use crate::{Binding, Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
 
 /// Longest pause between two looks at the children.
 const MAX_POLL: Duration = Duration::from_millis(10);
@@ -46,6 +46,7 @@ pub struct Launch {
     nranks: u32,
     timeout: Option<Duration>,
     abort_after: Option<Duration>,
+    binding: Binding,
     env: Vec<(OsString, OsString)>,
 }
 
@@ -53,7 +54,19 @@ impl Launch {
     /// A launch of `nranks` ranks, with no timeout, [`DEFAULT_ABORT_AFTER`]
     /// and no extra environment.
     pub fn new(nranks: u32) -> Launch {
-        Launch { nranks, timeout: None, abort_after: Some(DEFAULT_ABORT_AFTER), env: Vec::new() }
+        Launch {
+            nranks,
+            timeout: None,
+            abort_after: Some(DEFAULT_ABORT_AFTER),
+            binding: Binding::None,
+            env: Vec::new(),
+        }
+    }
+
+    /// Where the ranks may run (see [`Binding`]; default: unbound).
+    pub fn binding(mut self, binding: Binding) -> Launch {
+        self.binding = binding;
+        self
     }
 
     /// Kills (`SIGKILL`) every rank still running `timeout` after the start.
@@ -93,6 +106,10 @@ impl Launch {
         // Served only once every rank is started: see `Hub::bind`.
         let mut hub = Hub::bind(self.nranks)?;
         let runner = runner::from_env();
+        let cpus = match self.binding {
+            Binding::None => None,
+            Binding::Cpu => Some(crate::bind::allowed_cpus()?),
+        };
         let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
         for rank in 0..self.nranks {
             let mut cmd = match runner.split_first() {
@@ -110,6 +127,9 @@ impl Launch {
                 .env(SOCKET_ENV, hub.socket());
             if rank != 0 {
                 cmd.stdin(Stdio::null());
+            }
+            if let Some(cpus) = &cpus {
+                crate::bind::bind(&mut cmd, cpus[rank as usize % cpus.len()]);
             }
             let child = cmd.spawn().map_err(|e| {
                 let words: Vec<_> = runner.iter().map(|w| w.as_os_str()).chain([program]).collect();

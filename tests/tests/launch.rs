@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use kpccl_run::{Launch, Report};
+use kpccl_run::{Binding, Launch, Report};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_kpccl-oob-probe");
 /// No launch here may take longer (the launcher kills what is left).
@@ -141,4 +141,26 @@ fn a_rank_killed_at_the_timeout_takes_what_it_started_with_it() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(!runs(program), "the wrapped program (pid {program}) outlived its killed rank");
+}
+
+#[test]
+fn bound_ranks_each_run_on_one_cpu_in_turn() {
+    let set = rustix::thread::sched_getaffinity(None).unwrap();
+    let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
+    let all = cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    // One rank more than the CPUs: the last wraps around to the first CPU.
+    let n = u32::try_from(cpus.len() + 1).unwrap().min(8);
+    for binding in [Binding::Cpu, Binding::None] {
+        let dir = kpccl_testkit::ScratchDir::new("launch", "bound");
+        let report = launch(n).binding(binding).env("PROBE_DIR", dir.path()).run(PROBE, ["affinity"]).unwrap();
+        assert!(report.success(), "{binding:?}: {report}");
+        for r in 0..n {
+            let got = std::fs::read_to_string(dir.path().join(format!("affinity-{r}"))).unwrap();
+            let want = match binding {
+                Binding::Cpu => cpus[r as usize % cpus.len()].to_string(),
+                Binding::None => all.clone(),
+            };
+            assert_eq!(got, want, "{binding:?}: rank {r} of {n}");
+        }
+    }
 }

@@ -16,6 +16,9 @@
 //! - `wrapper`: rank 0 starts a program (`sleep 60`), writes its pid to the
 //!   file `PROBE_PIDFILE` names, and waits for it, as a wrapper script does
 //!   (for the launcher's killing of a rank's whole tree).
+//! - `affinity`: as `ok`, after writing the CPUs the rank may run on
+//!   (`3` or `0,1`) to the file `affinity-<rank>` in the directory
+//!   `PROBE_DIR` names (for the launcher's binding).
 //!
 //! Exit codes: 0 the mode's expectations held with no error; 3 the expected
 //! `OobError` arrived (printed on stdout); 4 another `OobError` arrived;
@@ -32,8 +35,8 @@ const PAYLOAD: usize = 28;
 
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ok".into());
-    if !["ok", "die-early", "killed", "mismatch", "hang", "wrapper"].contains(&mode.as_str()) {
-        return kpccl_tests::usage_error("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang|wrapper]");
+    if !["ok", "die-early", "killed", "mismatch", "hang", "wrapper", "affinity"].contains(&mode.as_str()) {
+        return kpccl_tests::usage_error("usage: kpccl-oob-probe [ok|die-early|killed|mismatch|hang|wrapper|affinity]");
     }
     let oob = match kpccl_tests::launched_oob("kpccl-oob-probe") {
         Ok(oob) => oob,
@@ -56,6 +59,15 @@ fn main() -> ExitCode {
                 std::fs::write(file, program.id().to_string()).expect("the pid file is written");
             }
             let _ = program.wait();
+            None
+        }
+        "affinity" => {
+            let set = rustix::thread::sched_getaffinity(None).expect("the affinity is readable");
+            let cpus: Vec<String> =
+                (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c.to_string()).collect();
+            let dir = std::env::var_os("PROBE_DIR").expect("PROBE_DIR is set");
+            let file = std::path::Path::new(&dir).join(format!("affinity-{rank}"));
+            std::fs::write(file, cpus.join(",")).expect("the affinity file is written");
             None
         }
         "die-early" | "killed" => Some(code::RANK_LOST),
