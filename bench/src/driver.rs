@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kpccl_run::Launch;
+use kpccl_run::{Binding, Launch};
 
 use crate::measure::Budget;
 use crate::ranks::{self, CREATE_SIZES, What};
@@ -291,6 +291,10 @@ fn build_c(opts: &Options, ctx: &mut Context) -> Result<Programs, String> {
     Ok(progs)
 }
 
+/// The results' key prefix of the C fences with ranks bound one per CPU
+/// (`kpccl-run --bind-to cpu`), a variant of `c`.
+pub const BOUND_TAG: &str = "c-bound";
+
 /// `mpirun` with the flags every MPI job here uses.
 fn mpirun(n: u32) -> Command {
     let mut cmd = Command::new("mpirun");
@@ -510,6 +514,14 @@ pub fn run(opts: &Options) -> Result<Context, String> {
                     &format!("c fences n={n}"),
                     run_launch(&launch(n, &[]), cprog, &["c".to_owned(), budget.arg(), path_arg(&out)]),
                 );
+                if n == 2 {
+                    // As users' jobs run (mpirun binds small jobs): one CPU each.
+                    let bound = launch(n, &[]).binding(Binding::Cpu);
+                    step(
+                        "c fences bound n=2",
+                        run_launch(&bound, cprog, &[BOUND_TAG.to_owned(), budget.arg(), path_arg(&out)]),
+                    );
+                }
             }
             if let Some(mpi) = mpi.as_ref().filter(|_| opts.part("mpi")) {
                 let late = match (round, opts.smoke) {

@@ -609,20 +609,31 @@ fn criterion_table(w: &mut String, crit: &[Criterion]) {
     }
 }
 
+/// The key of the default measurement a variant's key (`rust-aligned/fence/2`,
+/// `c-bound/peer/2`) is compared with (`rust/fence/2`, `c/peer/2`); `None`
+/// for a key that is no variant.
+fn default_of(key: &str) -> Option<String> {
+    let (tag, rest) = key.split_once('/')?;
+    let (api, _) = tag.split_once('-')?;
+    ["rust", "c"].contains(&api).then(|| format!("{api}/{rest}"))
+}
+
 fn variants_table(w: &mut String, r: &Results) {
-    let variants: Vec<(&String, Summary)> = r
-        .iter()
-        .filter(|(k, _)| k.starts_with("rust-"))
-        .filter_map(|(k, s)| Summary::of(&s.samples).map(|x| (k, x)))
-        .collect();
+    let variants: Vec<(&String, String, Summary)> =
+        r.iter().filter_map(|(k, s)| Some((k, default_of(k)?, Summary::of(&s.samples)?))).collect();
     if variants.is_empty() {
         return;
     }
     let _ = writeln!(w, "\n## Design variants measured in this run\n");
+    let _ = writeln!(
+        w,
+        "Each beside its default of the same run: `rust-*` are `--variant`s (`KPCCL_*` settings), \
+         `c-bound` the C fences with the ranks bound one per CPU (`kpccl-run --bind-to cpu`, as \
+         `mpirun` binds a small job).\n"
+    );
     let _ = writeln!(w, "| Variant / measurement / ranks | Median | p10 – p90 | Default | Variant / default |");
     let _ = writeln!(w, "|---|---|---|---|---|");
-    for (k, s) in variants {
-        let default_key = format!("rust{}", &k[k.find('/').unwrap_or(0)..]);
+    for (k, default_key, s) in variants {
         let unit = r.get(k).map_or("ns", |x| x.unit.as_str());
         let d = median(r, &default_key);
         let _ = writeln!(
@@ -654,6 +665,15 @@ mod tests {
         r.insert("c/peer-ref/2".to_owned(), series(&[100.0, 300.0]));
         assert_eq!(paired(&r, "c/peer/2", "c/peer-ref/2"), None);
         assert_eq!(paired(&r, "rust/peer/2", "rust/peer-ref/2"), None);
+    }
+
+    #[test]
+    fn variants_are_compared_with_their_default() {
+        assert_eq!(default_of("rust-aligned/fence/2").as_deref(), Some("rust/fence/2"));
+        assert_eq!(default_of("c-bound/peer-ref/2").as_deref(), Some("c/peer-ref/2"));
+        assert_eq!(default_of("rust/fence/2"), None);
+        assert_eq!(default_of("ref/flag-pause/2"), None);
+        assert_eq!(default_of("mpi-x/fence/2"), None);
     }
 
     #[test]
