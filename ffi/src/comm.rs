@@ -201,12 +201,13 @@ pub unsafe extern "C" fn kpccl_shm_comm_query(comm: kpccl_shm_comm_h, info: *mut
     })
 }
 
-/// The CPUs this node's ranks may run on: fills `*cpus` with the count taken
-/// at creation over every rank's CPU affinity and the CPU quota of their
-/// control groups. More ranks than this on a node makes waits hand the CPU
-/// over instead of spinning; compare with it, not with
-/// `sysconf(_SC_NPROCESSORS_ONLN)`, which a cpuset, a quota or ranks pinned
-/// to CPUs make too many. Local (no collective).
+/// The CPU count this node's rank count is compared with: fills `*cpus`
+/// with the count taken at creation, the CPUs the ranks' affinities cover,
+/// fewer where some ranks are confined to fewer CPUs than they number, at
+/// most the control groups' CPU quota (rounded up). More ranks than this on
+/// a node make waits hand the CPU over instead of spinning; compare with
+/// it, not with `sysconf(_SC_NPROCESSORS_ONLN)`, which a cpuset, a quota or
+/// ranks pinned to CPUs make too many. Local (no collective).
 ///
 /// # Safety
 /// `comm` is any value (checked: see `kpccl_shm_comm_h`); `cpus` is `NULL`

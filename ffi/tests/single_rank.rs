@@ -132,9 +132,14 @@ fn one_rank_is_one_node() {
     assert!(last_error().contains("`info` is NULL"), "{}", last_error());
     let mut cpus = -1;
     assert_eq!(unsafe { kpccl_shm_comm_node_cpus(comm, &mut cpus) }, KPCCL_OK);
-    let mine = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // One rank: its own CPUs, fewer only under a quota.
-    assert!((1..=mine).contains(&usize::try_from(cpus).unwrap()), "{cpus} node CPUs, {mine} for this process");
+    // One rank: the CPUs of its affinity, fewer only under a quota.
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the size is its own.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: `set` is writable and `size_of` bytes long.
+    assert_eq!(unsafe { libc::sched_getaffinity(0, core::mem::size_of_val(&set), &mut set) }, 0);
+    // SAFETY: `set` was filled above.
+    let mine = unsafe { libc::CPU_COUNT(&set) };
+    assert!((1..=mine).contains(&cpus), "{cpus} node CPUs, {mine} in this process's affinity");
     assert_eq!(unsafe { kpccl_shm_comm_node_cpus(comm, null_mut()) }, KPCCL_ERROR);
     assert!(last_error().contains("`cpus` is NULL"), "{}", last_error());
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);

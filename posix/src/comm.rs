@@ -194,12 +194,14 @@ impl<O: Oob> Comm<O> {
         self.nodes.info.local_size
     }
 
-    /// The CPUs this node's ranks may run on, counted at creation over every
-    /// rank's CPU affinity and the control groups' CPU quota. More ranks
-    /// than this on the node makes waits hand the CPU over instead of
-    /// spinning; a program sizing its own choices (spin or yield, one
-    /// algorithm or another) compares with it rather than with the CPUs the
-    /// machine has, which a cpuset, a quota or pinned ranks make too many.
+    /// The CPU count this node's rank count is compared with, taken at
+    /// creation: the CPUs the ranks' affinities cover, fewer where some
+    /// ranks are confined to fewer CPUs than they number, at most the
+    /// control groups' CPU quota (rounded up). More ranks than this on the
+    /// node make waits hand the CPU over instead of spinning; a program
+    /// making the same choice (spin or yield, one algorithm or another)
+    /// compares with it rather than with the CPUs the machine has, which a
+    /// cpuset, a quota or pinned ranks make too many.
     pub fn node_cpus(&self) -> u32 {
         self.nodes.info.cpus
     }

@@ -230,10 +230,11 @@ impl PyComm {
         Ok(self.comm()?.local_size())
     }
 
-    /// The CPUs this node's ranks may run on, counted at creation over every
-    /// rank's CPU affinity and the CPU quota of their control groups: compare
-    /// with it, not with ``os.cpu_count()``, to tell whether ranks outnumber
-    /// CPUs.
+    /// The CPU count this node's rank count is compared with, taken at
+    /// creation: the CPUs the ranks' affinities cover, fewer where some ranks
+    /// are confined to fewer CPUs than they number, at most the CPU quota
+    /// (rounded up). Compare with it, not with ``os.cpu_count()``, to tell
+    /// whether ranks outnumber CPUs.
     #[getter]
     fn node_cpus(&self) -> PyResult<u32> {
         Ok(self.comm()?.node_cpus())

@@ -14,6 +14,16 @@ use crate::scenarios::{Res, s};
 /// The CPUs the ranks were pinned over (`pin=1`), if they were.
 static PINNED_OVER: OnceLock<usize> = OnceLock::new();
 
+/// Whether a CPU quota held this process below its affinity before it was
+/// pinned (`pin=1`).
+static QUOTA: OnceLock<bool> = OnceLock::new();
+
+/// Whether a CPU quota holds this process below the CPUs of its affinity.
+fn under_quota() -> Result<bool, String> {
+    let affinity = rustix::thread::sched_getaffinity(None).map_err(|e| e.to_string())?.count() as usize;
+    Ok(std::thread::available_parallelism().map_or(1, |c| c.get()) < affinity)
+}
+
 /// Binds this process to the CPU numbered `rank` modulo the count among
 /// those it may use, before the communicator is made, as `mpirun` binds two
 /// ranks to cores: each rank then sees one CPU, though the ranks share none
@@ -23,6 +33,7 @@ pub(crate) fn pin(rank: u32) -> Result<(), String> {
     // Before pinning: with a CPU quota below the CPUs, the quota counts (as
     // the library counts it).
     let usable = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let _ = QUOTA.set(under_quota()?);
     let allowed = rustix::thread::sched_getaffinity(None).map_err(err)?;
     let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c)).collect();
     let mut set = rustix::thread::CpuSet::new();
@@ -45,10 +56,14 @@ pub(crate) fn wakes<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let cpus = PINNED_OVER
         .get()
         .map_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()), |&m| m.min(n as usize));
-    // The count the library reports agrees on whether ranks outnumber CPUs
-    // (the values may differ by a quota's rounding).
+    // The count the library reports agrees on whether ranks outnumber CPUs.
+    // Not under a CPU quota: std rounds a fractional one down, the library up.
     let node_cpus = comm.node_cpus() as usize;
-    if (n as usize <= node_cpus) != (n as usize <= cpus) {
+    let quota = match QUOTA.get() {
+        Some(&q) => q,
+        None => under_quota()?,
+    };
+    if !quota && (n as usize <= node_cpus) != (n as usize <= cpus) {
         return Err(format!("rank {me}: the communicator counts {node_cpus} CPUs for {n} ranks, this test {cpus}"));
     }
     let light = asked
