@@ -128,8 +128,10 @@ impl Hub {
     /// connect wait in the listen backlog until [`Hub::serve`].
     ///
     /// A launcher starts its ranks in between, so that it never forks while
-    /// one of its threads is being created: qemu-user (7.2) can deadlock a
-    /// child forked at that moment, before it reaches `exec`.
+    /// one of its threads is being created: qemu-user (7.2, over glib 2.74's
+    /// slice allocator) can deadlock a child forked at that moment, before
+    /// it reaches `exec` (`cargo xtask test-aarch64` also sets
+    /// `G_SLICE=always-malloc`).
     pub fn bind(nranks: u32) -> io::Result<Hub> {
         if nranks == 0 || nranks > kpccl_core::MAX_RANKS {
             return Err(io::Error::new(

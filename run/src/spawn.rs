@@ -150,7 +150,18 @@ impl Launch {
         let never_connected = if cut_short { hub.never_connected() } else { Vec::new() };
         // Looked at before they are killed: what held them.
         let stuck = if cut_short { ranks.describe_running(&never_connected) } else { Vec::new() };
+        let unstarted: Vec<u32> = never_connected
+            .iter()
+            .copied()
+            .filter(|&r| {
+                ranks.0.get(r as usize).is_some_and(|k| k.status.is_none() && !crate::tree::runs(k.child.id(), program))
+            })
+            .collect();
         let killed = if cut_short { ranks.kill_rest(&hub)? } else { Vec::new() };
+        // A rank that exited by itself just before (not reaped yet) had not
+        // connected either, but was not lost that way.
+        let never_connected = never_connected.into_iter().filter(|r| killed.contains(r)).collect();
+        let unstarted = unstarted.into_iter().filter(|r| killed.contains(r)).collect();
         let oob_failure = hub.failure();
         drop(hub);
         let status = ranks.0.iter().map(|r| r.status.unwrap_or_else(|| ExitStatus::from_raw(-1))).collect();
@@ -158,6 +169,7 @@ impl Launch {
             status,
             killed,
             never_connected,
+            unstarted,
             stuck,
             timed_out,
             timeout: self.timeout,
@@ -286,12 +298,17 @@ impl Drop for Ranks {
 pub struct Report {
     /// Every rank's exit status, in rank order.
     pub status: Vec<ExitStatus>,
-    /// The ranks the launcher killed (`SIGKILL`) because the timeout expired.
+    /// The ranks the launcher killed (`SIGKILL`): at the timeout, or at the
+    /// end of the grace after a failure.
     pub killed: Vec<u32>,
-    /// The ranks that had not connected to the launcher when the timeout
-    /// expired or the launch was abandoned: stuck before their first
-    /// out-of-band call, or never started.
+    /// The ranks killed without having connected to the launcher (at the
+    /// timeout, or after the grace): stuck before their first out-of-band
+    /// call, or never started.
     pub never_connected: Vec<u32>,
+    /// Those of them whose process had not started the program: it was
+    /// still the launcher's own forked copy (stuck between fork and exec),
+    /// or a runner had not started it yet.
+    pub unstarted: Vec<u32>,
     /// What each rank still running was doing then, before it was killed,
     /// from `/proc`: `rank 2 (never connected): pid 812 qemu-aarch64 [qemu-aarch64
     /// -L aarch64-linux-gnu prog] (S in futex_wait_queue, 3 threads)`, with
@@ -367,6 +384,9 @@ impl fmt::Display for Report {
         }
         if !self.never_connected.is_empty() {
             write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
+            if !self.unstarted.is_empty() {
+                write!(f, " ({:?} had not started the program)", self.unstarted)?;
+            }
         }
         if !self.stuck.is_empty() {
             write!(f, "; before the kill: {}", self.stuck.join("; "))?;
@@ -389,6 +409,7 @@ mod tests {
             status,
             killed: killed.to_vec(),
             never_connected: Vec::new(),
+            unstarted: Vec::new(),
             stuck: Vec::new(),
             timed_out: !killed.is_empty(),
             timeout: Some(Duration::from_secs(5)),

@@ -4,7 +4,10 @@
 //! adopted by init, while the launcher reported it killed.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use rustix::process::{Pid, Signal, kill_process};
 
@@ -58,11 +61,16 @@ fn children_by_parent() -> HashMap<i32, Vec<i32>> {
     let Ok(dir) = fs::read_dir("/proc") else { return map };
     for entry in dir.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if let Some(parent) = fs::read_to_string(entry.path().join("stat")).ok().as_deref().and_then(parent_of) {
+        if let Some(parent) = read_lossy(&entry.path().join("stat")).as_deref().and_then(parent_of) {
             map.entry(parent).or_default().push(pid);
         }
     }
     map
+}
+
+/// A `/proc` file as text; a command name need not be UTF-8.
+fn read_lossy(path: &Path) -> Option<String> {
+    fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// The parent pid in the text of `/proc/<pid>/stat`.
@@ -89,34 +97,58 @@ pub(crate) fn describe(pid: u32) -> String {
     shown.join(" > ")
 }
 
+/// Whether process `pid`'s command line holds `program` as one of its words
+/// (false once it is gone): a child between fork and exec still has its
+/// parent's. A process in uninterruptible sleep counts as running it (see
+/// [`one`]: its command line is not read).
+pub(crate) fn runs(pid: u32, program: &OsStr) -> bool {
+    let stat = read_lossy(Path::new(&format!("/proc/{pid}/stat")));
+    if stat.as_deref().and_then(|s| after_name(s, 0)) == Some("D") {
+        return true;
+    }
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).any(|w| !w.is_empty() && w == program.as_bytes()))
+}
+
 /// Words of a command line shown, at most.
 const SHOWN_WORDS: usize = 6;
 
 /// One process: its pid, name, command line, state, wait channel and threads.
 fn one(pid: i32) -> String {
-    let read = |file: &str| fs::read_to_string(format!("/proc/{pid}/{file}")).ok();
+    let read = |file: &str| read_lossy(Path::new(&format!("/proc/{pid}/{file}")));
     let Some(stat) = read("stat") else { return format!("pid {pid} (gone)") };
     let name = stat.find('(').zip(stat.rfind(')')).map_or("?", |(a, b)| &stat[a + 1..b.max(a + 1)]);
-    let command = fs::read(format!("/proc/{pid}/cmdline")).map(|c| command_line(&c)).unwrap_or_default();
     let state = after_name(&stat, 0).unwrap_or("?");
+    // Reading a command line takes the process's memory-map lock, which a
+    // process in uninterruptible sleep (a fault on a hung file system) may
+    // hold: its command line is not read, so that the kill is not held up.
+    let command = if state == "D" {
+        String::new()
+    } else {
+        fs::read(format!("/proc/{pid}/cmdline")).map(|c| command_line(&c)).unwrap_or_default()
+    };
     // "0": running, or the kernel hides where it sleeps.
     let wchan = read("wchan").filter(|w| !w.is_empty() && w != "0").map(|w| format!(" in {w}")).unwrap_or_default();
     let threads = after_name(&stat, 17).unwrap_or("?");
     format!("pid {pid} {name}{command} ({state}{wchan}, {threads} threads)")
 }
 
-/// ` [words]`: the first words of a `/proc/<pid>/cmdline`, paths cut to their
-/// last component (empty for a kernel thread or a zombie).
+/// ` [words]`: the first words of a `/proc/<pid>/cmdline`, paths (words
+/// that start with `/` or `.`) cut to their last component (empty for a
+/// kernel thread or a zombie).
 fn command_line(raw: &[u8]) -> String {
     let words: Vec<_> = raw.split(|&b| b == 0).filter(|w| !w.is_empty()).collect();
     if words.is_empty() {
         return String::new();
     }
-    let shown: Vec<_> = words
-        .iter()
-        .take(SHOWN_WORDS)
-        .map(|w| String::from_utf8_lossy(w.rsplit(|&b| b == b'/').next().unwrap_or(w)).into_owned())
-        .collect();
+    let last_component = |w: &'_ [u8]| -> Vec<u8> {
+        if !w.starts_with(b"/") && !w.starts_with(b".") {
+            return w.to_vec();
+        }
+        w.split(|&b| b == b'/').rfind(|c| !c.is_empty()).unwrap_or(w).to_vec()
+    };
+    let shown: Vec<_> =
+        words.iter().take(SHOWN_WORDS).map(|w| String::from_utf8_lossy(&last_component(w)).into_owned()).collect();
     let more = if words.len() > SHOWN_WORDS { " …" } else { "" };
     format!(" [{}{more}]", shown.join(" "))
 }
@@ -155,6 +187,18 @@ mod tests {
         );
         assert_eq!(command_line(b"a\0b\0c\0d\0e\0f\0g\0"), " [a b c d e f …]");
         assert_eq!(command_line(b""), "");
+        assert_eq!(command_line(b"./run/\0dir=/a/b\0/\0"), " [run dir=/a/b /]");
+        assert_eq!(command_line(b"z\xffz\0"), " [z\u{fffd}z]");
+    }
+
+    #[test]
+    fn a_process_runs_the_words_of_its_command_line() {
+        let me = std::process::id();
+        let exe = fs::read(format!("/proc/{me}/cmdline")).unwrap();
+        let first = exe.split(|&b| b == 0).next().unwrap();
+        assert!(runs(me, OsStr::from_bytes(first)));
+        assert!(!runs(me, OsStr::new("/no/such/program")));
+        assert!(!runs(u32::try_from(i32::MAX).unwrap(), OsStr::from_bytes(first)));
     }
 
     #[test]

@@ -99,12 +99,9 @@ fn ranks_left_running_after_a_failure_are_killed_after_the_grace() {
     assert_eq!(report.killed, [0], "{report}");
     assert!(matches!(report.abandoned, Some(1 | 2)), "{report}");
     assert!(report.to_string().contains("rank 0: killed 0.500s after rank"), "{report}");
-    // What it was doing when killed: it had connected, and its command line says what it runs.
+    // What it was doing when killed (connected or not, under load): its command line says what it runs.
     assert_eq!(report.stuck.len(), 1, "{report}");
-    assert!(
-        report.stuck[0].starts_with("rank 0: pid ") && report.stuck[0].contains("kpccl-oob-probe hang]"),
-        "{report}"
-    );
+    assert!(report.stuck[0].starts_with("rank 0") && report.stuck[0].contains("kpccl-oob-probe hang]"), "{report}");
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     // Without the grace, only the timeout ends it.
     let report = launch(2)

@@ -31,6 +31,15 @@ const STRESS_SCALE: &str = "0.1";
 /// child forked while another thread of the parent is being created, and
 /// libtest creates a thread per test while other tests fork their ranks.
 const TEST_THREADS: &str = "1";
+/// glib's allocator for qemu-user's own structures: plain `malloc`. glib
+/// 2.74's slice allocator (Debian 12) takes mutexes that `fork` does not
+/// hand over, so a test forking its ranks while a host thread of qemu (one
+/// being created, or ending) holds one leaves a child stuck for ever in its
+/// first translation (`tcg_tb_insert` > `g_slice_alloc` > futex), before
+/// it reaches `exec`: all three ranks of one launch, once in about thirty
+/// runs of the scenario tests on a loaded machine. glibc's `malloc` is safe
+/// across `fork`.
+const GLIB_SLICE: &str = "always-malloc";
 
 pub(crate) fn run(install: bool, cross: bool) -> Result<()> {
     if cross {
@@ -134,7 +143,7 @@ fn environment(cross: bool) -> Vec<(String, String)> {
     let runner = format!("qemu-aarch64 -L {SYSROOT}");
     let defaults: Vec<(&str, &str)> = if cross {
         // cross's image brings its own linker and runner.
-        vec![("KPCCL_STRESS_SCALE", STRESS_SCALE), ("RUST_TEST_THREADS", TEST_THREADS)]
+        vec![("KPCCL_STRESS_SCALE", STRESS_SCALE), ("RUST_TEST_THREADS", TEST_THREADS), ("G_SLICE", GLIB_SLICE)]
     } else {
         vec![
             (LINKER_VAR, GCC),
@@ -143,6 +152,7 @@ fn environment(cross: bool) -> Vec<(String, String)> {
             ("AR_aarch64_unknown_linux_gnu", AR),
             ("KPCCL_STRESS_SCALE", STRESS_SCALE),
             ("RUST_TEST_THREADS", TEST_THREADS),
+            ("G_SLICE", GLIB_SLICE),
         ]
     };
     defaults.into_iter().map(|(k, v)| (k.to_owned(), env::var(k).unwrap_or_else(|_| v.to_owned()))).collect()
