@@ -1,6 +1,6 @@
-//! Binding ranks to CPUs (`--bind-to cpu`), as `mpirun` binds a small job:
-//! rank r runs on the r-th CPU the launcher may use, wrapping around when
-//! the ranks outnumber them. The binding is made in the child between fork
+//! Binding ranks to CPUs (`--bind-to cpu`), as `mpirun --bind-to hwthread`
+//! binds them: rank r runs on the r-th logical CPU the launcher may use,
+//! wrapping around when the ranks outnumber them. The binding is made in the child between fork
 //! and exec, so nothing the rank starts (a wrapper's program, the threads of
 //! an emulator) escapes it.
 
@@ -23,7 +23,10 @@ pub enum Binding {
 
 /// The CPUs this process may run on, in increasing order.
 pub(crate) fn allowed_cpus() -> io::Result<Vec<usize>> {
-    let set = sched_getaffinity(None)?;
+    let set = sched_getaffinity(None).map_err(|e| {
+        let max = CpuSet::MAX_CPU;
+        io::Error::new(e.kind(), format!("cannot read the CPUs to bind ranks to (a set of {max} CPUs): {e}"))
+    })?;
     let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
     if cpus.is_empty() {
         return Err(io::Error::other("this process may run on no CPU it can name"));

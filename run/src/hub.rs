@@ -142,8 +142,9 @@ impl Hub {
         let socket = addr::unique();
         let addr = addr::parse(&socket)?;
         let listener = UnixListener::bind_addr(&addr)?;
-        // Two descriptors per connected rank, plus a few.
-        raise_open_file_limit(2 * u64::from(nranks) + 64);
+        // Two descriptors per connected rank, one per rank for the
+        // launcher's look at its exec, plus a few.
+        raise_open_file_limit(3 * u64::from(nranks) + 64);
         let waker = listener.try_clone()?;
         let n = nranks as usize;
         let shared = Arc::new(Shared {

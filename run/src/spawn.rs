@@ -4,11 +4,13 @@
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use kpccl_posix::launch::runner;
+use rustix::pipe::PipeFlags;
 
 use crate::{Binding, Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
 
@@ -131,12 +133,15 @@ impl Launch {
             if let Some(cpus) = &cpus {
                 crate::bind::bind(&mut cmd, cpus[rank as usize % cpus.len()]);
             }
+            // The child's copy of `exec_mark` closes at its exec (see `reached_exec`).
+            let (exec_watch, exec_mark) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
             let child = cmd.spawn().map_err(|e| {
                 let words: Vec<_> = runner.iter().map(|w| w.as_os_str()).chain([program]).collect();
                 let shown: Vec<_> = words.iter().map(|w| w.to_string_lossy()).collect();
                 io::Error::new(e.kind(), format!("cannot start rank {rank} ({}): {e}", shown.join(" ")))
             })?;
-            ranks.0.push(Rank { child, status: None });
+            drop(exec_mark);
+            ranks.0.push(Rank { child, status: None, exec_watch });
         }
         hub.serve()?;
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
@@ -153,9 +158,7 @@ impl Launch {
         let unstarted: Vec<u32> = never_connected
             .iter()
             .copied()
-            .filter(|&r| {
-                ranks.0.get(r as usize).is_some_and(|k| k.status.is_none() && !crate::tree::runs(k.child.id(), program))
-            })
+            .filter(|&r| ranks.0.get(r as usize).is_some_and(|k| k.status.is_none() && !reached_exec(&k.exec_watch)))
             .collect();
         let killed = if cut_short { ranks.kill_rest(&hub)? } else { Vec::new() };
         // A rank that exited by itself just before (not reaped yet) had not
@@ -185,6 +188,18 @@ impl Launch {
 struct Rank {
     child: Child,
     status: Option<ExitStatus>,
+    /// The read end of a close-on-exec pipe whose write end only the child holds.
+    exec_watch: OwnedFd,
+}
+
+/// Whether a child has reached `exec` (or ended), by the pipe it was started
+/// with: its copy of the write end, close-on-exec, was the last one, so the
+/// pipe reads as ended once that happened. A child stuck between fork and
+/// exec (an emulated launcher's fork deadlocked) still holds it.
+fn reached_exec(exec_watch: &OwnedFd) -> bool {
+    let mut byte = [0u8; 1];
+    // Non-blocking: `EAGAIN` while a writer is left; 0 bytes once none is.
+    !matches!(rustix::io::read(exec_watch, &mut byte), Err(rustix::io::Errno::AGAIN))
 }
 
 /// Why [`Ranks::wait`] returned.
@@ -305,9 +320,9 @@ pub struct Report {
     /// timeout, or after the grace): stuck before their first out-of-band
     /// call, or never started.
     pub never_connected: Vec<u32>,
-    /// Those of them whose process had not started the program: it was
-    /// still the launcher's own forked copy (stuck between fork and exec),
-    /// or a runner had not started it yet.
+    /// Those of them whose process never reached `exec` (of the program, or
+    /// of the runner in front of it): still the launcher's forked copy, as
+    /// an emulated launcher's fork can leave it.
     pub unstarted: Vec<u32>,
     /// What each rank still running was doing then, before it was killed,
     /// from `/proc`: `rank 2 (never connected): pid 812 qemu-aarch64 [qemu-aarch64
@@ -385,7 +400,7 @@ impl fmt::Display for Report {
         if !self.never_connected.is_empty() {
             write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
             if !self.unstarted.is_empty() {
-                write!(f, " ({:?} had not started the program)", self.unstarted)?;
+                write!(f, " ({:?} never reached exec)", self.unstarted)?;
             }
         }
         if !self.stuck.is_empty() {
@@ -401,6 +416,26 @@ impl fmt::Display for Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exec_is_seen_once_no_copy_of_the_mark_is_left() {
+        let (watch, mark) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).unwrap();
+        // A copy still held (a child between fork and exec holds one).
+        assert!(!reached_exec(&watch));
+        // A child that execs drops its inherited copy; then the last is ours.
+        let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+        assert!(!reached_exec(&watch));
+        drop(mark);
+        // The kernel closes the child's copy a moment after it lets a
+        // vfork-style parent go on: look again for a while.
+        let start = Instant::now();
+        while !reached_exec(&watch) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(reached_exec(&watch));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 
     fn report(codes: &[i32], killed: &[u32]) -> Report {
         // Wait statuses: exit code c is c << 8, death by signal s is s.

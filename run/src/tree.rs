@@ -4,9 +4,7 @@
 //! adopted by init, while the launcher reported it killed.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::process::{Pid, Signal, kill_process};
@@ -97,19 +95,6 @@ pub(crate) fn describe(pid: u32) -> String {
     shown.join(" > ")
 }
 
-/// Whether process `pid`'s command line holds `program` as one of its words
-/// (false once it is gone): a child between fork and exec still has its
-/// parent's. A process in uninterruptible sleep counts as running it (see
-/// [`one`]: its command line is not read).
-pub(crate) fn runs(pid: u32, program: &OsStr) -> bool {
-    let stat = read_lossy(Path::new(&format!("/proc/{pid}/stat")));
-    if stat.as_deref().and_then(|s| after_name(s, 0)) == Some("D") {
-        return true;
-    }
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|c| c.split(|&b| b == 0).any(|w| !w.is_empty() && w == program.as_bytes()))
-}
-
 /// Words of a command line shown, at most.
 const SHOWN_WORDS: usize = 6;
 
@@ -189,16 +174,6 @@ mod tests {
         assert_eq!(command_line(b""), "");
         assert_eq!(command_line(b"./run/\0dir=/a/b\0/\0"), " [run dir=/a/b /]");
         assert_eq!(command_line(b"z\xffz\0"), " [z\u{fffd}z]");
-    }
-
-    #[test]
-    fn a_process_runs_the_words_of_its_command_line() {
-        let me = std::process::id();
-        let exe = fs::read(format!("/proc/{me}/cmdline")).unwrap();
-        let first = exe.split(|&b| b == 0).next().unwrap();
-        assert!(runs(me, OsStr::from_bytes(first)));
-        assert!(!runs(me, OsStr::new("/no/such/program")));
-        assert!(!runs(u32::try_from(i32::MAX).unwrap(), OsStr::from_bytes(first)));
     }
 
     #[test]

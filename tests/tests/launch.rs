@@ -97,6 +97,7 @@ fn ranks_left_running_after_a_failure_are_killed_after_the_grace() {
         .unwrap();
     assert!(!report.timed_out, "{report}");
     assert_eq!(report.killed, [0], "{report}");
+    assert!(report.unstarted.is_empty(), "rank 0 ran its program: {report}");
     assert!(matches!(report.abandoned, Some(1 | 2)), "{report}");
     assert!(report.to_string().contains("rank 0: killed 0.500s after rank"), "{report}");
     // What it was doing when killed (connected or not, under load): its command line says what it runs.

@@ -33,8 +33,8 @@ fn scenario_with(n: u32, scenario: &str, args: &[&str], envs: &[(&str, &str)]) {
     let program = env!("CARGO_BIN_EXE_kpccl-scenario");
     let mut report = launch.clone().run(program, &argv).expect("the launcher starts");
     if !report.success() && emulator_lost_a_rank(&report) {
-        // The emulator never started a rank's program: its process was still
-        // the launcher's forked copy (qemu-user 7.2 deadlocks a child forked
+        // The emulator never started a rank: its process was still the
+        // launcher's forked copy, before exec (qemu-user 7.2 deadlocks a child forked
         // while one of its threads holds a glib slice mutex;
         // `G_SLICE=always-malloc`, which test-aarch64 sets, avoids that one).
         // Once more; a second loss fails the test. Said on the real stderr:
@@ -50,9 +50,9 @@ fn scenario_with(n: u32, scenario: &str, args: &[&str], envs: &[(&str, &str)]) {
 }
 
 /// Whether the launch ran its ranks through an emulator (a target runner),
-/// and failed only because a rank's program never started: every rank that
-/// never connected was still the launcher's forked copy, and the others
-/// failed waiting for one of them.
+/// and failed only because a rank never started: every rank that never
+/// connected was killed before it reached exec, and the others failed
+/// waiting for one of them.
 fn emulator_lost_a_rank(report: &Report) -> bool {
     let lost = &report.unstarted;
     let waited_for_it =
