@@ -1,8 +1,8 @@
 //! Binding ranks to CPUs (`--bind-to cpu`), as `mpirun --bind-to hwthread`
 //! binds them: rank r runs on the r-th logical CPU the launcher may use,
-//! wrapping around when the ranks outnumber them. The binding is made in the child between fork
-//! and exec, so nothing the rank starts (a wrapper's program, the threads of
-//! an emulator) escapes it.
+//! wrapping around when the ranks outnumber them. The binding is made in
+//! the child between fork and exec, so nothing the rank starts (a wrapper's
+//! program, the threads of an emulator) escapes it.
 
 use std::io;
 use std::os::unix::process::CommandExt;

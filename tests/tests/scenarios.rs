@@ -31,14 +31,14 @@ fn scenario_with(n: u32, scenario: &str, args: &[&str], envs: &[(&str, &str)]) {
         launch = launch.env(k, v);
     }
     let program = env!("CARGO_BIN_EXE_kpccl-scenario");
-    let mut report = launch.clone().run(program, &argv).expect("the launcher starts");
+    let mut report = launch.run(program, &argv).expect("the launcher starts");
     if !report.success() && emulator_lost_a_rank(&report) {
         // The emulator never started a rank: its process was still the
-        // launcher's forked copy, before exec (qemu-user 7.2 deadlocks a child forked
-        // while one of its threads holds a glib slice mutex;
-        // `G_SLICE=always-malloc`, which test-aarch64 sets, avoids that one).
-        // Once more; a second loss fails the test. Said on the real stderr:
-        // a passing test's output is captured.
+        // launcher's forked copy, before exec (qemu-user 7.2 deadlocks a
+        // child forked while one of its threads holds a glib slice mutex;
+        // `G_SLICE=always-malloc`, which test-aarch64 sets, avoids that
+        // one). Once more; a second loss fails the test. Said on the real
+        // stderr: a passing test's output is captured.
         let _ = writeln!(
             std::io::stderr(),
             "{scenario} {args:?} on {n} ranks: the emulator did not start a rank, running it again: {report}"

@@ -33,12 +33,11 @@ const STRESS_SCALE: &str = "0.1";
 const TEST_THREADS: &str = "1";
 /// glib's allocator for qemu-user's own structures: plain `malloc`. glib
 /// 2.74's slice allocator (Debian 12) takes mutexes that `fork` does not
-/// hand over, so a test forking its ranks while a host thread of qemu (one
-/// being created, or ending) holds one leaves a child stuck for ever in its
-/// first translation (`tcg_tb_insert` > `g_slice_alloc` > futex), before
-/// it reaches `exec`: all three ranks of one launch, once in about thirty
-/// runs of the scenario tests on a loaded machine. glibc's `malloc` is safe
-/// across `fork`.
+/// hand over, so a test forking its ranks while another host thread of
+/// qemu holds one leaves a child stuck for ever in its first translation
+/// (`tcg_tb_insert` > `g_slice_alloc` > futex), before it reaches `exec`:
+/// all three ranks of one launch, once in about forty runs of the scenario
+/// tests on a loaded machine. glibc's `malloc` is safe across `fork`.
 const GLIB_SLICE: &str = "always-malloc";
 
 pub(crate) fn run(install: bool, cross: bool) -> Result<()> {
