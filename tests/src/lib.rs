@@ -6,6 +6,12 @@ use std::process::ExitCode;
 
 use kpccl_posix::launch::RunOob;
 
+/// The CPUs this process may run on, in increasing order.
+pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(None)?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
+}
+
 /// The launcher's out-of-band layer for the rank program `program`, or exit
 /// code 2 (with a message) when not started by `kpccl-run` or the launcher
 /// cannot be reached.

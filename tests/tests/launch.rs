@@ -143,8 +143,7 @@ fn a_rank_killed_at_the_timeout_takes_what_it_started_with_it() {
 
 #[test]
 fn bound_ranks_each_run_on_one_cpu_in_turn() {
-    let set = rustix::thread::sched_getaffinity(None).unwrap();
-    let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
+    let cpus = kpccl_tests::allowed_cpus().unwrap();
     let all = cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
     // One rank more than the CPUs: the last wraps around to the first CPU.
     let n = u32::try_from(cpus.len() + 1).unwrap().min(8);

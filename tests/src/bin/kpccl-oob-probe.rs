@@ -62,9 +62,8 @@ fn main() -> ExitCode {
             None
         }
         "affinity" => {
-            let set = rustix::thread::sched_getaffinity(None).expect("the affinity is readable");
             let cpus: Vec<String> =
-                (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c.to_string()).collect();
+                kpccl_tests::allowed_cpus().expect("the affinity is readable").iter().map(usize::to_string).collect();
             let dir = std::env::var_os("PROBE_DIR").expect("PROBE_DIR is set");
             let file = std::path::Path::new(&dir).join(format!("affinity-{rank}"));
             std::fs::write(file, cpus.join(",")).expect("the affinity file is written");

@@ -20,7 +20,7 @@ static QUOTA: OnceLock<bool> = OnceLock::new();
 
 /// Whether a CPU quota holds this process below the CPUs of its affinity.
 fn under_quota() -> Result<bool, String> {
-    let affinity = rustix::thread::sched_getaffinity(None).map_err(|e| e.to_string())?.count() as usize;
+    let affinity = kpccl_tests::allowed_cpus().map_err(|e| e.to_string())?.len();
     Ok(std::thread::available_parallelism().map_or(1, |c| c.get()) < affinity)
 }
 
@@ -29,16 +29,15 @@ fn under_quota() -> Result<bool, String> {
 /// ranks to cores: each rank then sees one CPU, though the ranks share none
 /// while they are no more than the CPUs.
 pub(crate) fn pin(rank: u32) -> Result<(), String> {
-    let err = |e| format!("pinning rank {rank}: {e}");
+    let err = |e: std::io::Error| format!("pinning rank {rank}: {e}");
     // Before pinning: with a CPU quota below the CPUs, the quota counts (as
     // the library counts it).
     let usable = std::thread::available_parallelism().map_or(1, |c| c.get());
     let _ = QUOTA.set(under_quota()?);
-    let allowed = rustix::thread::sched_getaffinity(None).map_err(err)?;
-    let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| allowed.is_set(c)).collect();
+    let cpus = kpccl_tests::allowed_cpus().map_err(err)?;
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpus[rank as usize % cpus.len()]);
-    rustix::thread::sched_setaffinity(None, &set).map_err(err)?;
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| err(e.into()))?;
     let _ = PINNED_OVER.set(cpus.len().min(usable));
     Ok(())
 }
