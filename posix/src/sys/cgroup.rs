@@ -41,10 +41,7 @@ fn lowest_along(root: &Path, path: &str, quota: impl Fn(&Path) -> Option<u32>) -
     dir.extend(path.split('/').filter(|c| !c.is_empty() && *c != ".."));
     let mut lowest = None;
     loop {
-        lowest = match (lowest, quota(&dir)) {
-            (Some(a), Some(b)) => Some(u32::min(a, b)),
-            (a, b) => a.or(b),
-        };
+        lowest = lowest.into_iter().chain(quota(&dir)).min();
         if dir.as_path() == root || !dir.pop() || !dir.starts_with(root) {
             return lowest;
         }
