@@ -99,15 +99,18 @@ pub(crate) struct WaitLine {
     pub(crate) doorbell: AtomicU32,
     /// [`WaitRecord::sleeping`].
     pub(crate) sleeping: AtomicU32,
-    /// [`WaitRecord::flat_arrived`].
-    pub(crate) flat_arrived: AtomicU64,
     /// [`WaitRecord::cpu`].
     pub(crate) cpu: AtomicU32,
-    /// [`WaitRecord::blocked`].
-    pub(crate) blocked: AtomicU32,
+    _padding: AtomicU32,
     /// [`WaitRecord::left`].
     pub(crate) left: AtomicU64,
-    _reserved: [AtomicU64; 12],
+    _reserved: [AtomicU64; 5],
+    /// [`WaitRecord::flat_arrived`].
+    pub(crate) flat_arrived: AtomicU64,
+    /// [`WaitRecord::blocked`].
+    pub(crate) blocked: AtomicU32,
+    _padding2: AtomicU32,
+    _reserved2: [AtomicU64; 6],
 }
 
 /// Every other line of a sync block, as atomics: a window-fence round's slot

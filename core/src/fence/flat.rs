@@ -3,7 +3,7 @@
 //! outnumber the CPUs, where every hand-off is a trip through the scheduler.
 
 use super::placement::publish_cpu;
-use super::wait::{Awaited, notify_all, wait_for};
+use super::wait::{Awaited, WaitStart, wait_for, wake_all_sleepers};
 use super::window::check_member;
 use super::{SyncArea, WaitEnv, WaitPolicy, reached};
 use crate::error::FenceError;
@@ -29,7 +29,9 @@ where
     // waiting for this very CPU (the wait polls only while the placement
     // hints say that no rank that could use this CPU is on it).
     let policy = WaitPolicy { spins: 0, ..*policy };
-    wait_for(area, env, me, flat_awaited(area, target), &policy, || all_arrived(area, target))
+    wait_for(area, env, me, flat_awaited(area, target), &policy, &mut WaitStart::default(), || {
+        all_arrived(area, target)
+    })
 }
 
 /// Counts `me` in; `None` if it was the last arrival (and woke the others),
@@ -42,18 +44,19 @@ where
 {
     let n = u64::from(area.nranks());
     publish_cpu(area, env, me);
-    let count = area.flat_arrived(me);
-    // Relaxed, both: only this rank writes its count, and it is read only to
-    // name a late rank after a timeout.
-    count.store(count.load(Relaxed).wrapping_add(1), Relaxed);
     // AcqRel: the Release half publishes this rank's accesses to whoever
     // acquires a later value of the counter (RMWs extend the release sequence);
     // the Acquire half brings the last arrival every earlier one's (loom: the
     // models fail without the Release; `notify`'s SeqCst fence backs the Acquire).
     let before = area.arrivals().fetch_add(1, AcqRel);
+    let count = area.flat_arrived(me);
+    // Relaxed, both: only this rank writes its count; waiters' checks read it
+    // to pick a rank that has not come, whom to look at and name. Counted
+    // after the arrival: a rank that dies before arriving never looks arrived.
+    count.store(count.load(Relaxed).wrapping_add(1), Relaxed);
     let target = (before / n + 1) * n;
     if before + 1 == target {
-        notify_all(area, env, me);
+        wake_all_sleepers(area, env, me);
         return None;
     }
     Some(target)

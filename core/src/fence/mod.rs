@@ -53,13 +53,14 @@ pub trait SyncArea {
     /// The arrival counter of the flat barrier (see [`flat_fence`]).
     fn arrivals(&self) -> &AtomicU64;
     /// How many flat-barrier fences `rank` has arrived at (written by `rank`
-    /// only; read to name the rank a timed-out flat fence waited for).
+    /// only; read by a waiter's checks to find a rank that has not come).
     fn flat_arrived(&self, rank: u32) -> &AtomicU64;
     /// The CPU `rank` last ran on, plus one (0: not known); written by `rank`
     /// only, a scheduling hint for the others' waits.
     fn last_cpu(&self, rank: u32) -> &AtomicU32;
     /// Non-zero while `rank` is blocked in a wait that nobody has signalled
-    /// since (written by `rank` and by its signallers; a scheduling hint).
+    /// since, or (top bit set) in a flat-barrier fence that has not
+    /// completed (written by `rank` and by its signallers; a scheduling hint).
     fn blocked(&self, rank: u32) -> &AtomicU32;
     /// Non-zero once `rank` has left the window (see [`leave`]); written by
     /// `rank` only.

@@ -1,6 +1,6 @@
 //! The pairwise fence: one Release store, one Acquire wait.
 
-use super::wait::{Awaited, wait_for};
+use super::wait::{Awaited, WaitStart, wait_for};
 use super::{SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::Acquire;
@@ -17,7 +17,9 @@ where
         return Ok(());
     }
     let epoch = arrive(area, env, me, peer);
-    wait_for(area, env, me, Awaited::Partner(peer), policy, || answered(area, me, peer, epoch))
+    wait_for(area, env, me, Awaited::Partner(peer), policy, &mut WaitStart::default(), || {
+        answered(area, me, peer, epoch)
+    })
 }
 
 /// `me`'s half of its next fence with `peer`; returns the epoch to wait for.

@@ -79,7 +79,10 @@ impl Default for WaitPolicy {
 #[inline]
 pub(super) fn notify<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E, target: u32) {
     // Dekker pairing with the waiter's fences in `sleep_until`: either we see
-    // its `sleeping` flag here, or it sees our slot store before sleeping.
+    // its `sleeping` flag here (or a later value: 0 if another signaller took
+    // it down first, which then wakes it; preempted in between, that one
+    // delays the wake-up until it runs again, or the waiter's next liveness
+    // look), or it sees our slot store before sleeping.
     if env.light_wakes() {
         // Every sleeper runs a heavy fence (`membarrier`) between its flag
         // store and its last look, which acts as a full fence here whenever
@@ -90,11 +93,23 @@ pub(super) fn notify<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &
         fence(SeqCst);
     }
     wake_if_sleeping(area, env, target);
+    // `target` may be runnable now: ranks beside it should yield to it.
+    placement::unblock(area, target);
 }
 
-/// Wakes every rank but `me` that announced it may sleep. Call after the
+/// Wakes every rank but `me` that announced it may sleep, and takes down
+/// their blocked marks (each may have something to do now). Call after the
 /// Release (or RMW) that they wait for.
 pub(super) fn notify_all<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E, me: u32) {
+    wake_all_sleepers(area, env, me);
+    for r in (0..area.nranks()).filter(|&r| r != me) {
+        placement::unblock(area, r);
+    }
+}
+
+/// [`notify_all`] without touching the blocked marks: for the flat barrier,
+/// whose waiters' marks name the fence they wait for and lapse with it.
+pub(super) fn wake_all_sleepers<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E, me: u32) {
     // SeqCst fence: as in `notify`; one orders the store before every load below.
     fence(SeqCst);
     for r in (0..area.nranks()).filter(|&r| r != me) {
@@ -120,8 +135,6 @@ fn wake_if_sleeping<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E
         area.doorbell(target).fetch_add(1, Release);
         env.wake(area.doorbell(target));
     }
-    // `target` may be runnable now: ranks beside it should yield to it.
-    placement::unblock(area, target);
 }
 
 /// Whom a wait waits for: the rank its errors name and whose liveness it checks.
@@ -157,7 +170,21 @@ impl Awaited {
     }
 }
 
-/// Waits until `ready()`, as rank `me` waiting on `awaited`.
+/// When the slow part of a fence's waits began: a fence of several waits
+/// (the window fence's rounds) gives up a timeout after its first slow
+/// wait began, not after each. Read from the clock only once a wait
+/// outlasts its spin phase, so the fast path never reads it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct WaitStart(Option<u64>);
+
+impl WaitStart {
+    fn get<E: WaitEnv + ?Sized>(&mut self, env: &E) -> u64 {
+        *self.0.get_or_insert_with(|| env.now_ns())
+    }
+}
+
+/// Waits until `ready()`, as rank `me` waiting on `awaited`; `start` is
+/// shared by the waits of one fence.
 #[inline]
 pub(super) fn wait_for<A, E>(
     area: &A,
@@ -165,6 +192,7 @@ pub(super) fn wait_for<A, E>(
     me: u32,
     awaited: Awaited,
     policy: &WaitPolicy,
+    start: &mut WaitStart,
     mut ready: impl FnMut() -> bool,
 ) -> Result<(), FenceError>
 where
@@ -177,7 +205,7 @@ where
         }
         spin_loop();
     }
-    slow_wait(area, env, me, awaited, policy, &mut ready)
+    slow_wait(area, env, me, awaited, policy, start, &mut ready)
 }
 
 #[cold]
@@ -187,20 +215,21 @@ fn slow_wait<A, E>(
     me: u32,
     awaited: Awaited,
     policy: &WaitPolicy,
+    start: &mut WaitStart,
     ready: &mut dyn FnMut() -> bool,
 ) -> Result<(), FenceError>
 where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    let start = env.now_ns();
-    let deadline = deadline_after(start, policy);
-    let yield_until = start.saturating_add(policy.yield_ns);
-    let poll_until = start.saturating_add(placement::POLL_NS).min(deadline);
+    let now = env.now_ns();
+    let mut watch = Watch::new(now, deadline_after(start.get(env), policy), policy);
+    let yield_until = now.saturating_add(policy.yield_ns);
+    let poll_until = now.saturating_add(placement::POLL_NS).min(watch.deadline);
     let mut here = placement::publish_cpu(area, env, me);
     let mut yielded: u32 = 0;
     let result = loop {
-        placement::block(area, me);
+        placement::block(area, me, awaited);
         if ready() {
             break Ok(());
         }
@@ -209,12 +238,21 @@ where
             spin_loop();
             continue;
         }
-        if yielded >= policy.yields && (policy.yield_ns == 0 || env.now_ns() >= yield_until.min(deadline)) {
-            break sleep_until(area, env, me, awaited, policy, deadline, ready);
+        if yielded >= policy.yields && (policy.yield_ns == 0 || env.now_ns() >= yield_until.min(watch.deadline)) {
+            break sleep_until(area, env, me, awaited, &mut watch, ready);
         }
         env.yield_now();
         yielded = yielded.saturating_add(1);
         here = placement::publish_cpu(area, env, me);
+        // A long yield phase (`yield_ns`) looks at the poison, an interrupt,
+        // the peer's leaving and its liveness, as a sleep does.
+        if yielded.is_multiple_of(YIELDS_PER_CHECK) {
+            match watch.check(area, env, me, awaited, ready) {
+                Ok(false) => {}
+                Ok(true) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        }
     };
     // Relaxed, both: a stale 1 only costs a signaller one spurious wake-up.
     // Stored only when set (a wait that slept and was not woken by a swap):
@@ -228,13 +266,16 @@ where
     result
 }
 
+/// Yields between two looks at what ends a wait besides its slot (the
+/// default policy sleeps after 16: only a long `yield_ns` gets there).
+const YIELDS_PER_CHECK: u32 = 64;
+
 fn sleep_until<A, E>(
     area: &A,
     env: &E,
     me: u32,
     awaited: Awaited,
-    policy: &WaitPolicy,
-    deadline: u64,
+    watch: &mut Watch,
     ready: &mut dyn FnMut() -> bool,
 ) -> Result<(), FenceError>
 where
@@ -242,7 +283,6 @@ where
     E: WaitEnv + ?Sized,
 {
     let doorbell = area.doorbell(me);
-    let mut watch = Watch::new(env.now_ns(), deadline, policy);
     loop {
         // Acquire: pairs with the Release bumps, so a bump seen here brings the poison with it.
         let seq = doorbell.load(Acquire);
@@ -256,7 +296,7 @@ where
             return Ok(());
         }
         // Marked again: a signal for something else may have cleared it.
-        placement::block(area, me);
+        placement::block(area, me, awaited);
         if paired {
             env.wait(doorbell, seq, watch.deadline.min(watch.next_check));
         } else {
@@ -361,8 +401,8 @@ where
     if ready() { Ok(()) } else { Err(poison(area, env, why).error()) }
 }
 
-/// The awaited peer at every check; every eighth check, every rank that has
-/// not left (the awaited peer may itself be stuck behind a dead rank nobody
+/// The awaited peer (unless it left) at every check; every eighth check,
+/// every rank that has not left (the awaited peer may itself be stuck behind a dead rank nobody
 /// else waits on). A rank that left had made its last arrival, and a wait
 /// for one it never made ends on the mark itself: nobody is stuck behind
 /// it, so its process may end without its window's other ranks failing.
@@ -371,7 +411,7 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    if peer != me && !env.is_alive(peer) {
+    if peer != me && !has_left(area, peer, false) && !env.is_alive(peer) {
         return Some(peer);
     }
     if checks.is_multiple_of(8) {

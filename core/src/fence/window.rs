@@ -1,7 +1,7 @@
 //! The window-wide fence: a dissemination barrier (⌈log2 n⌉ rounds) built on
 //! the same single-writer epoch slots as the peer fence.
 
-use super::wait::{Awaited, wait_for};
+use super::wait::{Awaited, WaitStart, wait_for};
 use super::{SyncArea, WaitEnv, WaitPolicy, bump, poison_state, reached, rounds};
 use crate::error::FenceError;
 use crate::sync::Ordering::Acquire;
@@ -18,10 +18,12 @@ where
     E: WaitEnv + ?Sized,
 {
     check_member(area, me)?;
+    // One timeout for the whole fence, not one per round.
+    let mut start = WaitStart::default();
     for round in 0..rounds(area.nranks()) {
         let epoch = send_round(area, env, me, round);
         let from = round_source(area, me, round);
-        wait_for(area, env, me, Awaited::Round(from), policy, || round_arrived(area, me, round, epoch))?;
+        wait_for(area, env, me, Awaited::Round(from), policy, &mut start, || round_arrived(area, me, round, epoch))?;
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ use shared::{Header, LINE, PeerLine, RankEntry};
 use crate::error::LayoutError;
 
 /// The version of the shared layout and protocol; bumped on any change.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// `size_of::<Header>()`, as stored in the header.
 const HEADER_SIZE: u32 = 384;

@@ -84,7 +84,10 @@ pub struct RankEntry {
     pub reserved: [u64; 3],
 }
 
-/// The first line of every rank's sync block: how peers wake it.
+/// The first line of every rank's sync block: how peers wake it. Its first
+/// 64 bytes hold what other ranks read on every hand-off and what changes
+/// rarely; its second 64 bytes what changes at every wait (on its own cache
+/// line, so those stores do not take the first half from the readers).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct WaitRecord {
@@ -92,20 +95,26 @@ pub struct WaitRecord {
     pub doorbell: u32,
     /// Non-zero while the rank may be asleep on `doorbell`.
     pub sleeping: u32,
-    /// How many flat-barrier fences the rank has arrived at (written by the
-    /// rank only; read after a timeout, to name a rank that never came).
-    pub flat_arrived: u64,
     /// The CPU the rank last ran on, plus one (0: not known): with `blocked`,
     /// a hint that lets the waiters beside it choose between polling and
     /// giving their CPU away.
     pub cpu: u32,
-    /// Non-zero while the rank is blocked in a wait nobody has signalled since.
-    pub blocked: u32,
+    /// Zero.
+    pub padding: u32,
     /// Non-zero once the rank has left the window (freed or dropped it):
     /// it takes part in no more fences.
     pub left: u64,
     /// Zero.
-    pub reserved: [u64; 12],
+    pub reserved: [u64; 5],
+    /// How many flat-barrier fences the rank has arrived at (written by the
+    /// rank only; read by waiters' checks, to find a rank that has not come).
+    pub flat_arrived: u64,
+    /// Non-zero while the rank is blocked in a wait nobody has signalled since.
+    pub blocked: u32,
+    /// Zero.
+    pub padding2: u32,
+    /// Zero.
+    pub reserved2: [u64; 6],
 }
 
 /// The line rank `i` writes for rank `j` (in `j`'s sync block, so `j` spins
@@ -132,7 +141,8 @@ const _: () = {
     assert!(size_of::<RankEntry>() == 64);
     assert!(size_of::<WaitRecord>() as u64 == LINE);
     assert!(offset_of!(WaitRecord, sleeping) == 4);
-    assert!(offset_of!(WaitRecord, flat_arrived) == 8);
-    assert!(offset_of!(WaitRecord, cpu) == 16);
-    assert!(offset_of!(WaitRecord, blocked) == 20);
+    assert!(offset_of!(WaitRecord, cpu) == 8);
+    assert!(offset_of!(WaitRecord, left) == 16);
+    assert!(offset_of!(WaitRecord, flat_arrived) == 64);
+    assert!(offset_of!(WaitRecord, blocked) == 72);
 };
