@@ -344,6 +344,25 @@ impl<P: Platform> Window<P> {
         self.fence()
     }
 
+    /// [`Self::free`] for a window whose memory others still borrow (the
+    /// views of a language binding): the same teardown fence, after which
+    /// this rank counts as gone at once, as a dropped window does, while the
+    /// mapping stays until the value is dropped. Only dropping it should
+    /// follow: its peers count this rank as gone.
+    pub fn free_in_place(&self) -> Result<(), FenceError> {
+        let result = match self.poisoned() {
+            Some(p) => Err(p.error()),
+            None => {
+                self.start_freeing();
+                self.fence()
+            }
+        };
+        if self.joined {
+            fence::leave(&self.sync, self, self.rank);
+        }
+        result
+    }
+
     /// Says that this rank is freeing the window: from now on it takes part
     /// in window fences only, so a peer fence or signal wait of another
     /// rank's that it has not answered fails (and so does the teardown fence

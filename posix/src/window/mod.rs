@@ -230,12 +230,20 @@ impl Window {
     /// (e.g. a peer died), and the error is returned.
     /// With `KPCCL_STATS=1`, prints the window's counters on stderr.
     pub fn free(self) -> Result<(), Error> {
-        let nodes = Arc::clone(&self.nodes);
+        self.free_in_place()
+    }
+
+    /// [`Window::free`] for a window whose memory others still borrow (the
+    /// views of a language binding): the same teardown fence and counters,
+    /// after which this rank counts as gone at once, as if dropped (a
+    /// peer's wait for it fails, naming it), while the mapping stays until
+    /// the value is dropped. Only dropping it should follow: its peers count
+    /// this rank as gone.
+    pub fn free_in_place(&self) -> Result<(), Error> {
         self.count(|s| &s.fences);
-        let (rank, size) = (self.rank(), self.inner.layout().total());
-        let stats = self.stats.clone();
-        let result = self.inner.free().map_err(|e| Window::global_with(&nodes, e));
-        if let Some(s) = stats {
+        let result = self.inner.free_in_place().map_err(|e| self.global(e));
+        if let Some(s) = &self.stats {
+            let (rank, size) = (self.rank(), self.inner.layout().total());
             log::stderr_line(format_args!("stats: rank {rank}, window of {size} bytes: {}", s.snapshot()));
         }
         result
