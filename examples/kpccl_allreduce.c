@@ -217,8 +217,12 @@ static int win_allreduce_init(struct win_allreduce *a, kpccl_shm_comm_h comm, in
     for (int r = 0; r < nranks; r++) {
         size_t size;
         void *seg;
-        if (kpccl_shm_win_query(a->win, r, &size, &seg) != KPCCL_OK)
+        if (kpccl_shm_win_query(a->win, r, &size, &seg) != KPCCL_OK) {
+            /* As on every rank (a rank of another node): the free is collective. */
+            kpccl_shm_win_free(a->win);
+            free_tables(a);
             return KPCCL_ERROR;
+        }
         a->input[r] = seg;
         a->share[r] = a->input[r] + in_len;
         a->buffer[0][r] = a->share[r] + share_len;

@@ -268,7 +268,10 @@ typedef struct kpccl_shm_comm_t kpccl_shm_comm_t;
  * Options of one window. Initialize with `kpccl_shm_win_attr_init`, then
  * change the fields you need. Every rank must give the same layout and
  * alignment (and memory kind, and PID validation); timeout and spin count
- * are per rank.
+ * are per rank. A device window (`KPCCL_SHM_MEMORY_ASCEND`) takes only
+ * `timeout_ms`, `device` and `pid_validation`: any other field changed from
+ * its default (layout, alignment, spin count, reserve, barrier) fails the
+ * allocation on every rank, naming the field.
  */
 typedef struct kpccl_shm_win_attr_t {
   /**
@@ -276,12 +279,12 @@ typedef struct kpccl_shm_win_attr_t {
    */
   uint32_t version;
   /**
-   * A `kpccl_shm_layout_t`.
+   * A `kpccl_shm_layout_t` (host memory only).
    */
   int layout;
   /**
    * The alignment of every segment: a power of two up to the page size,
-   * or 0 for the default (64).
+   * or 0 for the default (64) (host memory only).
    */
   size_t alignment;
   /**
@@ -291,7 +294,7 @@ typedef struct kpccl_shm_win_attr_t {
   int64_t timeout_ms;
   /**
    * Polls with a spin hint before yielding; -1 = `KPCCL_SPIN`, else chosen
-   * from the rank and CPU counts.
+   * from the rank and CPU counts (host memory only).
    */
   int64_t spin_count;
   /**
@@ -318,10 +321,19 @@ typedef struct kpccl_shm_win_attr_t {
 } kpccl_shm_win_attr_t;
 
 /**
- * The out-of-band collectives a communicator is built on. Both are called
- * only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
+ * The out-of-band collectives a communicator is built on. The allgather is
+ * called only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
  * `kpccl_shm_win_alloc_ex`, by every rank in the same order. A non-zero
- * return fails the call on every rank.
+ * return fails the call on every rank. The barrier must be set (not
+ * `NULL`), as in HPCKit's API, but this version of the library never calls
+ * it: no kpccl call runs an out-of-band barrier.
+ *
+ * A callback must return to the library: it must not throw (C++: catch
+ * everything inside it and return non-zero instead), `longjmp` out of it, or
+ * end its thread. The library's frames lie between it and the caller, and
+ * unwinding or jumping across them is undefined behaviour: it would leave
+ * the call's work half done (the handle claimed for the new object, the
+ * window half made), and the other ranks waiting.
  *
  * A callback that fails had better fail before taking part. One that took
  * part and then returns an error leaves the others with a completed
@@ -354,6 +366,7 @@ typedef struct kpccl_shm_oob_cb_t {
                        enum kpccl_shm_datatype_t datatype);
   /**
    * Returns once every rank of `group` has called it; 0 on success.
+   * Required, but not called by this version of the library.
    */
   int (*oob_barrier)(void *group);
 } kpccl_shm_oob_cb_t;
@@ -432,8 +445,18 @@ typedef struct kpccl_shm_win_t {
  * passed: `NULL`, a foreign pointer and a communicator are refused, and so
  * is a freed window ("window handle 0x… was freed (stale handle)") even
  * after new windows were made, because the library never hands out a freed
- * handle's value again (until 2^28 handles have been made in the process):
- * a stale call never touches a live window.
+ * handle's value again until the process's handle region wraps: after 2^28
+ * handles (windows and communicators) with the full 16 GiB of address
+ * space it reserves, after fewer when it gets less (at most 1/64 of an
+ * address-space limit, `ulimit -v`; halved while the system refuses; down
+ * to 1 024 handles). A handle freed that long ago may then name a new
+ * object. Until then a stale call never touches a live window. When every
+ * handle is live, or the system refuses memory for more, a creation fails
+ * on every rank ("cannot make a window handle: …").
+ *
+ * A forked child refuses every handle of its parent ("… was made by the
+ * parent process (pid N); a forked child cannot use it"): the windows'
+ * memory is not mapped there. Use handles in the process that made them.
  *
  * One thread at a time may fence, signal, wait on, put to, get from or free
  * a window.
@@ -466,8 +489,11 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
  * Creates a communicator (collective: every rank calls it with the same
  * `nranks`, its own `rank` and the same kind of callbacks).
  *
- * `rank` is in `0..nranks`, unique per process, and keeps its meaning in
- * every call. `local_rank` is the caller's rank among the ranks on its node:
+ * `nranks` is 1 to 1024, counting the ranks of every node: the limit is on
+ * the whole communicator, not on a node (two nodes of 600 ranks each are
+ * refused, though each node's windows would span 600). `rank` is in
+ * `0..nranks`, unique per process, and keeps its meaning in every call.
+ * `local_rank` is the caller's rank among the ranks on its node:
  * on a node of `n` ranks, each passes its own value in `0..n` (else every
  * rank fails), or every rank of the node passes `KPCCL_LOCAL_RANK_AUTO` to
  * be numbered in rank order. Ranks are grouped by node: by boot id and
@@ -600,7 +626,9 @@ enum kpccl_error_code_t kpccl_last_error_code(void);
  * route the hardware allows (`aclrtMemcpyAsync` on the window's stream, then
  * `aclrtSynchronizeStream`; a peer's segment on another device through a
  * device staging buffer). A range outside the segment is an error, and
- * nothing is copied.
+ * nothing is copied. `src` may lie in a segment of the window, and may even
+ * overlap the bytes it is copied to (shifting data within a segment): the
+ * copy is then a `memmove`.
  *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`); `src` is readable for
@@ -611,11 +639,13 @@ int kpccl_shm_win_put(kpccl_shm_win_h win, int rank, size_t offset, const void *
 /**
  * Copies `len` bytes from byte `offset` of rank `rank`'s segment into
  * `dst`; complete when the call returns. What the owner wrote is seen after
- * a fence with it. Host and device windows alike, as `kpccl_shm_win_put`.
+ * a fence with it. Host and device windows alike, as `kpccl_shm_win_put`
+ * (`dst` is host memory). `dst` may lie in a segment of the window, and may
+ * even overlap the bytes copied: the copy is then a `memmove`.
  *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`); `dst` is writable for
- * `len` bytes (it may be `NULL` when `len` is 0) and overlaps no segment.
+ * `len` bytes (it may be `NULL` when `len` is 0).
  */
 int kpccl_shm_win_get(kpccl_shm_win_h win, int rank, size_t offset, void *dst, size_t len);
 
@@ -723,6 +753,13 @@ int kpccl_shm_win_free(kpccl_shm_win_h win);
  * `remote_rank` must run on this node: a rank of another node is an error
  * (shared memory does not cross nodes).
  *
+ * A fence that fails while waiting (a timeout, a dead peer, a rank that
+ * left or abandoned the window) poisons the window for every rank: from
+ * then on the fences and waits of every rank on it fail, naming the cause,
+ * and the window can only be freed (`kpccl_shm_win_free`); do not retry.
+ * (Refused arguments, such as a rank out of range or a window in use by
+ * another thread, fail the call alone.)
+ *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`).
  */
@@ -751,9 +788,15 @@ int kpccl_shm_peer_signal(kpccl_shm_win_h win, int remote_rank);
  * waited for it, and consumes one signal: what `remote_rank` did in the
  * window before that signal is seen by this rank after the call. Like a
  * fence, it fails instead of hanging when `remote_rank` dies, when
- * `KPCCL_TIMEOUT_MS` passes, or when another rank abandoned the window;
- * a failed wait consumes nothing. Waiting for oneself returns at once.
- * `remote_rank` must run on this node.
+ * `KPCCL_TIMEOUT_MS` passes, or when another rank abandoned the window.
+ * Waiting for oneself returns at once. `remote_rank` must run on this node.
+ *
+ * A wait that fails while waiting (a timeout, a dead peer, a rank that
+ * left or abandoned the window) poisons the window for every rank: from
+ * then on the fences and waits of every rank on it fail, naming the cause,
+ * and the window can only be freed (`kpccl_shm_win_free`); do not retry.
+ * (Refused arguments, such as a rank out of range or a window in use by
+ * another thread, fail the call alone.)
  *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`).
@@ -787,6 +830,13 @@ int kpccl_shm_peer_test(kpccl_shm_win_h win, int remote_rank, int *flag);
  * The fence with every rank of this node's window (each of them calls it):
  * what any of them did before it is seen by all of them after it. Ranks on
  * other nodes take part in their own node's fence, not in this one.
+ *
+ * A fence that fails while waiting (a timeout, a dead peer, a rank that
+ * left or abandoned the window) poisons the window for every rank: from
+ * then on the fences and waits of every rank on it fail, naming the cause,
+ * and the window can only be freed (`kpccl_shm_win_free`); do not retry.
+ * (Refused arguments, such as a rank out of range or a window in use by
+ * another thread, fail the call alone.)
  *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`).

@@ -79,22 +79,25 @@ pub enum kpccl_shm_barrier_t {
 /// Options of one window. Initialize with `kpccl_shm_win_attr_init`, then
 /// change the fields you need. Every rank must give the same layout and
 /// alignment (and memory kind, and PID validation); timeout and spin count
-/// are per rank.
+/// are per rank. A device window (`KPCCL_SHM_MEMORY_ASCEND`) takes only
+/// `timeout_ms`, `device` and `pid_validation`: any other field changed from
+/// its default (layout, alignment, spin count, reserve, barrier) fails the
+/// allocation on every rank, naming the field.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct kpccl_shm_win_attr_t {
     /// Set by `kpccl_shm_win_attr_init`; do not change.
     pub version: u32,
-    /// A `kpccl_shm_layout_t`.
+    /// A `kpccl_shm_layout_t` (host memory only).
     pub layout: c_int,
     /// The alignment of every segment: a power of two up to the page size,
-    /// or 0 for the default (64).
+    /// or 0 for the default (64) (host memory only).
     pub alignment: usize,
     /// Fence waits give up after this many milliseconds; 0 = never (a dead
     /// peer still ends them); -1 = `KPCCL_TIMEOUT_MS`, else never.
     pub timeout_ms: i64,
     /// Polls with a spin hint before yielding; -1 = `KPCCL_SPIN`, else chosen
-    /// from the rank and CPU counts.
+    /// from the rank and CPU counts (host memory only).
     pub spin_count: i64,
     /// A `kpccl_shm_memory_kind_t`.
     pub memory_kind: c_int,
@@ -258,6 +261,21 @@ impl Options {
             return invalid("attr->pid_validation", "only for device memory");
         }
         let align = (a.alignment != 0).then_some(a.alignment);
+        // A device window places its segments itself and fences with the
+        // defaults: a host-memory option it would silently ignore is refused.
+        if device.is_some() {
+            let host_only = "only for host memory: must be left at the default for KPCCL_SHM_MEMORY_ASCEND";
+            let set = [
+                ("attr->layout", layout.is_some()),
+                ("attr->alignment", align.is_some()),
+                ("attr->spin_count", spins.is_some()),
+                ("attr->reserve", reserve.is_some()),
+                ("attr->barrier", barrier.is_some()),
+            ];
+            if let Some((arg, _)) = set.into_iter().find(|(_, set)| *set) {
+                return invalid(arg, host_only);
+            }
+        }
         Ok(Self { layout, align, timeout, spins, device, reserve, barrier, pid_validation })
     }
 }
@@ -293,6 +311,28 @@ mod tests {
         assert!(!bad(|a| (a.memory_kind, a.pid_validation) = (1, 2)));
         assert!(!bad(|a| a.timeout_ms = 5));
         assert!(!bad(|a| (a.memory_kind, a.device) = (1, 3)));
+        assert!(!bad(|a| (a.memory_kind, a.timeout_ms) = (1, 5)), "device windows time out too");
+    }
+
+    #[test]
+    fn device_memory_refuses_host_only_options() {
+        let device = |f: fn(&mut kpccl_shm_win_attr_t)| {
+            let mut a = kpccl_shm_win_attr_t { memory_kind: 1, ..DEFAULT };
+            f(&mut a);
+            match Options::from_value(&a) {
+                Err(Error::Invalid { arg, why }) => Some((arg, why)),
+                _ => None,
+            }
+        };
+        assert_eq!(device(|_| {}), None);
+        let why = "only for host memory: must be left at the default for KPCCL_SHM_MEMORY_ASCEND";
+        assert_eq!(device(|a| a.layout = 2), Some(("attr->layout", why)));
+        assert_eq!(device(|a| a.alignment = 128), Some(("attr->alignment", why)));
+        assert_eq!(device(|a| a.spin_count = 0), Some(("attr->spin_count", why)));
+        assert_eq!(device(|a| a.reserve = 1), Some(("attr->reserve", why)));
+        assert_eq!(device(|a| a.barrier = 2), Some(("attr->barrier", why)));
+        // An invalid value is still named as such.
+        assert_eq!(device(|a| a.layout = 7), Some(("attr->layout", "not a kpccl_shm_layout_t")));
     }
 
     #[test]

@@ -70,8 +70,11 @@ pub(crate) unsafe fn get<'a>(
 /// Creates a communicator (collective: every rank calls it with the same
 /// `nranks`, its own `rank` and the same kind of callbacks).
 ///
-/// `rank` is in `0..nranks`, unique per process, and keeps its meaning in
-/// every call. `local_rank` is the caller's rank among the ranks on its node:
+/// `nranks` is 1 to 1024, counting the ranks of every node: the limit is on
+/// the whole communicator, not on a node (two nodes of 600 ranks each are
+/// refused, though each node's windows would span 600). `rank` is in
+/// `0..nranks`, unique per process, and keeps its meaning in every call.
+/// `local_rank` is the caller's rank among the ranks on its node:
 /// on a node of `n` ranks, each passes its own value in `0..n` (else every
 /// rank fails), or every rank of the node passes `KPCCL_LOCAL_RANK_AUTO` to
 /// be numbered in rank order. Ranks are grouped by node: by boot id and
@@ -118,11 +121,14 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
         })?;
         let given_local = |v: c_int| match v {
             KPCCL_LOCAL_RANK_AUTO => Ok(None),
-            v => handle::rank(v, "local_rank", n, RangeOf::CommRanks).map(Some),
+            v => handle::rank(v, "local_rank", n, RangeOf::LocalRanks).map(Some),
         };
-        let local = handle::rank(rank, "rank", n, RangeOf::CommRanks)
-            .and_then(|r| Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?)));
-        let (rank, local_rank, out) = match local {
+        // The handle is claimed before the collective: a rank that cannot
+        // have one fails with the others, not alone after they made theirs.
+        let local = handle::rank(rank, "rank", n, RangeOf::CommRanks).and_then(|r| {
+            Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?, handle::reserve::<Comm<CallbackOob>>()?))
+        });
+        let (rank, local_rank, out, slot) = match local {
             Ok(l) => l,
             Err(e) => {
                 // Take part anyway, refused, so that every rank fails rather than waits.
@@ -145,7 +151,7 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
                 comm.node()
             ),
         );
-        let h = handle::make(Box::new(comm), int(rank), nranks)?;
+        let h = slot.fill(Box::new(comm), int(rank), nranks);
         // SAFETY: `out` was checked not NULL and aligned; writable by the caller's contract.
         unsafe { out.as_ptr().write(h) };
         Ok(())

@@ -17,8 +17,11 @@ use crate::log::{self, Level};
 pub(crate) enum RangeOf {
     /// A rank of a window.
     WindowRanks,
-    /// A rank (or local rank) of a communicator being made.
+    /// A rank of a communicator being made.
     CommRanks,
+    /// A local rank of a communicator being made: a rank of the caller's
+    /// node, whose rank count is not known yet (at most the communicator's).
+    LocalRanks,
     /// A communicator's rank count.
     RankCount,
     /// Room for the ranks of this node.
@@ -112,6 +115,11 @@ impl fmt::Display for Error {
                         "{kind} {addr:#x} (`{arg}`) can be used only by the thread that made it: the \
                          system refuses the membarrier call that lets another thread take it over"
                     ),
+                    Refusal::Forked(pid) => write!(
+                        f,
+                        "{kind} {addr:#x} (`{arg}`) was made by the parent process (pid {pid}); a forked child \
+                         cannot use it (make the child's own communicator and windows)"
+                    ),
                     Refusal::Busy => write!(
                         f,
                         "{kind} {addr:#x} (`{arg}`) is in use by another thread (a call that needs it alone \
@@ -127,6 +135,12 @@ impl fmt::Display for Error {
                 match of {
                     RangeOf::WindowRanks => write!(f, "this window has ranks {min} to {max}"),
                     RangeOf::CommRanks => write!(f, "the communicator has ranks {min} to {max}"),
+                    RangeOf::LocalRanks => write!(
+                        f,
+                        "it numbers the caller among the ranks of its node, {min} to that node's rank count - 1 \
+                         (at most nranks - 1 = {max}), or is KPCCL_LOCAL_RANK_AUTO (-1) to number the node's \
+                         ranks in rank order"
+                    ),
                     RangeOf::RankCount => write!(f, "a communicator has {min} to {max} ranks"),
                     RangeOf::NodeRanks => write!(f, "this node has {min} ranks, so at least {min} are needed"),
                 }

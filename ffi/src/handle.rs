@@ -18,9 +18,18 @@
 //! Queries run [`shared`], under the arena's lock, which `take` (free,
 //! destroy) also holds: a free racing a query either waits for it or is
 //! seen by it.
+//!
+//! A handle is [`reserve`]d before the collective that makes its object, and
+//! filled after it: running out of handles then fails every rank together
+//! (the rank joins the collective refused), never one rank after the others
+//! made the object. A forked child refuses every handle of its parent
+//! ([`fork`]): their windows' memory is not mapped there.
 
 mod arena;
+mod fork;
 
+use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
 use core::ops::Deref;
 use core::ptr::NonNull;
 
@@ -57,6 +66,8 @@ impl Kind {
         }
     }
 
+    /// The kind of a live handle in `state` (busy or not); `None` for free,
+    /// reserved and forked-off blocks.
     fn of_tag(state: u64) -> Option<Kind> {
         match state & !BUSY {
             1 => Some(Self::Comm),
@@ -66,8 +77,27 @@ impl Kind {
     }
 }
 
+// A block's state: 0 free; a kind's tag (1, 2) live and idle, plus BUSY while
+// one call has exclusive use; RESERVED while its object is being made; in a
+// forked child, FORKED with the pid of the process that made the handle in
+// the high half (and the tag or RESERVED it had).
+
+/// The bits of a kind's tag.
+const TAG: u64 = 3;
 /// Set in a block's state while one call has exclusive use of the handle.
 const BUSY: u64 = 4;
+/// A block claimed for an object being made (see [`reserve`]).
+const RESERVED: u64 = 8;
+/// A block the parent process had in use, in a forked child (see [`fork`]).
+const FORKED: u64 = 16;
+/// Where a forked-off block's state keeps the pid of its handle's maker.
+const PID_SHIFT: u32 = 32;
+
+/// A block's state in a child forked by process `pid`: refused for good,
+/// naming the process that made it (an ancestor's own mark is kept).
+fn forked(state: u64, pid: u32) -> u64 {
+    if state & FORKED != 0 { state } else { FORKED | (state & (TAG | RESERVED)) | (u64::from(pid) << PID_SHIFT) }
+}
 
 /// A type that lives behind handles of one kind.
 pub(crate) trait Object {
@@ -89,35 +119,88 @@ pub(crate) enum Refusal {
     /// Another thread made it, and the system refuses the barrier
     /// (`membarrier`) that would let this one take it over.
     OwnerOnly,
+    /// This process is a forked child, and the handle was made by the
+    /// process of this pid (its parent, or an earlier ancestor).
+    Forked(u32),
 }
 
-/// Makes a handle for `object`: `rank` and `nranks` are what C reads
-/// through a window handle.
+/// A handle claimed for an object still being made, by a collective that
+/// runs meanwhile (without the arena's lock): [`Slot::fill`] publishes it;
+/// dropped unfilled, it is released. Claimed before the collective, so that
+/// a rank that cannot have a handle joins the collective refused and every
+/// rank fails together, instead of failing alone after the others made the
+/// object (their next collective would wait for it for ever).
+#[derive(Debug)]
+#[must_use = "a reserved handle is released unless filled"]
+pub(crate) struct Slot<T> {
+    block: &'static Block,
+    serial: u64,
+    first_life: bool,
+    kind: PhantomData<fn() -> T>,
+}
+
+/// Claims a handle for an object of `T`'s kind, to be made next.
+pub(crate) fn reserve<T: Object>() -> Result<Slot<T>, Error> {
+    #[cfg(test)]
+    if tests::REFUSE_RESERVE.with(core::cell::Cell::take) {
+        return Err(Error::NoHandle { kind: T::KIND, why: arena::ALL_LIVE });
+    }
+    let arena = Arena::global()
+        .ok_or(Error::NoHandle { kind: T::KIND, why: "no address space could be reserved for handles" })?;
+    // Before the first handle exists: a child forked from now on refuses them.
+    fork::register();
+    let mut cursor = arena.lock();
+    let (block, serial, first_life) = arena.claim(&mut cursor).map_err(|why| Error::NoHandle { kind: T::KIND, why })?;
+    // Relaxed: claims and releases happen under the lock we hold; a lock-free
+    // reader that sees it refuses it (not a kind's tag), and reads nothing else.
+    block.state.store(RESERVED, Relaxed);
+    Ok(Slot { block, serial, first_life, kind: PhantomData })
+}
+
+impl<T: Object> Slot<T> {
+    /// Publishes the handle of `object`: `rank` and `nranks` are what C reads
+    /// through a window handle.
+    pub(crate) fn fill<H>(self, object: Box<T>, rank: core::ffi::c_int, nranks: core::ffi::c_int) -> *mut H {
+        // Filled, not released: no drop.
+        let this = ManuallyDrop::new(self);
+        let block = this.block;
+        let head = kpccl_shm_win_t { rank, nranks, reserved: this.serial };
+        // SAFETY: a reserved block is ours alone until `state` publishes it
+        // (every other call refuses it), on a page `claim` made writable.
+        unsafe { block.head.get().write(head) };
+        // SAFETY: as above.
+        unsafe { block.object.get().write(Box::into_raw(object).cast::<()>()) };
+        // A bias only in the block's first life: after a reuse, a stale call of
+        // the former owner could hide the new one's entry (`Bias::give_first`).
+        // A reused block's bias was revoked by `take` and stays so.
+        if this.first_life && heavy_fence_works() {
+            block.bias.give_first(thread_token());
+        }
+        // Release: whoever finds the handle live also sees the block filled.
+        block.state.store(T::KIND.tag(), Release);
+        core::ptr::from_ref(block).cast_mut().cast::<H>()
+    }
+}
+
+impl<T> Drop for Slot<T> {
+    fn drop(&mut self) {
+        // A slot exists only once the arena does.
+        let Some(arena) = Arena::global() else { return };
+        let mut cursor = arena.lock();
+        // Relaxed: under the lock, as every claim and release.
+        self.block.state.store(0, Relaxed);
+        arena.release(&mut cursor, self.block);
+    }
+}
+
+/// Makes a handle for `object` at once (no collective between).
+#[cfg(test)]
 pub(crate) fn make<T: Object, H>(
     object: Box<T>,
     rank: core::ffi::c_int,
     nranks: core::ffi::c_int,
 ) -> Result<*mut H, Error> {
-    let arena = Arena::global()
-        .ok_or(Error::NoHandle { kind: T::KIND, why: "no address space could be reserved for handles" })?;
-    let mut cursor = arena.lock();
-    let (block, serial, first_life) = arena
-        .claim(&mut cursor)
-        .ok_or(Error::NoHandle { kind: T::KIND, why: "every handle of the region is live (free some)" })?;
-    let head = kpccl_shm_win_t { rank, nranks, reserved: serial };
-    // SAFETY: a claimed block is ours alone until `state` publishes it.
-    unsafe { block.head.get().write(head) };
-    // SAFETY: as above.
-    unsafe { block.object.get().write(Box::into_raw(object).cast::<()>()) };
-    // A bias only in the block's first life: after a reuse, a stale call of
-    // the former owner could hide the new one's entry (`Bias::give_first`).
-    // A reused block's bias was revoked by `take` and stays so.
-    if first_life && heavy_fence_works() {
-        block.bias.give_first(thread_token());
-    }
-    // Release: whoever finds the handle live also sees the block filled.
-    block.state.store(T::KIND.tag(), Release);
-    Ok(core::ptr::from_ref(block).cast_mut().cast::<H>())
+    Ok(reserve::<T>()?.fill(object, rank, nranks))
 }
 
 /// Exclusive use of a live handle's object: the handle is busy until this
@@ -256,6 +339,14 @@ pub(crate) fn take<T: Object, H>(h: *mut H, arg: &'static str) -> Result<Box<T>,
         return Err(refused::<T>(h, arg, Refusal::Foreign));
     };
     let idle = T::KIND.tag();
+    // Relaxed: a look before the compare-and-swap, which writes even when it
+    // fails, and blocks never handed out are on read-only pages; a state that
+    // is not 0 is on a written page. Under the lock, only an exclusive
+    // user's busy bit can come and go meanwhile: the swap below decides.
+    let state = block.state.load(Relaxed);
+    if state != idle {
+        return Err(classify::<T>(arena, &cursor, block, h.addr(), arg, state));
+    }
     // Acquire: sees what the last exclusive user did to the object. Relaxed on
     // failure: the state only classifies the refusal (under the arena's lock).
     if let Err(state) = block.state.compare_exchange(idle, 0, Acquire, Relaxed) {
@@ -307,7 +398,13 @@ fn classify<T: Object>(
     arg: &'static str,
     state: u64,
 ) -> Error {
+    if state & FORKED != 0 {
+        let pid = u32::try_from(state >> PID_SHIFT).unwrap_or(0);
+        return Error::Handle { arg, kind: T::KIND, addr, why: Refusal::Forked(pid) };
+    }
     let why = match Kind::of_tag(state) {
+        // Being made: no caller has its value yet.
+        None if state == RESERVED => Refusal::Foreign,
         Some(k) if k != T::KIND => Refusal::Kind(k),
         Some(_) if state & BUSY != 0 => Refusal::Busy,
         // Freed after we looked; or live and idle again, a race the caller lost.
@@ -354,8 +451,13 @@ pub(crate) fn rank(value: core::ffi::c_int, arg: &'static str, nranks: u32, of: 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    thread_local! {
+        /// Makes this thread's next [`reserve`] fail as if every handle were live.
+        pub(crate) static REFUSE_RESERVE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    }
 
     #[derive(Debug)]
     struct W(u64);
@@ -462,6 +564,63 @@ mod tests {
         let other = std::thread::spawn(move || take::<W, _>(addr as *mut u8, "h").map(|w| w.0));
         assert_eq!(other.join().unwrap().unwrap(), 6);
         assert_eq!(why(exclusive::<W, _>(h, "h")), Refusal::Stale);
+    }
+
+    #[test]
+    fn a_value_in_the_unused_part_of_the_region_is_foreign_and_nothing_is_written() {
+        // Never handed out (the region does not wrap in tests): a read-only
+        // page, which a compare-and-swap would fault on.
+        let addr = Arena::global().unwrap().last_block_addr();
+        let h = addr as *mut u8;
+        assert_eq!(why(exclusive::<W, _>(h, "h")), Refusal::Foreign);
+        assert_eq!(why(take::<W, _>(h, "h")), Refusal::Foreign);
+        assert_eq!(why(shared::<C, _, _>(h, "h", |c| Ok(c.0))), Refusal::Foreign);
+    }
+
+    #[test]
+    fn a_reserved_handle_is_unusable_until_filled_and_released_unfilled() {
+        let slot = reserve::<W>().unwrap();
+        let h = core::ptr::from_ref(slot.block).cast_mut().cast::<u8>();
+        assert_eq!(why(exclusive::<W, _>(h, "h")), Refusal::Foreign, "no caller has it yet");
+        assert_eq!(why(take::<W, _>(h, "h")), Refusal::Foreign);
+        drop(slot);
+        assert_eq!(why(exclusive::<W, _>(h, "h")), Refusal::Stale, "released: as a freed handle");
+        let slot = reserve::<W>().unwrap();
+        assert_ne!(core::ptr::from_ref(slot.block).cast_mut().cast::<u8>(), h, "not handed out again");
+        let h: *mut u8 = slot.fill(Box::new(W(9)), 0, 1);
+        assert_eq!(exclusive::<W, _>(h, "h").unwrap().0, 9);
+        assert_eq!(take::<W, _>(h, "h").unwrap().0, 9);
+    }
+
+    #[test]
+    fn a_refused_reservation_is_an_error_naming_the_kind() {
+        REFUSE_RESERVE.with(|r| r.set(true));
+        let e = reserve::<C>().unwrap_err();
+        assert_eq!(e.to_string(), "cannot make a communicator handle: every handle of the region is live (free some)");
+        assert!(reserve::<C>().is_ok(), "once only");
+    }
+
+    #[test]
+    fn a_handle_of_the_parent_is_refused_in_a_forked_child_naming_the_parent() {
+        let h: *mut u8 = make(Box::new(W(4)), 0, 1).unwrap();
+        let block = Arena::global().and_then(|a| a.block(h.addr())).unwrap();
+        // What the child's fork handler does to every block in use.
+        // Relaxed: this test's own block, used by this thread only.
+        let idle = block.state.load(Relaxed);
+        block.state.store(forked(idle, 4242), Relaxed);
+        assert_eq!(forked(forked(idle, 4242), 77), forked(idle, 4242), "the maker's pid is kept");
+        assert_eq!(why(exclusive::<W, _>(h, "h")), Refusal::Forked(4242));
+        assert_eq!(why(take::<W, _>(h, "win")), Refusal::Forked(4242));
+        assert_eq!(why(shared::<W, _, _>(h, "h", |w| Ok(w.0))), Refusal::Forked(4242));
+        assert_eq!(why(exclusive::<C, _>(h, "h")), Refusal::Forked(4242), "whatever kind was asked for");
+        let text = take::<W, _>(h, "win").unwrap_err().to_string();
+        let want = format!(
+            "window handle {h:p} (`win`) was made by the parent process (pid 4242); a forked child cannot use it"
+        );
+        assert!(text.starts_with(&want), "{text}");
+        // Relaxed: as above.
+        block.state.store(idle, Relaxed);
+        assert_eq!(take::<W, _>(h, "h").unwrap().0, 4);
     }
 
     #[test]

@@ -29,6 +29,8 @@
 mod panic;
 
 mod attr;
+#[cfg(test)]
+mod collective_tests;
 mod comm;
 mod comm_release;
 mod device;

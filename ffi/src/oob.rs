@@ -53,10 +53,19 @@ pub(crate) type BarrierFn = unsafe extern "C" fn(group: *mut c_void) -> c_int;
 /// communicator is destroyed (`kpccl_shm_comm_set_release`).
 pub(crate) type ReleaseFn = unsafe extern "C" fn(group: *mut c_void);
 
-/// The out-of-band collectives a communicator is built on. Both are called
-/// only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
+/// The out-of-band collectives a communicator is built on. The allgather is
+/// called only inside `kpccl_shm_comm_create`, `kpccl_shm_win_alloc` and
 /// `kpccl_shm_win_alloc_ex`, by every rank in the same order. A non-zero
-/// return fails the call on every rank.
+/// return fails the call on every rank. The barrier must be set (not
+/// `NULL`), as in HPCKit's API, but this version of the library never calls
+/// it: no kpccl call runs an out-of-band barrier.
+///
+/// A callback must return to the library: it must not throw (C++: catch
+/// everything inside it and return non-zero instead), `longjmp` out of it, or
+/// end its thread. The library's frames lie between it and the caller, and
+/// unwinding or jumping across them is undefined behaviour: it would leave
+/// the call's work half done (the handle claimed for the new object, the
+/// window half made), and the other ranks waiting.
 ///
 /// A callback that fails had better fail before taking part. One that took
 /// part and then returns an error leaves the others with a completed
@@ -91,6 +100,7 @@ pub struct kpccl_shm_oob_cb_t {
         ) -> c_int,
     >,
     /// Returns once every rank of `group` has called it; 0 on success.
+    /// Required, but not called by this version of the library.
     pub oob_barrier: Option<unsafe extern "C" fn(group: *mut c_void) -> c_int>,
 }
 

@@ -31,6 +31,24 @@ fn target<'a>(
     Ok((w, rank))
 }
 
+/// Where the bytes `[offset, offset + len)` of `rank`'s segment of a host
+/// window are in this process, if they are in the segment and overlap the
+/// caller's buffer `[ptr, ptr + len)`. Such a copy is a `memmove`, made
+/// here: the window's own copies take the caller's buffer as a slice, which
+/// must not overlap what they write or read (and copy without overlap).
+fn overlapping(w: &AnyWindow, rank: u32, offset: usize, ptr: usize, len: usize) -> Option<*mut u8> {
+    #[cfg_attr(not(feature = "ascend"), allow(irrefutable_let_patterns))]
+    let AnyWindow::Host(host) = w else {
+        // A device window's segments are device memory: not the caller's buffer.
+        return None;
+    };
+    let seg = host.segment(rank).ok()?;
+    offset.checked_add(len).filter(|end| *end <= seg.len && len > 0)?;
+    let at = seg.ptr.as_ptr().wrapping_add(offset);
+    let overlap = ptr < at.addr().saturating_add(len) && at.addr() < ptr.saturating_add(len);
+    overlap.then_some(at)
+}
+
 /// Copies `len` bytes from `src` to byte `offset` of rank `rank`'s segment
 /// (this rank's or a peer's on this node); complete when the call returns.
 /// Peers see the bytes after a fence (`kpccl_shm_peer_fence`,
@@ -39,7 +57,9 @@ fn target<'a>(
 /// route the hardware allows (`aclrtMemcpyAsync` on the window's stream, then
 /// `aclrtSynchronizeStream`; a peer's segment on another device through a
 /// device staging buffer). A range outside the segment is an error, and
-/// nothing is copied.
+/// nothing is copied. `src` may lie in a segment of the window, and may even
+/// overlap the bytes it is copied to (shifting data within a segment): the
+/// copy is then a `memmove`.
 ///
 /// # Safety
 /// `win` is any value (checked: see `kpccl_shm_win_h`); `src` is readable for
@@ -54,6 +74,13 @@ pub unsafe extern "C" fn kpccl_shm_win_put(
 ) -> c_int {
     ffi_boundary!("kpccl_shm_win_put", {
         let (w, rank) = target(win, rank, src, len, "src")?;
+        if let Some(dst) = overlapping(&w, rank, offset, src.addr(), len) {
+            // SAFETY: `dst` starts `len` bytes inside the segment (checked),
+            // `src` is readable for `len` bytes (the caller's contract), and
+            // `copy` allows the two to overlap.
+            unsafe { core::ptr::copy(src.cast::<u8>(), dst, len) };
+            return Ok(());
+        }
         let bytes: &[u8] = if len == 0 {
             &[]
         } else {
@@ -66,11 +93,13 @@ pub unsafe extern "C" fn kpccl_shm_win_put(
 
 /// Copies `len` bytes from byte `offset` of rank `rank`'s segment into
 /// `dst`; complete when the call returns. What the owner wrote is seen after
-/// a fence with it. Host and device windows alike, as `kpccl_shm_win_put`.
+/// a fence with it. Host and device windows alike, as `kpccl_shm_win_put`
+/// (`dst` is host memory). `dst` may lie in a segment of the window, and may
+/// even overlap the bytes copied: the copy is then a `memmove`.
 ///
 /// # Safety
 /// `win` is any value (checked: see `kpccl_shm_win_h`); `dst` is writable for
-/// `len` bytes (it may be `NULL` when `len` is 0) and overlaps no segment.
+/// `len` bytes (it may be `NULL` when `len` is 0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kpccl_shm_win_get(
     win: kpccl_shm_win_h,
@@ -81,11 +110,19 @@ pub unsafe extern "C" fn kpccl_shm_win_get(
 ) -> c_int {
     ffi_boundary!("kpccl_shm_win_get", {
         let (w, rank) = target(win, rank, dst, len, "dst")?;
+        if let Some(src) = overlapping(&w, rank, offset, dst.addr(), len) {
+            // SAFETY: `src` starts `len` bytes inside the segment (checked),
+            // `dst` is writable for `len` bytes (the caller's contract), and
+            // `copy` allows the two to overlap.
+            unsafe { core::ptr::copy(src, dst.cast::<u8>(), len) };
+            return Ok(());
+        }
         let bytes: &mut [u8] = if len == 0 {
             &mut []
         } else {
-            // SAFETY: non-NULL and writable for `len` bytes, overlapping nothing
-            // Rust holds (the caller's contract).
+            // SAFETY: non-NULL and writable for `len` bytes (the caller's
+            // contract), and overlapping none of the bytes read (checked
+            // above; the window holds no reference to its memory).
             unsafe { core::slice::from_raw_parts_mut(dst.cast::<u8>(), len) }
         };
         w.get(rank, offset, bytes)

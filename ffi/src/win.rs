@@ -32,8 +32,18 @@ pub struct kpccl_shm_win_t {
 /// passed: `NULL`, a foreign pointer and a communicator are refused, and so
 /// is a freed window ("window handle 0x… was freed (stale handle)") even
 /// after new windows were made, because the library never hands out a freed
-/// handle's value again (until 2^28 handles have been made in the process):
-/// a stale call never touches a live window.
+/// handle's value again until the process's handle region wraps: after 2^28
+/// handles (windows and communicators) with the full 16 GiB of address
+/// space it reserves, after fewer when it gets less (at most 1/64 of an
+/// address-space limit, `ulimit -v`; halved while the system refuses; down
+/// to 1 024 handles). A handle freed that long ago may then name a new
+/// object. Until then a stale call never touches a live window. When every
+/// handle is live, or the system refuses memory for more, a creation fails
+/// on every rank ("cannot make a window handle: …").
+///
+/// A forked child refuses every handle of its parent ("… was made by the
+/// parent process (pid N); a forked child cannot use it"): the windows'
+/// memory is not mapped there. Use handles in the process that made them.
 ///
 /// One thread at a time may fence, signal, wait on, put to, get from or free
 /// a window.
@@ -155,9 +165,11 @@ unsafe fn alloc(
                 why: "larger than the page size (not supported yet)",
             });
         }
-        Ok((outs, options))
+        // Claimed before the collective: a rank that cannot have a handle
+        // fails with the others, not alone after they made the window.
+        Ok((outs, options, handle::reserve::<AnyWindow>()?))
     })();
-    let ((baseptr, win), options) = match local {
+    let ((baseptr, win), options, slot) = match local {
         Ok(l) => l,
         Err(e) => {
             // Take part anyway, refused, so that every rank fails; report our own reason.
@@ -167,22 +179,28 @@ unsafe fn alloc(
     };
     if let Some(dev) = options.device {
         // SAFETY: both checked by `handle::out`, writable by the caller's contract.
-        return unsafe { finish(device::alloc(comm, size, dev, &options)?, baseptr, win) };
+        return unsafe { finish(device::alloc(comm, size, dev, &options)?, slot, baseptr, win) };
     }
     let builder = comm.window(size).options(&options.window());
     // SAFETY: both checked by `handle::out`, writable by the caller's contract.
-    unsafe { finish(AnyWindow::Host(builder.alloc()?), baseptr, win) }
+    unsafe { finish(AnyWindow::Host(builder.alloc()?), slot, baseptr, win) }
 }
 
-/// Hands a new window to C: `*baseptr` is this rank's segment, `*win` the handle.
+/// Hands a new window to C in `slot`: `*baseptr` is this rank's segment,
+/// `*win` the handle.
 ///
 /// # Safety
 /// `baseptr` and `win` are aligned and valid for writes.
-unsafe fn finish(window: AnyWindow, baseptr: NonNull<*mut c_void>, win: NonNull<kpccl_shm_win_h>) -> Result<(), Error> {
+unsafe fn finish(
+    window: AnyWindow,
+    slot: handle::Slot<AnyWindow>,
+    baseptr: NonNull<*mut c_void>,
+    win: NonNull<kpccl_shm_win_h>,
+) -> Result<(), Error> {
     let (base, _) = window.segment(window.rank())?;
     let rank = c_int::try_from(window.rank()).expect("rank < MAX_RANKS");
     let nranks = c_int::try_from(window.nranks()).expect("nranks <= MAX_RANKS");
-    let h = handle::make(Box::new(window), rank, nranks)?;
+    let h = slot.fill(Box::new(window), rank, nranks);
     // SAFETY: aligned and writable (this function's contract).
     unsafe { baseptr.as_ptr().write(base) };
     // SAFETY: as above.
@@ -218,6 +236,13 @@ pub unsafe extern "C" fn kpccl_shm_win_free(win: kpccl_shm_win_h) -> c_int {
 /// `remote_rank` must run on this node: a rank of another node is an error
 /// (shared memory does not cross nodes).
 ///
+/// A fence that fails while waiting (a timeout, a dead peer, a rank that
+/// left or abandoned the window) poisons the window for every rank: from
+/// then on the fences and waits of every rank on it fail, naming the cause,
+/// and the window can only be freed (`kpccl_shm_win_free`); do not retry.
+/// (Refused arguments, such as a rank out of range or a window in use by
+/// another thread, fail the call alone.)
+///
 /// # Safety
 /// `win` is any value (checked: see `kpccl_shm_win_h`).
 #[unsafe(no_mangle)]
@@ -248,9 +273,15 @@ pub unsafe extern "C" fn kpccl_shm_peer_signal(win: kpccl_shm_win_h, remote_rank
 /// waited for it, and consumes one signal: what `remote_rank` did in the
 /// window before that signal is seen by this rank after the call. Like a
 /// fence, it fails instead of hanging when `remote_rank` dies, when
-/// `KPCCL_TIMEOUT_MS` passes, or when another rank abandoned the window;
-/// a failed wait consumes nothing. Waiting for oneself returns at once.
-/// `remote_rank` must run on this node.
+/// `KPCCL_TIMEOUT_MS` passes, or when another rank abandoned the window.
+/// Waiting for oneself returns at once. `remote_rank` must run on this node.
+///
+/// A wait that fails while waiting (a timeout, a dead peer, a rank that
+/// left or abandoned the window) poisons the window for every rank: from
+/// then on the fences and waits of every rank on it fail, naming the cause,
+/// and the window can only be freed (`kpccl_shm_win_free`); do not retry.
+/// (Refused arguments, such as a rank out of range or a window in use by
+/// another thread, fail the call alone.)
 ///
 /// # Safety
 /// `win` is any value (checked: see `kpccl_shm_win_h`).
@@ -294,6 +325,13 @@ pub unsafe extern "C" fn kpccl_shm_peer_test(win: kpccl_shm_win_h, remote_rank: 
 /// The fence with every rank of this node's window (each of them calls it):
 /// what any of them did before it is seen by all of them after it. Ranks on
 /// other nodes take part in their own node's fence, not in this one.
+///
+/// A fence that fails while waiting (a timeout, a dead peer, a rank that
+/// left or abandoned the window) poisons the window for every rank: from
+/// then on the fences and waits of every rank on it fail, naming the cause,
+/// and the window can only be freed (`kpccl_shm_win_free`); do not retry.
+/// (Refused arguments, such as a rank out of range or a window in use by
+/// another thread, fail the call alone.)
 ///
 /// # Safety
 /// `win` is any value (checked: see `kpccl_shm_win_h`).

@@ -39,6 +39,15 @@ fn failures_are_classified_and_ranges_read_in_words() {
     let mut comm = null_mut();
     assert_eq!(unsafe { kpccl_shm_comm_create(0, 0, 0, &mut cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
     assert!(last_error().ends_with("nranks 0 is out of range: a communicator has 1 to 1024 ranks"), "{}", last_error());
+    // A local rank's range is its node's, which is not known yet: said so.
+    assert_eq!(unsafe { kpccl_shm_comm_create(1, 0, 1, &mut cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
+    assert_eq!(
+        last_error(),
+        "kpccl_shm_comm_create: local_rank 1 is out of range: it numbers the caller among the ranks of its node, \
+         0 to that node's rank count - 1 (at most nranks - 1 = 0), or is KPCCL_LOCAL_RANK_AUTO (-1) to number \
+         the node's ranks in rank order"
+    );
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
 }
 
 #[test]

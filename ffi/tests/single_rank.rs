@@ -52,7 +52,25 @@ fn size_zero_has_no_base_and_attributes_apply() {
     assert_eq!(unsafe { kpccl_shm_win_alloc_ex(0, comm, &attr, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
     assert!(base.is_null() && !win.is_null());
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
+    // A device window has no layout of its own to choose: refused, not ignored.
     attr.memory_kind = kpccl_shm_memory_kind_t::KPCCL_SHM_MEMORY_ASCEND as c_int;
+    assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_ERROR);
+    assert!(base.is_null() && win.is_null());
+    assert_eq!(
+        last_error(),
+        "kpccl_shm_win_alloc_ex: `attr->layout` is invalid: only for host memory: must be left at the default for \
+         KPCCL_SHM_MEMORY_ASCEND"
+    );
+    let host_only: [fn(&mut kpccl_shm_win_attr_t); 4] =
+        [|a| a.spin_count = 10, |a| a.reserve = 2, |a| a.barrier = 1, |a| a.alignment = 256];
+    for set in host_only {
+        let mut device = default_attr();
+        device.memory_kind = kpccl_shm_memory_kind_t::KPCCL_SHM_MEMORY_ASCEND as c_int;
+        set(&mut device);
+        assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &device, &mut base, &mut win) }, KPCCL_ERROR);
+        assert!(last_error().contains("only for host memory"), "{}", last_error());
+    }
+    attr.layout = kpccl_shm_layout_t::KPCCL_SHM_LAYOUT_DEFAULT as c_int;
     assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_ERROR);
     assert!(base.is_null() && win.is_null());
     // Without KPCCL_ASCEND, and without CANN, the error says how to simulate.
@@ -250,5 +268,42 @@ fn a_free_racing_queries_and_fences_is_refused_or_refuses_them() {
         assert!(end.contains("was freed (stale handle)"), "{who} ended with: {end}");
     }
     eprintln!("the free was refused {refusals} times while a fence ran");
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+}
+
+/// Put and get copy as `memmove` does: a buffer in the window, even one
+/// overlapping the bytes copied (shifting data within one's own segment).
+#[test]
+fn put_and_get_may_overlap_the_bytes_they_copy() {
+    let (_, comm) = create(GOOD);
+    let (base, win) = alloc(comm, 256);
+    let fill = || {
+        let seg = unsafe { core::slice::from_raw_parts_mut(base, 256) };
+        for (b, i) in seg.iter_mut().zip(0..=255u8) {
+            *b = i;
+        }
+    };
+    let seg = || unsafe { core::slice::from_raw_parts(base, 256) }.to_vec();
+    let memmove = |from: usize, to: usize, len: usize| {
+        let mut want: Vec<u8> = (0..=255).collect();
+        want.copy_within(from..from + len, to);
+        want
+    };
+    for (from, to) in [(0, 16), (16, 0), (0, 1), (1, 0), (40, 40), (0, 100)] {
+        fill();
+        let src = unsafe { base.add(from) };
+        assert_eq!(unsafe { kpccl_shm_win_put(win, 0, to, src.cast(), 150) }, KPCCL_OK, "{}", last_error());
+        assert_eq!(seg(), memmove(from, to, 150), "put of 150 bytes from {from} to {to}");
+        fill();
+        let dst = unsafe { base.add(to) };
+        assert_eq!(unsafe { kpccl_shm_win_get(win, 0, from, dst.cast(), 150) }, KPCCL_OK, "{}", last_error());
+        assert_eq!(seg(), memmove(from, to, 150), "get of 150 bytes from {from} to {to}");
+    }
+    // Out of the segment: refused, nothing copied, overlapping or not.
+    fill();
+    assert_eq!(unsafe { kpccl_shm_win_put(win, 0, 200, base.cast(), 100) }, KPCCL_ERROR);
+    assert!(last_error().contains("outside") || last_error().contains("out of"), "{}", last_error());
+    assert_eq!(seg(), memmove(0, 0, 0));
+    assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
 }

@@ -306,7 +306,9 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
     /// runtime, an ACL call — every rank gets an error, with the ACL code.
     pub fn alloc(self) -> Result<DeviceWindow, Error> {
         if self.comm.nnodes() > 1 {
-            // Every rank sees the same node count: all refuse, none waits.
+            // Take part in the window's first collective, refused: ranks that
+            // asked for host memory meanwhile fail too, instead of waiting.
+            let _ = self.comm.window(0).memory_kind(crate::MEMORY_KIND).fail();
             return Err(Error::MultiNode { nnodes: self.comm.nnodes() });
         }
         let validation = match self.validation.map_or_else(|| kpccl_posix::env_flag(VALIDATION_ENV), |v| Ok(Some(v))) {

@@ -13,7 +13,8 @@
  * - kpccl_shm_win_fence orders data between this node's ranks;
  * - local ranks that do not number each node 0..n-1 (the reference
  *   example's local_rank = rank) fail on every rank, none waits;
- * - an Ascend device window over several nodes is refused on every rank.
+ * - an Ascend device window over several nodes is refused on every rank,
+ *   also when only one rank asks for one (the others asking for host memory).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -189,6 +190,18 @@ static void split(int k, int rr)
         kpccl_shm_win_h dev = NULL;
         CHECK_FAILS(kpccl_shm_win_alloc_ex(64, comm, &attr, &dev_base, &dev), "kpccl_shm_win_alloc_ex");
         CHECK(dev == NULL && says("device memory does not cross nodes"), "a device window over %d nodes", nodes);
+        /* Mixed kinds: rank 0 asks for device memory, the others for host
+         * memory. Rank 0 refuses inside the window's collective, so every
+         * rank fails and none waits; the communicator still works. */
+        int rc = me == 0 ? kpccl_shm_win_alloc_ex(64, comm, &attr, &dev_base, &dev)
+                         : kpccl_shm_win_alloc(64, comm, &dev_base, &dev);
+        CHECK(rc == KPCCL_ERROR && dev == NULL, "mixed memory kinds over %d nodes: rc %d", nodes, rc);
+        CHECK(says(me == 0 ? "device memory does not cross nodes" : "rank 0 passed an invalid argument"),
+              "each rank says why: %s", kpccl_last_error());
+        CHECK_OK(kpccl_shm_win_alloc(64, comm, &dev_base, &dev));
+        if (dev != NULL) {
+            CHECK_OK(kpccl_shm_win_free(dev));
+        }
     }
     CHECK_OK(kpccl_shm_comm_destroy(comm));
 }

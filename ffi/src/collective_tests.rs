@@ -1,0 +1,134 @@
+//! Two ranks as two threads of this process, through the C functions: a rank
+//! that cannot have a handle for the object a collective makes fails with
+//! the others, not alone after them (the others' next collective would then
+//! wait for it for ever). The refusal is forced with a test hook
+//! (`handle::tests::REFUSE_RESERVE`): the table of a test process is never
+//! full.
+#![allow(clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
+
+use core::ffi::{CStr, c_int, c_void};
+use core::ptr::null_mut;
+use core::time::Duration;
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, Mutex};
+
+use kpccl_core::sync::AtomicU32;
+use kpccl_core::sync::Ordering::Relaxed;
+
+use crate::handle::tests::REFUSE_RESERVE;
+use crate::*;
+
+/// What the two ranks share: a meeting point and the gathered bytes.
+#[derive(Debug)]
+struct Shared {
+    barrier: Barrier,
+    gathered: Mutex<Vec<u8>>,
+}
+
+/// One rank's `group`.
+#[derive(Debug)]
+struct Group {
+    rank: usize,
+    shared: Arc<Shared>,
+}
+
+unsafe extern "C" fn allgather(
+    send: *const c_void,
+    recv: *mut c_void,
+    size: c_int,
+    group: *mut c_void,
+    _: kpccl_shm_datatype_t,
+) -> c_int {
+    let g = unsafe { &*group.cast::<Group>() };
+    let size = usize::try_from(size).unwrap();
+    {
+        let mut all = g.shared.gathered.lock().unwrap();
+        all.resize(2 * size, 0);
+        all[g.rank * size..][..size].copy_from_slice(unsafe { core::slice::from_raw_parts(send.cast::<u8>(), size) });
+    }
+    g.shared.barrier.wait();
+    let all = g.shared.gathered.lock().unwrap().clone();
+    unsafe { core::ptr::copy_nonoverlapping(all.as_ptr(), recv.cast::<u8>(), 2 * size) };
+    g.shared.barrier.wait();
+    0
+}
+
+/// Out-of-band barriers called (none: see `kpccl_shm_oob_cb_t`).
+static BARRIERS: AtomicU32 = AtomicU32::new(0);
+
+unsafe extern "C" fn barrier(_: *mut c_void) -> c_int {
+    // Relaxed: a count read after the ranks' threads are joined.
+    BARRIERS.fetch_add(1, Relaxed);
+    -1
+}
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(kpccl_last_error()) }.to_string_lossy().into_owned()
+}
+
+/// Runs `rank(0)` and `rank(1)` on two threads; their results, or a panic
+/// if either has not returned after 30 s (a rank left waiting).
+fn two_ranks<R: Send + 'static>(rank: impl Fn(usize, *mut c_void) -> R + Send + Sync + 'static) -> [R; 2] {
+    let shared = Arc::new(Shared { barrier: Barrier::new(2), gathered: Mutex::new(Vec::new()) });
+    let rank = Arc::new(rank);
+    let (tx, rx) = mpsc::channel();
+    for r in 0..2 {
+        let (tx, rank) = (tx.clone(), Arc::clone(&rank));
+        let group = Box::leak(Box::new(Group { rank: r, shared: Arc::clone(&shared) })) as *mut Group as usize;
+        std::thread::spawn(move || tx.send((r, rank(r, group as *mut c_void))).unwrap());
+    }
+    // Only the ranks' senders are left: a rank that panics ends the wait.
+    drop(tx);
+    let mut out = [None, None];
+    for _ in 0..2 {
+        let (r, result) = rx.recv_timeout(Duration::from_secs(30)).expect("a rank panicked or was left waiting");
+        out[r] = Some(result);
+    }
+    // Relaxed: the ranks are done.
+    assert_eq!(BARRIERS.load(Relaxed), 0, "the library calls no out-of-band barrier");
+    out.map(Option::unwrap)
+}
+
+fn create(rank: usize, group: *mut c_void) -> (c_int, kpccl_shm_comm_h, String) {
+    let mut cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(allgather), oob_barrier: Some(barrier) };
+    let r = c_int::try_from(rank).unwrap();
+    let mut comm = null_mut();
+    let rc = unsafe { kpccl_shm_comm_create(2, r, KPCCL_LOCAL_RANK_AUTO, &mut cbs, group, &mut comm) };
+    (rc, comm, last_error())
+}
+
+#[test]
+fn a_rank_without_a_communicator_handle_fails_every_rank() {
+    let [zero, one] = two_ranks(|rank, group| {
+        REFUSE_RESERVE.with(|r| r.set(rank == 1));
+        let (rc, comm, text) = create(rank, group);
+        (rc, comm as usize, text)
+    });
+    assert_eq!((zero.0, zero.1), (KPCCL_ERROR, 0), "rank 0 made no communicator: {}", zero.2);
+    assert_eq!((one.0, one.1), (KPCCL_ERROR, 0));
+    assert!(one.2.starts_with("kpccl_shm_comm_create: cannot make a communicator handle"), "{}", one.2);
+    assert!(zero.2.contains("rank 1 passed an invalid argument"), "{}", zero.2);
+}
+
+#[test]
+fn a_rank_without_a_window_handle_fails_every_rank_and_the_next_window_is_made() {
+    let [zero, one] = two_ranks(|rank, group| {
+        let (rc, comm, text) = create(rank, group);
+        assert_eq!(rc, KPCCL_OK, "{text}");
+        let (mut base, mut win) = (core::ptr::dangling_mut::<c_void>(), core::ptr::dangling_mut());
+        REFUSE_RESERVE.with(|r| r.set(rank == 1));
+        let refused = unsafe { kpccl_shm_win_alloc(64, comm, &mut base, &mut win) };
+        let text = last_error();
+        assert!(base.is_null() && win.is_null(), "rank {rank}: outputs cleared");
+        // Both ranks are still in step: the next window is made.
+        let rc = unsafe { kpccl_shm_win_alloc(64, comm, &mut base, &mut win) };
+        assert_eq!(rc, KPCCL_OK, "rank {rank}: {}", last_error());
+        assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK, "{}", last_error());
+        assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+        (refused, text)
+    });
+    assert_eq!(zero.0, KPCCL_ERROR, "rank 0 made no window");
+    assert_eq!(one.0, KPCCL_ERROR);
+    assert!(one.1.starts_with("kpccl_shm_win_alloc: cannot make a window handle"), "{}", one.1);
+    assert!(zero.1.contains("rank 1 passed an invalid argument"), "{}", zero.1);
+}
