@@ -32,6 +32,13 @@ fn ret(r: AclResult<()>) -> i32 {
     r.err().map_or(ACL_SUCCESS, |e| e.code())
 }
 
+/// `ret` of a call that may block (on the device, or to set it up), run
+/// without the GIL so that the process's other Python threads go on.
+fn ret_detached(py: Python<'_>, call: impl FnOnce(&Runtime) -> AclResult<()> + Send) -> PyResult<i32> {
+    let rt = rt()?;
+    Ok(ret(py.detach(|| call(&rt))))
+}
+
 /// `(value, ret)` of a call; `none` stands in for the value on failure.
 fn pair<T>(r: AclResult<T>, none: T) -> (T, i32) {
     match r {
@@ -75,35 +82,39 @@ fn key_of(s: &str) -> IpcKey {
 /// `ret = acl.init()`: `aclInit` (a config file is not supported).
 #[pyfunction]
 #[pyo3(signature = (config_path = None))]
-fn init(config_path: Option<&str>) -> PyResult<i32> {
+fn init(py: Python<'_>, config_path: Option<&str>) -> PyResult<i32> {
     if config_path.is_some_and(|p| !p.is_empty()) {
         return Err(errors::value("kpccl.acl.init takes no config file: call acl.init()"));
     }
-    Ok(ret(rt()?.init()))
+    ret_detached(py, |rt| rt.init())
 }
 
 /// `ret = acl.finalize()`: `aclFinalize`.
 #[pyfunction]
-fn finalize() -> PyResult<i32> {
-    Ok(ret(rt()?.finalize()))
+fn finalize(py: Python<'_>) -> PyResult<i32> {
+    ret_detached(py, |rt| rt.finalize())
 }
 
 /// `ret = acl.rt.set_device(device_id)`: the calling thread's current device.
 #[pyfunction]
-fn set_device(device_id: &Bound<'_, PyAny>) -> PyResult<i32> {
-    Ok(ret(rt()?.set_device(signed(device_id, "device_id")?)))
+fn set_device(py: Python<'_>, device_id: &Bound<'_, PyAny>) -> PyResult<i32> {
+    // Run on this thread all the same: the current device is the thread's.
+    let d = signed(device_id, "device_id")?;
+    ret_detached(py, |rt| rt.set_device(d))
 }
 
 /// `ret = acl.rt.reset_device(device_id)`.
 #[pyfunction]
-fn reset_device(device_id: &Bound<'_, PyAny>) -> PyResult<i32> {
-    Ok(ret(rt()?.reset_device(signed(device_id, "device_id")?)))
+fn reset_device(py: Python<'_>, device_id: &Bound<'_, PyAny>) -> PyResult<i32> {
+    let d = signed(device_id, "device_id")?;
+    ret_detached(py, |rt| rt.reset_device(d))
 }
 
-/// `ret = acl.rt.synchronize_device()`.
+/// `ret = acl.rt.synchronize_device()`: returns once the device's work is
+/// done (without the GIL meanwhile).
 #[pyfunction]
-fn synchronize_device() -> PyResult<i32> {
-    Ok(ret(rt()?.synchronize_device()))
+fn synchronize_device(py: Python<'_>) -> PyResult<i32> {
+    ret_detached(py, |rt| rt.synchronize_device())
 }
 
 /// `can_access_peer, ret = acl.rt.device_can_access_peer(device_id, peer_device_id)`:
@@ -129,8 +140,10 @@ fn malloc(size: &Bound<'_, PyAny>, policy: &Bound<'_, PyAny>) -> PyResult<(usize
 
 /// `ret = acl.rt.free(dev_ptr)`.
 #[pyfunction]
-fn free(dev_ptr: &Bound<'_, PyAny>) -> PyResult<i32> {
-    Ok(ret(rt()?.free(ptr(dev_ptr, "dev_ptr")?)))
+fn free(py: Python<'_>, dev_ptr: &Bound<'_, PyAny>) -> PyResult<i32> {
+    // As an address (a pointer is not `Send`); `aclrtFree` waits for the device.
+    let p = int::<usize>(dev_ptr, "dev_ptr")?;
+    ret_detached(py, |rt| rt.free(p as *mut c_void))
 }
 
 /// A copy's arguments, checked (addresses as integers, so that they cross
@@ -210,16 +223,16 @@ fn create_stream() -> PyResult<(usize, i32)> {
 /// `ret = acl.rt.destroy_stream(stream)`: waits for its pending work first.
 #[pyfunction]
 fn destroy_stream(py: Python<'_>, stream: &Bound<'_, PyAny>) -> PyResult<i32> {
-    let (rt, s) = (rt()?, AclStream::from_raw(int(stream, "stream")?));
-    Ok(ret(py.detach(|| rt.destroy_stream(s))))
+    let s = AclStream::from_raw(int(stream, "stream")?);
+    ret_detached(py, |rt| rt.destroy_stream(s))
 }
 
 /// `ret = acl.rt.synchronize_stream(stream)`: returns once the stream's
 /// queued work is done (without the GIL meanwhile).
 #[pyfunction]
 fn synchronize_stream(py: Python<'_>, stream: &Bound<'_, PyAny>) -> PyResult<i32> {
-    let (rt, s) = (rt()?, AclStream::from_raw(int(stream, "stream")?));
-    Ok(ret(py.detach(|| rt.synchronize_stream(s))))
+    let s = AclStream::from_raw(int(stream, "stream")?);
+    ret_detached(py, |rt| rt.synchronize_stream(s))
 }
 
 /// `ret = acl.rt.memcpy_async(dst, dest_max, src, count, kind, stream)`:

@@ -1,5 +1,6 @@
 //! `kpccl.Comm`: a communicator over the launcher, mpi4py or Python callables.
 
+use std::fmt::Display;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use kpccl_ascend::DeviceWindow;
@@ -63,29 +64,44 @@ fn rank_of(v: &Bound<'_, PyAny>, nranks: u32) -> Result<u32, String> {
     options::index(v, "rank", nranks, "the communicator")
 }
 
-/// A failed collective's exception, with what a Python callback raised.
-pub(crate) fn oob_error(py: Python<'_>, e: kpccl_posix::Error, oob: &PyOob) -> PyErr {
-    match interrupt_or_message(py, oob) {
+/// A failed collective's exception (`kind`, saying `e`), with what a Python
+/// callback raised: its message, and the exception itself as the cause.
+pub(crate) fn oob_error(py: Python<'_>, kind: errors::Kind, e: impl Display, oob: &PyOob) -> PyErr {
+    match interrupt_or_raised(py, oob) {
         Err(interrupt) => interrupt,
-        Ok(Some(msg)) => errors::raise(errors::host_kind(&e), format!("{e}; the out-of-band collective raised: {msg}")),
-        Ok(None) => errors::host(e),
+        Ok(Some(raised)) => {
+            let err = errors::raise(kind, format!("{e}; the out-of-band collective raised: {raised}"));
+            err.set_cause(py, Some(raised));
+            err
+        }
+        Ok(None) => errors::raise(kind, e.to_string()),
     }
 }
 
 /// What a Python callback of `oob` raised (taken): a `KeyboardInterrupt`,
-/// `SystemExit` or other exception that is not an `Exception` as itself
-/// (`Err`), to be raised again; any other, its message.
-pub(crate) fn interrupt_or_message(py: Python<'_>, oob: &PyOob) -> Result<Option<String>, PyErr> {
+/// `SystemExit` or other exception that is not an `Exception` as `Err`, to
+/// be raised again as itself; any other as `Ok`, to be reported.
+pub(crate) fn interrupt_or_raised(py: Python<'_>, oob: &PyOob) -> Result<Option<PyErr>, PyErr> {
     match oob.take_raised() {
         Some(raised) if !raised.is_instance_of::<PyException>(py) => Err(raised),
-        raised => Ok(raised.map(|r| r.to_string())),
+        raised => Ok(raised),
     }
+}
+
+/// What a collective this rank took part in refused (its own arguments were
+/// bad) raises instead of the refusal: a Ctrl-C that ended its waits
+/// (`caught`), or a `KeyboardInterrupt` or `SystemExit` a Python callback
+/// raised. An `Exception` a callback raised is dropped: the refusal says why
+/// this rank failed.
+fn refusal_ended_by(py: Python<'_>, caught: Option<PyErr>, oob: &PyOob) -> Option<PyErr> {
+    let interrupt = interrupt_or_raised(py, oob).err();
+    caught.or(interrupt)
 }
 
 impl PyComm {
     /// Creates the communicator (collective); a rank whose arguments are bad
     /// (`Err`) takes part, refused, so that every rank fails rather than waits.
-    /// Ctrl-C while it waits for the launcher abandons it (see [`wait::creation`]).
+    /// Ctrl-C while it waits for the launcher abandons it (see [`wait::interruptible`]).
     fn create(
         py: Python<'_>,
         route: Route,
@@ -97,17 +113,17 @@ impl PyComm {
         let local = match local {
             Ok(l) => l,
             Err(msg) => {
-                let ((), caught) = wait::creation(py, || Comm::fail(&oob, rank, nranks));
-                return Err(caught.unwrap_or_else(|| errors::value(msg)));
+                let ((), caught) = wait::interruptible(py, || Comm::fail(&oob, rank, nranks));
+                return Err(refusal_ended_by(py, caught, &oob).unwrap_or_else(|| errors::value(msg)));
             }
         };
         let given = oob.clone();
-        match wait::creation(py, || Comm::builder(given, rank, nranks).local_rank(local).build()) {
+        match wait::interruptible(py, || Comm::builder(given, rank, nranks).local_rank(local).build()) {
             // A communicator made all the same is dropped: under the launcher,
             // its connection closes, and the others' next collective fails.
             (_, Some(interrupted)) => Err(interrupted),
             (Ok(c), None) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
-            (Err(e), None) => Err(oob_error(py, e, &oob)),
+            (Err(e), None) => Err(oob_error(py, errors::host_kind(&e), e, &oob)),
         }
     }
 
@@ -330,16 +346,15 @@ fn refuse(py: Python<'_>, c: &Comm<PyOob>, ascend: bool) -> Option<PyErr> {
         return None;
     }
     let kind = if ascend { kpccl_ascend::MEMORY_KIND } else { kpccl_posix::MemoryKind::HOST };
-    let (_, caught) = wait::creation(py, || c.window(0).memory_kind(kind).fail());
-    let _ = c.oob().take_raised();
-    caught
+    let (_, caught) = wait::interruptible(py, || c.window(0).memory_kind(kind).fail());
+    refusal_ended_by(py, caught, c.oob())
 }
 
 fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bound<'py, PyAny>> {
     let b = c.window(o.size).options(&o.window);
     match wait::window_creation(py, || b.alloc())? {
         Ok(w) => PyWindow::create(py, w),
-        Err(e) => Err(oob_error(py, e, c.oob())),
+        Err(e) => Err(oob_error(py, errors::host_kind(&e), e, c.oob())),
     }
 }
 
@@ -354,6 +369,6 @@ fn alloc_device<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Bo
     }
     match wait::window_creation(py, || b.alloc().map(Movable))? {
         Ok(w) => PyDeviceWindow::create(py, w),
-        Err(e) => Err(interrupt_or_message(py, c.oob()).err().unwrap_or_else(|| errors::device(e))),
+        Err(e) => Err(oob_error(py, errors::device_kind(&e), e, c.oob())),
     }
 }

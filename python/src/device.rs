@@ -11,8 +11,9 @@ use pyo3::types::PyBytes;
 
 use crate::errors;
 use crate::fences::PyFenced;
-use crate::handle::{Call, Fenced, Handle, Shared};
+use crate::handle::{Busy, Call, Fenced, Guarded, Handle, Shared};
 use crate::options;
+use crate::wait;
 
 /// A [`DeviceWindow`] that may move between threads.
 #[derive(Debug)]
@@ -28,33 +29,48 @@ pub(crate) struct Movable(pub(crate) DeviceWindow);
 #[allow(unsafe_code)]
 unsafe impl Send for Movable {}
 
-impl Movable {
-    /// [`DeviceWindow::free`] (a method, so that a closure moves the whole `Movable`).
-    fn free_now(self) -> Result<(), kpccl_ascend::window::Error> {
-        self.0.free()
-    }
-}
-
 impl Fenced for Movable {
+    type Error = kpccl_ascend::window::Error;
+
     fn host(&self) -> &Window {
         self.0.host()
     }
 
+    /// Stream-ordered: the window's queued copies are done first.
+    fn peer_fence(&self, peer: u32) -> Result<(), Self::Error> {
+        self.0.peer_fence(peer)
+    }
+
+    /// Stream-ordered, as `peer_fence`.
+    fn fence(&self) -> Result<(), Self::Error> {
+        self.0.fence()
+    }
+
+    /// After the window's queued copies are done.
+    fn signal(&self, peer: u32) -> Result<(), Self::Error> {
+        self.0.signal(peer)
+    }
+
+    fn raise(e: Self::Error) -> PyErr {
+        errors::device(e)
+    }
+
     /// In the documented order: a fence, every importer closes, a fence,
     /// every exporter closes its key and frees its memory. Everything is
-    /// released even when a step fails (the first error is raised).
+    /// released even when a step fails (the first error is raised). It waits
+    /// for the other threads' quick calls, as a host window's free does, and
+    /// is interrupted by Ctrl-C as a host wait is: its fences then poison
+    /// the window themselves (it has no turn of its own to abandon: it
+    /// consumes the window), and the release goes on.
     fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
-        match Arc::try_unwrap(w) {
-            Ok(m) => {
-                let m = m.into_inner();
-                // Each step's waits end on a dead peer or the timeout; Ctrl-C
-                // is handled once it is done (nothing would be left to abandon).
-                py.detach(move || m.free_now()).map_err(errors::device)
-            }
-            Err(w) => {
+        let (freed, interrupted) = wait::interruptible(py, move || Guarded::into_sole(w).map(|m| m.0.free()));
+        match (freed, interrupted) {
+            (Err((w, Busy)), interrupted) => {
                 h.put_back(w);
-                Err(errors::library("the window is in use by another thread: cannot free it now"))
+                Err(interrupted.unwrap_or_else(Busy::error))
             }
+            (Ok(_), Some(interrupted)) => Err(interrupted),
+            (Ok(freed), None) => freed.map_err(errors::device),
         }
     }
 }
@@ -125,9 +141,7 @@ impl PyDeviceWindow {
     ) -> PyResult<()> {
         let r = self.h.peer(rank)?;
         let off: usize = options::count(offset, "offset").map_err(errors::value)?;
-        // `memoryview`, not `bytes`: `bytes(5)` would be five zero bytes.
-        let bytes: Vec<u8> =
-            py.import("builtins")?.getattr("memoryview")?.call1((data,))?.call_method0("tobytes")?.extract()?;
+        let bytes = options::bytes_like(data, "data must be")?;
         self.h.run(py, Call::Quick, |w| w.0.write(r, off, &bytes))?.map_err(errors::device)
     }
 

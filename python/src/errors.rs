@@ -97,13 +97,17 @@ pub(crate) fn host(e: HostError) -> PyErr {
     raise(host_kind(&e), e.to_string())
 }
 
-/// A device-window error as its exception.
-pub(crate) fn device(e: kpccl_ascend::window::Error) -> PyErr {
+/// Which exception a device-window error is.
+pub(crate) fn device_kind(e: &kpccl_ascend::window::Error) -> Kind {
     use kpccl_ascend::window::Error as D;
-    let kind = match &e {
+    match e {
         D::Host(h) => host_kind(h),
         D::OutOfBounds { .. } => Kind::Value,
         _ => Kind::Library,
-    };
-    raise(kind, e.to_string())
+    }
+}
+
+/// A device-window error as its exception.
+pub(crate) fn device(e: kpccl_ascend::window::Error) -> PyErr {
+    raise(device_kind(&e), e.to_string())
 }

@@ -102,7 +102,9 @@ impl PyFenced {
 
     /// Frees the window (collective): fences with every rank so that nobody
     /// still uses it, then releases it. Released even when a step fails (a
-    /// dead peer): the error is raised then. Calling it again does nothing.
+    /// dead peer): the error is raised then. A peer still waiting for this
+    /// rank in a pairwise fence or a wait fails at once, told that this rank
+    /// left the window (and so does this free). Calling it again does nothing.
     fn free(&self, py: Python<'_>) -> PyResult<()> {
         self.h.free(py)
     }

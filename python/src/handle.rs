@@ -4,10 +4,11 @@
 //! the host window of either kind.
 
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
 use kpccl_core::fence::{Poison, PoisonKind};
-use kpccl_core::sync::{AtomicU32, Ordering, fence};
+use kpccl_core::sync::{AtomicU32, Ordering};
 use kpccl_posix::{PoisonProbe, Window};
 use pyo3::prelude::*;
 
@@ -15,32 +16,61 @@ use crate::errors;
 use crate::options;
 use crate::wait;
 
-/// A window of either kind: its fence slots are a host window.
+/// A window of either kind: its fence slots are a host window; its fences
+/// are the host window's, or its own where they do more (a device window
+/// waits for its stream first).
 pub(crate) trait Fenced: Send + Sized + 'static {
+    /// What its fences and signals fail with.
+    type Error: Send;
     /// The host window holding the fence slots.
     fn host(&self) -> &Window;
+    /// The pairwise fence with `peer`.
+    fn peer_fence(&self, peer: u32) -> Result<(), Self::Error>;
+    /// The fence with every rank of the node.
+    fn fence(&self) -> Result<(), Self::Error>;
+    /// Signals `peer` once.
+    fn signal(&self, peer: u32) -> Result<(), Self::Error>;
+    /// `e` as its Python exception.
+    fn raise(e: Self::Error) -> PyErr;
     /// Frees the window `w` taken out of `h` (collective).
     fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()>;
 }
 
 impl Fenced for Window {
+    type Error = kpccl_posix::Error;
+
     fn host(&self) -> &Window {
         self
     }
 
-    /// `Window::free`, except that views may still hold the mapping: fence
-    /// (unless the window is abandoned: nobody would come), then let go.
+    fn peer_fence(&self, peer: u32) -> Result<(), Self::Error> {
+        Window::peer_fence(self, peer)
+    }
+
+    fn fence(&self) -> Result<(), Self::Error> {
+        Window::fence(self)
+    }
+
+    fn signal(&self, peer: u32) -> Result<(), Self::Error> {
+        Window::signal(self, peer)
+    }
+
+    fn raise(e: Self::Error) -> PyErr {
+        errors::host(e)
+    }
+
+    /// `Window::free`, except that views may still hold the mapping: the
+    /// teardown fence (`free_in_place`: failing at once on an abandoned
+    /// window; peers' pairwise waits on this rank fail rather than hang),
+    /// after which this rank counts as gone for its peers; the mapping goes
+    /// with the last view.
     fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
-        let fenced = wait::run_in_turn(py, &w, Call::Waits, |w| match w.poisoned() {
-            Some(p) => Err(kpccl_posix::Error::Fence(p.error())),
-            None => w.fence(),
-        });
-        let Ok(fenced) = fenced else {
+        let Ok(freed) = wait::run_in_turn(py, &w, Call::Waits, Window::free_in_place) else {
             h.put_back(w);
             return Err(Busy::error());
         };
-        drop(w);
-        fenced?.map_err(errors::host)
+        release(py, w);
+        freed?.map_err(errors::host)
     }
 }
 
@@ -81,6 +111,18 @@ pub(crate) fn abandon(w: &Window) {
 /// A window shared by a Python object and the views of it.
 pub(crate) type Shared<T> = Arc<Guarded<T>>;
 
+/// Lets go of `w`, without the GIL if it is the last reference: dropping a
+/// device window waits for its streams and device, a host window unmaps.
+/// Another reference (a view, another thread's call) lets go of it later,
+/// the same way.
+pub(crate) fn release<T: Send>(py: Python<'_>, w: Shared<T>) {
+    if Arc::strong_count(&w) == 1 {
+        py.detach(move || drop(w));
+    } else {
+        drop(w);
+    }
+}
+
 /// Whether a call on a window may wait for its peers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Call {
@@ -96,9 +138,11 @@ pub(crate) struct Guarded<T> {
     /// The window's poison word, read without a turn (declared before
     /// `win`, so dropped before the window it borrows).
     poison: PoisonProbe<'static>,
+    /// Who holds the turn.
+    gate: Gate,
+    /// The window, locked by the thread holding the turn (never contended:
+    /// the gate lets one thread at a time in; a lock for `&T` across threads).
     win: Mutex<T>,
-    /// 1 while the thread holding the turn is in a call that may wait for peers.
-    waiting: AtomicU32,
     /// Set by [`Guarded::abandon`] when another thread held the turn: that
     /// thread abandons the window (its sleeping waits look every few
     /// milliseconds, and it looks again as it gives the turn back).
@@ -119,11 +163,77 @@ impl Busy {
     }
 }
 
+/// Who holds a window's turn: the call it is in, if any. Threads that would
+/// queue behind a quick call sleep until the turn is given back.
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    /// Notified when the turn is given back to sleepers.
+    given_back: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    holder: Option<Call>,
+    /// Threads asleep in [`Gate::enter`]: giving the turn back wakes them
+    /// (a system call) only if there are any.
+    sleepers: u32,
+}
+
+impl Gate {
+    fn state(&self) -> MutexGuard<'_, GateState> {
+        // Nothing panics while holding it: the state is always whole.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the turn for `call`: sleeping while another thread's quick call
+    /// holds it if `queue`, failing at once with [`Busy`] otherwise, and
+    /// while a call that waits holds it.
+    fn enter(&self, call: Call, queue: bool) -> Result<(), Busy> {
+        let mut state = self.state();
+        loop {
+            match state.holder {
+                None => {
+                    state.holder = Some(call);
+                    return Ok(());
+                }
+                Some(Call::Quick) if queue => {
+                    state.sleepers += 1;
+                    state = self.given_back.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    state.sleepers -= 1;
+                }
+                Some(_) => return Err(Busy),
+            }
+        }
+    }
+
+    /// Gives the turn back. Every sleeper wakes: the one that takes the turn
+    /// may be in a call that waits, and the others must then fail at once.
+    fn leave(&self) {
+        let mut state = self.state();
+        state.holder = None;
+        if state.sleepers > 0 {
+            self.given_back.notify_all();
+        }
+    }
+}
+
+/// Gives the turn back when dropped (a panic in the call included).
+#[derive(Debug)]
+struct Entered<'a>(&'a Gate);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
 /// This thread's turn on a window.
 #[derive(Debug)]
 pub(crate) struct Turn<'a, T> {
-    guarded: &'a Guarded<T>,
+    /// Unlocked first, then the turn given back (fields drop in order).
     win: MutexGuard<'a, T>,
+    _entered: Entered<'a>,
 }
 
 impl<T> Deref for Turn<'_, T> {
@@ -134,13 +244,9 @@ impl<T> Deref for Turn<'_, T> {
     }
 }
 
-impl<T> Drop for Turn<'_, T> {
-    fn drop(&mut self) {
-        // Relaxed: a hint to the threads asking for a turn; the lock, dropped
-        // after this, orders the window's use.
-        self.guarded.waiting.store(0, Ordering::Relaxed);
-    }
-}
+/// How often a free that consumes the window looks whether the other
+/// threads' references to it are gone (their calls are over by then).
+const OTHERS_GONE_EVERY: Duration = Duration::from_micros(100);
 
 impl<T: Fenced> Guarded<T> {
     fn new(w: T) -> Self {
@@ -152,7 +258,7 @@ impl<T: Fenced> Guarded<T> {
         // dropped first). So the probe never outlives what it borrows.
         #[allow(unsafe_code)]
         let poison = unsafe { std::mem::transmute::<PoisonProbe<'_>, PoisonProbe<'static>>(probe) };
-        Self { poison, win: Mutex::new(w), waiting: AtomicU32::new(0), abandon_asked: AtomicU32::new(0) }
+        Self { poison, gate: Gate::default(), win: Mutex::new(w), abandon_asked: AtomicU32::new(0) }
     }
 
     /// Why the window was abandoned, if it was: at once, from any thread,
@@ -169,42 +275,66 @@ impl<T: Fenced> Guarded<T> {
 impl<T> Guarded<T> {
     /// Whether a thread asked for the window to be abandoned.
     pub(crate) fn abandon_asked(&self) -> bool {
-        // SeqCst: see `abandon`.
-        self.abandon_asked.load(Ordering::SeqCst) != 0
+        // Relaxed: a hint between sleeps; the last look, after the turn is
+        // given back, is ordered by the gate's lock (see `abandon`).
+        self.abandon_asked.load(Ordering::Relaxed) != 0
     }
 
     /// This thread's turn for `call`. A rank's calls on a window never run
-    /// on two threads at once: a turn waits while another thread's quick
-    /// call ends (microseconds), but fails at once with [`Busy`] while
-    /// another thread is in a call that waits, as the C API does: that wait
-    /// may be for the very call that would queue behind it (a signal from
-    /// this rank that the peer needs first), a deadlock no liveness check
-    /// would end.
+    /// on two threads at once: a turn waits (asleep) while another thread's
+    /// quick call ends, but fails at once with [`Busy`] while another thread
+    /// is in a call that waits, as the C API does: that wait may be for the
+    /// very call that would queue behind it (a signal from this rank that
+    /// the peer needs first), a deadlock no liveness check would end.
     pub(crate) fn turn(&self, call: Call) -> Result<Turn<'_, T>, Busy> {
-        loop {
-            let win = match self.win.try_lock() {
-                Ok(win) => win,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(TryLockError::WouldBlock) => {
-                    // Relaxed: a hint; a stale 0 only means one more try.
-                    if self.waiting.load(Ordering::Relaxed) != 0 {
-                        return Err(Busy);
-                    }
-                    std::thread::yield_now();
-                    continue;
-                }
-            };
-            if call == Call::Waits {
-                // Relaxed: read only as a hint (above), under no ordering.
-                self.waiting.store(1, Ordering::Relaxed);
-            }
-            return Ok(Turn { guarded: self, win });
-        }
+        self.gate.enter(call, true)?;
+        Ok(self.entered())
+    }
+
+    /// The turn if nobody holds it; never waits.
+    fn try_turn(&self) -> Option<Turn<'_, T>> {
+        self.gate.enter(Call::Quick, false).ok().map(|()| self.entered())
+    }
+
+    /// The turn, once the gate let this thread in.
+    fn entered(&self) -> Turn<'_, T> {
+        let entered = Entered(&self.gate);
+        // A call that panicked left the window as whole as a failed one.
+        Turn { win: self.win.lock().unwrap_or_else(PoisonError::into_inner), _entered: entered }
     }
 
     /// The window, once nobody else holds it.
     pub(crate) fn into_inner(self) -> T {
         self.win.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The window out of `w` (taken out of its handle) for a free that
+    /// consumes it, or `w` back with [`Busy`] while another thread of this
+    /// rank is in a call that waits: in this thread's turn for such a call
+    /// (so that the others' calls fail meanwhile), once the other threads'
+    /// references are gone. They came before `w` left its handle, and their
+    /// calls are over or refused: they only have to return (polled).
+    pub(crate) fn into_sole(mut w: Shared<T>) -> Result<T, (Shared<T>, Busy)> {
+        loop {
+            if let Err(busy) = Self::outlive_others(&w) {
+                return Err((w, busy));
+            }
+            match Arc::try_unwrap(w) {
+                Ok(g) => return Ok(g.into_inner()),
+                // Nobody can clone it any more (the handle let go of it): not
+                // expected, but look again rather than fail.
+                Err(back) => w = back,
+            }
+        }
+    }
+
+    /// Holds the turn for a call that waits until `w` is the only reference.
+    fn outlive_others(w: &Shared<T>) -> Result<(), Busy> {
+        let _turn = w.turn(Call::Waits)?;
+        while Arc::strong_count(w) > 1 {
+            std::thread::sleep(OTHERS_GONE_EVERY);
+        }
+        Ok(())
     }
 }
 
@@ -213,35 +343,43 @@ impl<T: Fenced> Guarded<T> {
     /// turn, else through the thread that does, which must not wait for it
     /// (its wait may be the one to end).
     pub(crate) fn abandon(&self) {
-        // SeqCst, with the fence below and the one `wait::run_in_turn` runs
-        // after giving the turn back before it calls `abandon_if_asked`: of
-        // this thread finding the turn taken and the holder giving it back,
-        // one sees the other (the turn free, or the request).
-        self.abandon_asked.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        // Relaxed: the gate's lock orders it. This store comes before this
+        // thread's look at the gate (`abandon_if_asked`), the holder's last
+        // look at the flag after it gave the turn back: of the two critical
+        // sections on the gate, the first happens before the second, so
+        // either this thread finds the turn free, or the holder the request.
+        self.abandon_asked.store(1, Ordering::Relaxed);
         self.abandon_if_asked();
     }
 
     /// Abandons the window if a thread asked to and the turn is free.
     pub(crate) fn abandon_if_asked(&self) {
-        if self.abandon_asked() {
-            match self.win.try_lock() {
-                Ok(w) => abandon(w.host()),
-                Err(TryLockError::Poisoned(e)) => abandon(e.into_inner().host()),
-                Err(TryLockError::WouldBlock) => {}
-            }
+        if self.abandon_asked()
+            && let Some(t) = self.try_turn()
+        {
+            abandon(t.host());
         }
     }
 }
 
 /// A window as a Python object holds it.
 #[derive(Debug)]
-pub(crate) struct Handle<T> {
+pub(crate) struct Handle<T: Fenced> {
     win: RwLock<Option<Shared<T>>>,
     /// This rank.
     pub(crate) rank: u32,
     /// Ranks in the communicator.
     pub(crate) size: u32,
+}
+
+impl<T: Fenced> Drop for Handle<T> {
+    /// The Python object is gone: the window goes without the GIL
+    /// ([`release`]), unless Python is shutting down (then here and now).
+    fn drop(&mut self) {
+        if let Some(w) = self.win.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            Python::try_attach(|py| release(py, w));
+        }
+    }
 }
 
 impl<T: Fenced> Handle<T> {
@@ -277,7 +415,21 @@ impl<T: Fenced> Handle<T> {
     /// Runs `op` on the window without the GIL, in this thread's turn
     /// ([`Guarded::turn`]), its waits interruptible by Ctrl-C.
     pub(crate) fn run<R: Send>(&self, py: Python<'_>, call: Call, op: impl FnOnce(&T) -> R + Send) -> PyResult<R> {
-        wait::run(py, &*self.get()?, call, op)
+        let w = self.get()?;
+        let out = wait::run(py, &w, call, op);
+        // The last reference if another thread freed or abandoned it meanwhile.
+        release(py, w);
+        out
+    }
+
+    /// `op` on the window, its error raised as the window's kind raises it.
+    fn fenced_call<R: Send>(
+        &self,
+        py: Python<'_>,
+        call: Call,
+        op: impl FnOnce(&T) -> Result<R, T::Error> + Send,
+    ) -> PyResult<R> {
+        self.run(py, call, op)?.map_err(T::raise)
     }
 
     /// `op` on the host window, its error raised.
@@ -319,16 +471,16 @@ impl<T: Fenced> Fences for Handle<T> {
 
     fn peer_fence(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
-        self.host_call(py, Call::Waits, |w| w.peer_fence(p))
+        self.fenced_call(py, Call::Waits, |w| w.peer_fence(p))
     }
 
     fn fence(&self, py: Python<'_>) -> PyResult<()> {
-        self.host_call(py, Call::Waits, Window::fence)
+        self.fenced_call(py, Call::Waits, T::fence)
     }
 
     fn signal(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.peer(peer)?;
-        self.host_call(py, Call::Quick, |w| w.signal(p))
+        self.fenced_call(py, Call::Quick, |w| w.signal(p))
     }
 
     fn wait(&self, py: Python<'_>, peer: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -345,11 +497,13 @@ impl<T: Fenced> Fences for Handle<T> {
         Ok(self.get()?.poisoned().map(|p| p.error().to_string()))
     }
 
-    fn abandon_and_release(&self, _py: Python<'_>) {
+    fn abandon_and_release(&self, py: Python<'_>) {
         // With another thread of this rank in a call on it, that thread
-        // abandons it (a wait within milliseconds, then failing).
+        // abandons it (a wait within milliseconds, then failing), and lets
+        // go of it last.
         if let Some(w) = self.take() {
             w.abandon();
+            release(py, w);
         }
     }
 

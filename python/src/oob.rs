@@ -5,11 +5,14 @@ use std::sync::{Arc, Mutex};
 
 use kpccl_core::{Oob, OobError};
 use kpccl_posix::launch::RunOob;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes};
+use pyo3::types::{PyByteArray, PyBytes, PyList};
+
+use crate::options;
 
 /// The `OobError` code of a collective whose Python side raised; the
-/// exception is kept in [`PyOob::raised`].
+/// exception is kept for [`PyOob::take_raised`].
 pub(crate) const PYTHON_RAISED: i32 = -1000;
 
 /// Where a communicator's collectives go.
@@ -63,15 +66,22 @@ impl PyOob {
     }
 }
 
+/// The bytes of an allgather's result (see [`options::bytes_like`]).
+fn buffer_bytes(got: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    options::bytes_like(got, "allgather must return").map_err(|e| {
+        if got.is_instance_of::<PyList>() {
+            let hint = "mpi4py's lowercase allgather returns a list: join it (b\"\".join(...)) or use Allgather";
+            PyTypeError::new_err(format!("{e} ({hint})"))
+        } else {
+            e
+        }
+    })
+}
+
 fn gathered(got: &Bound<'_, PyAny>, recv: &mut [u8]) -> PyResult<()> {
-    let data: Vec<u8> = if let Ok(b) = got.cast::<PyBytes>() {
-        b.as_bytes().to_vec()
-    } else {
-        // bytearray, memoryview, numpy arrays: anything `bytes()` takes.
-        got.py().import("builtins")?.getattr("bytes")?.call1((got,))?.extract()?
-    };
+    let data = buffer_bytes(got)?;
     if data.len() != recv.len() {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+        return Err(PyValueError::new_err(format!(
             "allgather returned {} bytes, expected {} (every rank's bytes, concatenated in rank order)",
             data.len(),
             recv.len()

@@ -7,7 +7,9 @@ use std::time::Duration;
 use kpccl_core::fence::Barrier;
 use kpccl_core::{LayoutMode, RankOutOfRange};
 use kpccl_posix::{Reserve, WindowOptions};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 /// Where a window's segments live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +69,23 @@ pub(crate) fn index(v: &Bound<'_, PyAny>, what: &str, end: u32, whose: &str) -> 
         Ok(i) if i < end => Ok(i),
         _ => Err(RankOutOfRange { what, value: n, whose, nranks: end }.to_string()),
     }
+}
+
+/// The bytes of `v`, an object with the buffer protocol (bytes, bytearray,
+/// memoryview, a numpy array), copied; a `TypeError` saying "`what` a
+/// bytes-like object …, not int" for anything else, which `bytes()` would
+/// take all the same (an int `n` is `n` zero bytes, a list of ints those bytes).
+pub(crate) fn bytes_like(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    let view = v.py().import("builtins")?.getattr("memoryview")?.call1((v,)).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} a bytes-like object (bytes, bytearray, memoryview, a numpy array), not {}",
+            type_name(v)
+        ))
+    })?;
+    view.call_method0("tobytes")?.extract()
 }
 
 pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {

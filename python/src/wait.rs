@@ -1,18 +1,21 @@
-//! Waits that release the GIL and end on Ctrl-C: while a wait sleeps, the
-//! waiting thread takes the GIL every few milliseconds to run Python's signal
-//! handlers; one that raises (`KeyboardInterrupt`) abandons the window
-//! (poisons it, as a timeout does: its partners' waits fail, `free()` still
-//! releases it) and the wait raises that exception. Creations (of windows
-//! and communicators) are abandoned the same way while they wait in kpccl's
-//! own code ([`creation`]).
+//! Waits that release the GIL and end on Ctrl-C: while a wait on Python's
+//! main thread sleeps, the thread takes the GIL every few milliseconds to run
+//! Python's signal handlers; one that raises (`KeyboardInterrupt`) abandons
+//! the window (poisons it, as a timeout does: its partners' waits fail,
+//! `free()` still releases it) and the wait raises that exception. Signal
+//! handlers run on the main thread only, so a wait on another thread takes
+//! the GIL once, to learn that, and never again. Calls that hold no turn on
+//! a window (creations of windows and communicators, a device window's free,
+//! which consumes it) are interrupted the same way while they wait in
+//! kpccl's own code ([`interruptible`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use kpccl_core::sync::{Ordering, fence};
 use kpccl_posix::Window;
 use kpccl_posix::interrupt;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 
 use crate::handle::{Busy, Call, Fenced, Guarded, abandon};
 
@@ -24,12 +27,64 @@ thread_local! {
     static CAUGHT: RefCell<Option<PyErr>> = const { RefCell::new(None) };
 }
 
+/// Whether this is Python's main thread, the only one on which signal
+/// handlers run. If Python cannot tell, it is taken as the main thread: a
+/// wasted check, never a missed Ctrl-C.
+fn on_main_thread(py: Python<'_>) -> bool {
+    static MAIN_THREAD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static GET_IDENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let main = MAIN_THREAD.import(py, "threading", "main_thread").and_then(|f| f.call0()?.getattr("ident"));
+    let me = GET_IDENT.import(py, "threading", "get_ident").and_then(|f| f.call0());
+    match (main, me) {
+        (Ok(main), Ok(me)) => main.eq(me).unwrap_or(true),
+        _ => true,
+    }
+}
+
+/// The signal checks of one call: Python's signal handlers run on its main
+/// thread only (`PyErr_CheckSignals` does nothing on the others), so a call
+/// on another thread takes the GIL for its first check only, to learn that.
+/// Not asked before: most calls never sleep, and never check.
+#[derive(Default)]
+struct Signals {
+    /// Whether the call runs on Python's main thread, once known.
+    on_main: Cell<Option<bool>>,
+}
+
+impl Signals {
+    /// Runs Python's signal handlers, on the main thread; whether one raised
+    /// (its exception is kept for the call to raise).
+    fn raised(&self) -> bool {
+        if self.on_main.get() == Some(false) {
+            return false;
+        }
+        Python::attach(|py| {
+            let on_main = self.on_main.get().unwrap_or_else(|| on_main_thread(py));
+            self.on_main.set(Some(on_main));
+            if !on_main {
+                return false;
+            }
+            match py.check_signals() {
+                Ok(()) => false,
+                Err(e) => {
+                    CAUGHT.with(|c| {
+                        c.borrow_mut().get_or_insert(e);
+                    });
+                    true
+                }
+            }
+        })
+    }
+}
+
 /// What the check between sleeps looks at.
 struct Watched<'a> {
     /// The host window the wait is on, borrowed through the held turn.
     host: &'a Window,
     /// Whether another thread asked for it to be abandoned.
     abandon_asked: &'a dyn Fn() -> bool,
+    /// The call's signal checks.
+    signals: Signals,
 }
 
 /// The check between sleeps; `watched` is the address of the [`Watched`]
@@ -42,55 +97,63 @@ fn check(watched: usize) -> bool {
     // thread alone (the turn is held).
     #[allow(unsafe_code)]
     let watched = unsafe { &*(watched as *const Watched<'_>) };
-    let give_up = (watched.abandon_asked)() || signal_raised(0);
+    let give_up = (watched.abandon_asked)() || watched.signals.raised();
     if give_up {
         abandon(watched.host);
     }
     give_up
 }
 
-/// Runs Python's signal handlers; whether one raised (its exception is kept
-/// for the wait to raise). The check of a creation, which has no window of
-/// its own yet to abandon: the waits it ends abandon what they wait on.
-fn signal_raised(_: usize) -> bool {
-    Python::attach(|py| match py.check_signals() {
-        Ok(()) => false,
-        Err(e) => {
-            CAUGHT.with(|c| {
-                c.borrow_mut().get_or_insert(e);
-            });
-            true
-        }
-    })
+/// The check of a call without a turn to abandon (`signals`: the address
+/// of its [`Signals`]): the waits it ends poison what they wait on themselves.
+fn signal_raised(signals: usize) -> bool {
+    // SAFETY: `interruptible` installs this check with the address of a
+    // `Signals` on its stack, alive for the whole of the call in which the
+    // check runs, on this same thread.
+    #[allow(unsafe_code)]
+    let signals = unsafe { &*(signals as *const Signals) };
+    signals.raised()
 }
 
-/// Runs a creation `op` (collective) without the GIL, every sleep of its
-/// waits in kpccl's code interruptible: the launcher's replies and the
-/// shared-memory fences. A signal handler's exception ends those waits (the
-/// creation fails on every rank: a fence's window is poisoned, the launcher
-/// connection closed) and comes back with what `op` returned, for the caller
-/// to raise instead (and to abandon what `op` made, if the wait ended in
-/// time for it to finish). Waits in a Python callback or in MPI are not ours:
-/// Python raises there by itself, MPI waits on.
-pub(crate) fn creation<R: Send>(py: Python<'_>, op: impl FnOnce() -> R + Send) -> (R, Option<PyErr>) {
-    let out = py.detach(|| interrupt::while_sleeping(CHECK_EVERY, signal_raised, 0, op));
-    (out, CAUGHT.with(|c| c.borrow_mut().take()))
+/// What a signal handler raised during this thread's call, taken.
+fn caught() -> Option<PyErr> {
+    CAUGHT.with(|c| c.borrow_mut().take())
 }
 
-/// [`creation`] of a window: `Err` with the signal handler's exception when
-/// one ended the waits, after abandoning the window if it was made all the
-/// same (the signal came as the last wait ended), so that the others' first
-/// wait on it fails instead of waiting for this rank; dropping it then
-/// releases it without a collective.
+/// Runs `op` without the GIL, every sleep of its waits in kpccl's code
+/// interruptible: the launcher's replies and the shared-memory fences. For
+/// calls that hold no turn on a window: a creation (collective), or a device
+/// window's free (which consumes it). A signal handler's exception ends
+/// those waits (they fail on every rank: a fence's window is poisoned, the
+/// launcher connection closed) and comes back with what `op` returned, for
+/// the caller to raise instead (and to abandon what `op` made, if the wait
+/// ended in time for it to finish). Waits in a Python callback or in MPI are
+/// not ours: Python raises there by itself, MPI waits on.
+pub(crate) fn interruptible<R: Send>(py: Python<'_>, op: impl FnOnce() -> R + Send) -> (R, Option<PyErr>) {
+    let out = py.detach(|| {
+        let signals = Signals::default();
+        interrupt::while_sleeping(CHECK_EVERY, signal_raised, core::ptr::from_ref(&signals) as usize, op)
+    });
+    (out, caught())
+}
+
+/// [`interruptible`] creation of a window: `Err` with the signal handler's
+/// exception when one ended the waits, after abandoning the window if it was
+/// made all the same (the signal came as the last wait ended), so that the
+/// others' first wait on it fails instead of waiting for this rank; it is
+/// then released without a collective (and without the GIL: a device
+/// window's drop waits for its device).
 pub(crate) fn window_creation<W: Fenced, E: Send>(
     py: Python<'_>,
     op: impl FnOnce() -> Result<W, E> + Send,
 ) -> PyResult<Result<W, E>> {
-    match creation(py, op) {
+    match interruptible(py, op) {
         (made, Some(interrupted)) => {
-            if let Ok(w) = &made {
-                abandon(w.host());
-            }
+            py.detach(move || {
+                if let Ok(w) = made {
+                    abandon(w.host());
+                }
+            });
             Err(interrupted)
         }
         (made, None) => Ok(made),
@@ -120,18 +183,17 @@ pub(crate) fn run_in_turn<T: Fenced, R: Send>(
     let out = py.detach(|| {
         let t = w.turn(call)?;
         let asked = || w.abandon_asked();
-        let watched = Watched { host: t.host(), abandon_asked: &asked };
+        let watched = Watched { host: t.host(), abandon_asked: &asked, signals: Signals::default() };
         let out = interrupt::while_sleeping(CHECK_EVERY, check, core::ptr::from_ref(&watched) as usize, || op(&t));
-        // Asked while this thread held the turn, or as it gives it back.
+        // Asked while this thread held the turn, or as it gives it back
+        // (ordered by the gate: see `Guarded::abandon`).
         if w.abandon_asked() {
             abandon(t.host());
         }
         drop(t);
-        // SeqCst: see `Guarded::abandon`.
-        fence(Ordering::SeqCst);
         w.abandon_if_asked();
         Ok(out)
     });
-    let caught = CAUGHT.with(|c| c.borrow_mut().take());
+    let caught = caught();
     out.map(|out| caught.map_or(Ok(out), Err))
 }

@@ -120,3 +120,19 @@ def mpi():
 def sim_env(tmp_path):
     """The Ascend host simulator, with a registry of this test's own."""
     return {"KPCCL_ASCEND": "sim", "ASCEND_SIM_DIR": str(tmp_path / "ascend-sim")}
+
+
+@pytest.fixture
+def in_process():
+    """``in_process(code, env=None)``: runs ``code`` in a Python process of
+    its own (``env`` added to this one's); its finished process, which must
+    have succeeded. For what a process chooses once (the Ascend runtime, the
+    variables a window reads)."""
+
+    def start(code, env=None, timeout=JOB_TIMEOUT):
+        full = dict(os.environ, **(env or {}))
+        out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=timeout)
+        assert out.returncode == 0, f"exit {out.returncode}\n--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}"
+        return out
+
+    return start

@@ -1,11 +1,5 @@
 """kpccl.acl with pyACL's conventions, on the host simulator."""
 
-import os
-import subprocess
-import sys
-
-import pytest
-
 
 def test_ab_flow_with_a_process_off_the_whitelist(run, sim_env):
     job = run(3, "ab_flow.py", sim_env).expect_ok()
@@ -22,14 +16,7 @@ def test_device_window_from_comm(run, sim_env):
     assert sorted(job.values["done"]) == ["0", "1"]
 
 
-def in_process(code, env):
-    full = dict(os.environ, **env)
-    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def test_return_codes_and_bad_arguments(sim_env):
+def test_return_codes_and_bad_arguments(sim_env, in_process):
     out = in_process(
         """
 import kpccl.acl as acl
@@ -58,7 +45,7 @@ assert acl.rt.free(ptr) == 0
 assert acl.finalize() == 0
 """,
         sim_env,
-    )
+    ).stdout
     assert "malloc0 0 100000" in out
     assert "short_len 107000" in out
     assert "bad_flags 107000" in out
@@ -71,7 +58,7 @@ assert acl.finalize() == 0
     assert "destroyed_twice True" in out
 
 
-def test_no_runtime_is_an_error_that_says_what_to_do(tmp_path):
+def test_no_runtime_is_an_error_that_says_what_to_do(in_process):
     out = in_process(
         """
 import kpccl, kpccl.acl as acl
@@ -81,11 +68,11 @@ except kpccl.Error as e:
     print("error:", e)
 """,
         {"KPCCL_ASCEND": "bogus"},
-    )
+    ).stdout
     assert "error: KPCCL_ASCEND" in out
 
 
-def test_device_copies_refuse_what_they_cannot_do(sim_env):
+def test_device_copies_refuse_what_they_cannot_do(sim_env, in_process):
     out = in_process(
         """
 import kpccl
@@ -104,14 +91,14 @@ with comm.alloc(64, memory="ascend", device=0) as dev:
     print("kept", dev.read(0, 0, 8).decode())
 """,
         sim_env,
-    )
+    ).stdout
     assert f"read {2**40} ValueError True" in out
     assert f"read {2**64 - 1} ValueError True" in out
     assert "write int TypeError" in out
     assert "kept abcdefgh" in out
 
 
-def test_the_pid_validation_variable_is_read_unless_the_call_says(sim_env):
+def test_the_pid_validation_variable_is_read_unless_the_call_says(sim_env, in_process):
     out = in_process(
         """
 import kpccl
@@ -124,6 +111,106 @@ with comm.alloc(64, memory="ascend", device=0, pid_validation=True) as dev:
     print("explicit: made")
 """,
         {**sim_env, "KPCCL_ASCEND_PID_VALIDATION": "2"},
-    )
+    ).stdout
     assert 'refused: KPCCL_ASCEND_PID_VALIDATION="2" is invalid: expected 0 or 1' in out
     assert "explicit: made" in out
+
+
+def test_a_callables_error_in_a_device_window_creation_is_told(sim_env, in_process):
+    out = in_process(
+        """
+import kpccl
+armed = []
+
+def check():
+    if armed:
+        raise RuntimeError("the network is down")
+
+def gather(data):
+    check()
+    return data
+
+comm = kpccl.Comm(1, 0, None, gather, check)
+armed.append(True)
+try:
+    comm.alloc(64, memory="ascend", device=0)
+except kpccl.Error as e:
+    print("error:", e)
+    print("cause:", type(e.__cause__).__name__)
+""",
+        sim_env,
+    ).stdout
+    assert "the out-of-band collective raised: RuntimeError: the network is down" in out, out
+    assert "cause: RuntimeError" in out
+
+
+# Another thread inside a read of a large device segment (a quick call:
+# tens of milliseconds in its turn, without the GIL) while the main thread
+# uses the same window.
+COPYING_THREAD = """
+import threading, time
+import kpccl
+comm = kpccl.Comm(1, 0, None, lambda d: d, lambda: None)
+N = 256 << 20
+
+def copying(dev):
+    started = threading.Event()
+
+    def copy():
+        started.set()
+        dev.read(0, 0, N)
+
+    th = threading.Thread(target=copy)
+    th.start()
+    started.wait()
+    time.sleep(0.01)  # in the copy by now
+    return th
+"""
+
+
+def test_free_waits_for_another_threads_copy(sim_env, in_process):
+    out = in_process(
+        COPYING_THREAD
+        + """
+for _ in range(3):
+    dev = comm.alloc(N, memory="ascend", device=0)
+    th = copying(dev)
+    try:
+        dev.free()
+        print("freed", dev.freed)
+    except kpccl.Error as e:
+        print("refused:", e)
+        th.join()
+        dev.free()
+    th.join(10)
+""",
+        sim_env,
+    ).stdout
+    assert out.count("freed True") == 3, out
+
+
+def test_a_call_behind_another_threads_copy_sleeps(sim_env, in_process):
+    # A one-byte read queued behind the thread's copy: its thread's CPU time
+    # while queued (asleep, not spinning) is a small part of the time it waited.
+    out = in_process(
+        COPYING_THREAD
+        + """
+dev = comm.alloc(N, memory="ascend", device=0)
+waited = cpu = 0.0
+for _ in range(3):
+    th = copying(dev)
+    w0, c0 = time.monotonic(), time.thread_time()
+    dev.read(0, 0, 1)
+    waited += time.monotonic() - w0
+    cpu += time.thread_time() - c0
+    th.join()
+dev.free()
+print("waited", waited)
+print("cpu", cpu)
+""",
+        sim_env,
+    ).stdout
+    values = dict(line.split() for line in out.splitlines())
+    waited, cpu = float(values["waited"]), float(values["cpu"])
+    assert waited > 0.03, out
+    assert cpu < 0.25 * waited, out

@@ -1,5 +1,7 @@
 """What ends a wait: a dead peer, a timeout, Ctrl-C; the GIL released meanwhile."""
 
+import pytest
+
 
 def value(job, key):
     (v,) = job.values[key]
@@ -7,7 +9,7 @@ def value(job, key):
 
 
 def test_dead_peer_raises_within_the_liveness_period(run):
-    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "dead"})
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "dead"}).expect_ok()
     assert value(job, "raised") == "PeerDeadError", job.stdout + job.stderr
     assert value(job, "rank") == "1"
     assert float(value(job, "seconds")) < 2.0
@@ -20,6 +22,29 @@ def test_a_peer_that_left_the_window_ends_a_wait_on_it(run):
     assert value(job, "raised") == "Error", job.stdout + job.stderr
     assert "rank 1 left the window" in value(job, "message")
     assert "while rank 0 still waited for it" in value(job, "message")
+    assert float(value(job, "seconds")) < 1.0
+
+
+def test_freeing_ends_a_peers_wait_for_a_signal_on_both_ranks(run):
+    # Rank 0 frees while rank 1 waits (no timeout) for a signal rank 0 never
+    # sends: rank 1's wait fails at once, naming rank 0, and so does rank
+    # 0's teardown fence, which rank 1 never reaches. A short job timeout:
+    # before, both waited for ever.
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "free_while_peer_waits"}, timeout=20).expect_ok()
+    for r in (0, 1):
+        assert value(job, f"raised{r}") == "Error", job.stdout + job.stderr
+        assert "rank 0 left the window" in value(job, f"message{r}")
+        assert "while rank 1 still waited for it" in value(job, f"message{r}")
+    assert float(value(job, "seconds0")) < 1.0
+    assert float(value(job, "seconds1")) < 1.5  # rank 0 frees at 0.3 s
+
+
+def test_a_rank_that_freed_has_left_even_while_its_views_live(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "free_with_a_view"}).expect_ok()
+    assert value(job, "raised") == "Error", job.stdout + job.stderr
+    assert "rank 1 left the window" in value(job, "message")
+    assert "while rank 0 still waited for it" in value(job, "message")
+    # Not when rank 1's process ends (3 s): when it freed.
     assert float(value(job, "seconds")) < 1.0
 
 
@@ -48,11 +73,35 @@ def test_the_gil_is_released_during_a_wait(run):
     assert int(value(job, "during")) > 10_000
 
 
+def test_a_wait_off_the_main_thread_leaves_the_gil_alone(run):
+    job = run(2, "failures.py", {"KPCCL_TEST_CASE": "wait_off_the_main_thread"}).expect_ok()
+    assert value(job, "waiting") == "True", job.stdout + job.stderr
+    # Taking the GIL every 5 ms would be about 160 switches in 0.8 s.
+    assert int(value(job, "switches")) < 20
+
+
 def test_leaving_a_with_block_abandons_even_while_another_thread_waits(run):
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": "abandon_while_waiting"}).expect_ok()
     assert value(job, "raised") == "Error", job.stdout + job.stderr
     assert float(value(job, "seconds")) < 2.0
     assert value(job, "thread_wait") == "Error"
+
+
+@pytest.mark.parametrize("memory", ["host", "ascend"])
+def test_ctrl_c_interrupts_a_free(run, tmp_path, sim_env, memory):
+    # Rank 0's free waits for rank 1, which comes 1.5 s late (no timeout):
+    # Ctrl-C at 0.3 s ends it at once, releasing the window, and rank 1's
+    # late free fails at once, told that rank 0 gave up on the window.
+    env = {"KPCCL_TEST_CASE": "interrupt_free", "KPCCL_TEST_MARK": str(tmp_path / "late-rank-done"),
+           "KPCCL_TEST_MEMORY": memory, **sim_env}
+    job = run(2, "failures.py", env).expect_ok()
+    assert value(job, "raised") == "KeyboardInterrupt", job.stdout + job.stderr
+    assert 0.25 < float(value(job, "seconds")) < 0.8
+    assert value(job, "freed") == "True"
+    assert value(job, "late") == "Error", job.stdout + job.stderr
+    assert "rank 0 abandoned the window" in value(job, "late_message")
+    assert float(value(job, "late_seconds")) < 1.0
+    assert value(job, "late_freed") == "True"
 
 
 def creation_interrupted(run, tmp_path, case, env=None):

@@ -72,6 +72,72 @@ def test_bad_arguments():
         comm.alloc(8)
 
 
+def interrupting_callables(exc, armed):
+    """``allgather`` and ``barrier`` that raise ``exc`` once ``armed`` holds anything."""
+
+    def barrier():
+        if armed:
+            raise exc()
+
+    def allgather(data):
+        barrier()
+        return data
+
+    return allgather, barrier
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_ctrl_c_in_a_callable_wins_over_a_refusal(exc):
+    # A rank whose arguments are refused still takes part in the collective;
+    # Ctrl-C or exit() inside a callable meanwhile is raised as itself, not
+    # as the refusal's ValueError.
+    for rank, local_rank in ((5, None), (0, 5)):
+        with pytest.raises(exc):
+            kpccl.Comm(1, rank, local_rank, *interrupting_callables(exc, [True]))
+    armed = []
+    with kpccl.Comm(1, 0, None, *interrupting_callables(exc, armed)) as comm:
+        armed.append(True)
+        for memory in ("host", "ascend"):
+            with pytest.raises(exc):
+                comm.alloc(-1, memory=memory)
+    # Without an interruption, the refusal says why.
+    with pytest.raises(ValueError, match="out of range"):
+        kpccl.Comm(1, 5, None, lambda d: d, lambda: None)
+
+
+def test_allgather_must_return_a_bytes_like_object():
+    np = pytest.importorskip("numpy")
+    # `bytes()` of an int n is n zero bytes: once taken for the right length.
+    for allgather, shown in ((len, "not int"), (lambda d: [d], "not list"), (lambda d: d.decode("latin-1"), "not str")):
+        with pytest.raises(kpccl.Error) as e:
+            kpccl.Comm(1, 0, None, allgather, lambda: None)
+        message = str(e.value)
+        assert "allgather must return a bytes-like object (bytes, bytearray, memoryview, a numpy array)" in message
+        assert shown in message
+        assert isinstance(e.value.__cause__, TypeError)
+        if shown == "not list":
+            assert "b\"\".join" in message
+    for allgather in (bytearray, memoryview, lambda d: np.frombuffer(d, dtype=np.uint8).copy()):
+        kpccl.Comm(1, 0, None, allgather, lambda: None).destroy()
+
+
+def test_free_prints_the_counters_with_kpccl_stats(in_process):
+    # Also while a view keeps the mapping after free().
+    err = in_process(
+        """
+import kpccl
+comm = kpccl.Comm(1, 0, None, lambda d: d, lambda: None)
+win = comm.alloc(64)
+view = win.buffer()
+win.fence()
+win.free()
+view[0] = 1
+""",
+        {"KPCCL_STATS": "1"},
+    ).stderr
+    assert "stats: rank 0, window of" in err, err
+
+
 def test_views_and_use_after_free():
     np = pytest.importorskip("numpy")
     with one_rank() as comm:

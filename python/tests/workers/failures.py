@@ -117,6 +117,80 @@ elif case == "left":
     say("seconds", time.monotonic() - t)
     free_anyway(win)
 
+elif case == "free_while_peer_waits":
+    # Rank 1 waits for a signal rank 0 never sends; rank 0 frees the window
+    # meanwhile. No timeout: only the free can end the wait, and both fail.
+    win = comm.alloc(64, timeout=0)
+    win.fence()
+    t = time.monotonic()
+    try:
+        if r == 0:
+            time.sleep(0.3)
+            t = time.monotonic()
+            win.free()
+        else:
+            win.wait(0)
+        say(f"raised{r}", "nothing")
+    except kpccl.Error as e:
+        say(f"raised{r}", type(e).__name__)
+        say(f"message{r}", str(e))
+    say(f"seconds{r}", time.monotonic() - t)
+    free_anyway(win)
+
+elif case == "free_with_a_view":
+    # Rank 1 frees while a view of its window lives on (the mapping stays),
+    # then lives on for 3 s: it has left the window all the same, so rank
+    # 0's wait for it fails at once, saying so.
+    win = comm.alloc(64, timeout=0)
+    if r == 1:
+        view = win.buffer()
+        win.free()
+        view[0] = 7  # still mapped
+        time.sleep(3.0)
+        raise SystemExit(0)
+    win.fence()  # rank 1's teardown fence
+    t = time.monotonic()
+    try:
+        win.wait(1)
+        say("raised", "nothing")
+    except kpccl.Error as e:
+        say("raised", type(e).__name__)
+        say("message", str(e))
+    say("seconds", time.monotonic() - t)
+    free_anyway(win)
+
+elif case == "interrupt_free":
+    # Rank 0's free waits for rank 1 (1.5 s late) until Ctrl-C ends it; rank
+    # 0 lives on until rank 1's free has failed, told that rank 0 gave up.
+    win = comm.alloc(64, memory=os.environ.get("KPCCL_TEST_MEMORY"), timeout=0)
+    win.fence()
+    mark = os.environ["KPCCL_TEST_MARK"]
+    if r == 0:
+        interrupt_soon()
+        t = time.monotonic()
+        try:
+            win.free()
+            say("raised", "nothing")
+        except KeyboardInterrupt:
+            say("raised", "KeyboardInterrupt")
+        say("seconds", time.monotonic() - t)
+        say("freed", win.freed)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    else:
+        time.sleep(1.5)
+        t = time.monotonic()
+        try:
+            win.free()
+            say("late", "nothing")
+        except kpccl.Error as e:
+            say("late", type(e).__name__)
+            say("late_message", str(e).replace("\n", " "))
+        say("late_seconds", time.monotonic() - t)
+        say("late_freed", win.freed)
+        open(mark, "w").close()
+
 elif case == "timeout":
     win = comm.alloc(64, timeout=0.3)
 
@@ -205,6 +279,41 @@ elif case == "poisoned_while_waiting":
                 raise RuntimeError("abandon")
         except RuntimeError:
             pass
+
+elif case == "wait_off_the_main_thread":
+    # Rank 0's other thread waits 1.2 s for rank 1's signal while the main
+    # thread runs Python: a wait that took the GIL now and then (to run
+    # signal handlers, which run on the main thread only) would make the
+    # main thread give it up, each time a switch of the main thread's.
+    win = comm.alloc(64)
+    win.fence()
+    if r == 0:
+        started = threading.Event()
+
+        def wait_for_a_signal():
+            started.set()
+            win.wait(1)
+
+        th = threading.Thread(target=wait_for_a_signal)
+        th.start()
+        started.wait()
+        time.sleep(0.05)
+        status = f"/proc/self/task/{threading.get_native_id()}/status"
+
+        def switches():
+            with open(status) as f:
+                return int(next(line for line in f if line.startswith("voluntary_ctxt_switches")).split()[1])
+
+        before, end = switches(), time.monotonic() + 0.8
+        while time.monotonic() < end:
+            pass
+        say("switches", switches() - before)
+        say("waiting", th.is_alive())
+        th.join()
+    else:
+        time.sleep(1.2)
+        win.signal(0)
+    win.free()
 
 elif case == "gil":
     win = comm.alloc(64)
