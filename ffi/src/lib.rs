@@ -29,8 +29,6 @@
 mod panic;
 
 mod attr;
-#[cfg(test)]
-mod collective_tests;
 mod comm;
 mod comm_release;
 mod device;
@@ -40,6 +38,8 @@ mod handle;
 mod log;
 mod oob;
 mod putget;
+#[cfg(test)]
+mod ranks_as_threads;
 mod run;
 mod win;
 

@@ -29,6 +29,19 @@ def free_anyway(win):
         pass  # abandoned: released anyway
 
 
+def outcome(call, suffix=""):
+    """Runs ``call`` and says how it ended (``raised``: ``nothing`` or the
+    kpccl error's class, with its ``message``) and after how long."""
+    t = time.monotonic()
+    try:
+        call()
+        say(f"raised{suffix}", "nothing")
+    except kpccl.Error as e:
+        say(f"raised{suffix}", type(e).__name__)
+        say(f"message{suffix}", str(e))
+    say(f"seconds{suffix}", time.monotonic() - t)
+
+
 def rank0_gives_up(win, caught, report):
     """Rank 0 waits for rank 1 until ``caught`` ends the wait, says how
     (``report(e)``) and after how long; rank 1 comes late. Both free."""
@@ -50,19 +63,21 @@ def interrupt_soon(after=0.3):
     threading.Timer(after, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
 
 
-def creation_interrupted(create):
-    """Rank 0 is interrupted while ``create()`` waits for rank 1, which
-    comes late and must fail (not wait): rank 0 stays alive until it has."""
+def interrupted_while_late(call, then=lambda prefix: None):
+    """Rank 0 is interrupted while ``call()`` waits for rank 1, which comes
+    late and must fail (not wait): rank 0 stays alive until it has.
+    ``then(prefix)`` reports more, on either side (``late_`` on rank 1's)."""
     mark = os.environ["KPCCL_TEST_MARK"]
     if int(os.environ["KPCCL_RANK"]) == 0:
         interrupt_soon()
         t = time.monotonic()
         try:
-            create()
+            call()
             say("raised", "nothing")
         except KeyboardInterrupt:
             say("raised", "KeyboardInterrupt")
         say("seconds", time.monotonic() - t)
+        then("")
         deadline = time.monotonic() + 20
         while not os.path.exists(mark) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -70,17 +85,18 @@ def creation_interrupted(create):
         time.sleep(1.5)
         t = time.monotonic()
         try:
-            create()
+            call()
             say("late", "nothing")
         except kpccl.Error as e:
             say("late", type(e).__name__)
             say("late_message", str(e).replace("\n", " "))
         say("late_seconds", time.monotonic() - t)
+        then("late_")
         open(mark, "w").close()
 
 
 if case == "interrupt_comm":
-    creation_interrupted(communicator)
+    interrupted_while_late(communicator)
     raise SystemExit(0)
 
 comm = communicator()
@@ -107,14 +123,7 @@ elif case == "left":
         del win  # leaves the window; the process lives on
         time.sleep(3.0)
         raise SystemExit(0)
-    t = time.monotonic()
-    try:
-        win.peer_fence(1)
-        say("raised", "nothing")
-    except kpccl.Error as e:
-        say("raised", type(e).__name__)
-        say("message", str(e))
-    say("seconds", time.monotonic() - t)
+    outcome(lambda: win.peer_fence(1))
     free_anyway(win)
 
 elif case == "free_while_peer_waits":
@@ -122,19 +131,11 @@ elif case == "free_while_peer_waits":
     # meanwhile. No timeout: only the free can end the wait, and both fail.
     win = comm.alloc(64, timeout=0)
     win.fence()
-    t = time.monotonic()
-    try:
-        if r == 0:
-            time.sleep(0.3)
-            t = time.monotonic()
-            win.free()
-        else:
-            win.wait(0)
-        say(f"raised{r}", "nothing")
-    except kpccl.Error as e:
-        say(f"raised{r}", type(e).__name__)
-        say(f"message{r}", str(e))
-    say(f"seconds{r}", time.monotonic() - t)
+    if r == 0:
+        time.sleep(0.3)
+        outcome(win.free, r)
+    else:
+        outcome(lambda: win.wait(0), r)
     free_anyway(win)
 
 elif case == "free_with_a_view":
@@ -149,14 +150,7 @@ elif case == "free_with_a_view":
         time.sleep(3.0)
         raise SystemExit(0)
     win.fence()  # rank 1's teardown fence
-    t = time.monotonic()
-    try:
-        win.wait(1)
-        say("raised", "nothing")
-    except kpccl.Error as e:
-        say("raised", type(e).__name__)
-        say("message", str(e))
-    say("seconds", time.monotonic() - t)
+    outcome(lambda: win.wait(1))
     free_anyway(win)
 
 elif case == "interrupt_free":
@@ -164,32 +158,7 @@ elif case == "interrupt_free":
     # 0 lives on until rank 1's free has failed, told that rank 0 gave up.
     win = comm.alloc(64, memory=os.environ.get("KPCCL_TEST_MEMORY"), timeout=0)
     win.fence()
-    mark = os.environ["KPCCL_TEST_MARK"]
-    if r == 0:
-        interrupt_soon()
-        t = time.monotonic()
-        try:
-            win.free()
-            say("raised", "nothing")
-        except KeyboardInterrupt:
-            say("raised", "KeyboardInterrupt")
-        say("seconds", time.monotonic() - t)
-        say("freed", win.freed)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(mark) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    else:
-        time.sleep(1.5)
-        t = time.monotonic()
-        try:
-            win.free()
-            say("late", "nothing")
-        except kpccl.Error as e:
-            say("late", type(e).__name__)
-            say("late_message", str(e).replace("\n", " "))
-        say("late_seconds", time.monotonic() - t)
-        say("late_freed", win.freed)
-        open(mark, "w").close()
+    interrupted_while_late(win.free, lambda prefix: say(f"{prefix}freed", win.freed))
 
 elif case == "timeout":
     win = comm.alloc(64, timeout=0.3)
@@ -246,7 +215,7 @@ elif case == "abandon_while_waiting":
         free_anyway(win)
 
 elif case == "interrupt_alloc":
-    creation_interrupted(lambda: comm.alloc(64, timeout=20, memory=os.environ.get("KPCCL_TEST_MEMORY")))
+    interrupted_while_late(lambda: comm.alloc(64, timeout=20, memory=os.environ.get("KPCCL_TEST_MEMORY")))
 
 elif case == "poisoned_while_waiting":
     # Rank 0's main thread waits in a fence; another thread asks whether the

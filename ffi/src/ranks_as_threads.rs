@@ -1,9 +1,13 @@
-//! Two ranks as two threads of this process, through the C functions: a rank
-//! that cannot have a handle for the object a collective makes fails with
-//! the others, not alone after them (the others' next collective would then
-//! wait for it for ever). The refusal is forced with a test hook
-//! (`handle::tests::REFUSE_RESERVE`): the table of a test process is never
-//! full.
+//! Two ranks as two threads of this process, through the C functions, with
+//! an in-process out-of-band allgather:
+//! - a rank that cannot have a handle for the object a collective makes
+//!   fails with the others, not alone after them (the others' next
+//!   collective would then wait for it for ever); the refusal is forced
+//!   with a test hook (`handle::tests::REFUSE_RESERVE`): the table of a
+//!   test process is never full;
+//! - a fence really waits, so a second thread can try the same window
+//!   meanwhile: the header forbids two threads in one window's fences at
+//!   once, and the library refuses the second.
 #![allow(clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
 use core::ffi::{CStr, c_int, c_void};
@@ -131,4 +135,83 @@ fn a_rank_without_a_window_handle_fails_every_rank_and_the_next_window_is_made()
     assert_eq!(one.0, KPCCL_ERROR);
     assert!(one.1.starts_with("kpccl_shm_win_alloc: cannot make a window handle"), "{}", one.1);
     assert!(zero.1.contains("rank 1 passed an invalid argument"), "{}", zero.1);
+}
+
+/// Handles cross threads as integers (raw pointers are not `Send`).
+#[derive(Clone, Copy, Debug)]
+struct Rank {
+    comm: usize,
+    win: usize,
+}
+
+fn win(r: Rank) -> kpccl_shm_win_h {
+    r.win as kpccl_shm_win_h
+}
+
+/// Rank `rank`'s communicator and a window of 64 bytes with a fence timeout,
+/// so that nothing here can wait for ever.
+fn join(rank: usize, group: *mut c_void) -> Rank {
+    let (rc, comm, text) = create(rank, group);
+    assert_eq!(rc, KPCCL_OK, "{text}");
+    let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
+    assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
+    let mut attr = unsafe { attr.assume_init() };
+    attr.timeout_ms = 10_000;
+    let (mut base, mut win) = (null_mut(), null_mut());
+    assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_OK, "{}", last_error());
+    Rank { comm: comm as usize, win: win as usize }
+}
+
+#[test]
+fn a_second_thread_fencing_a_busy_window_is_refused() {
+    let [me, peer] = two_ranks(join);
+
+    // Rank 0's first thread waits in a fence for rank 1, which comes later
+    // (it retries while the probes below hold the window for an instant).
+    let busy = "is in use by another thread";
+    let waiting = std::thread::spawn(move || {
+        loop {
+            let rc = unsafe { kpccl_shm_peer_fence(win(me), 1) };
+            if rc == KPCCL_OK || !last_error().contains(busy) {
+                return (rc, last_error());
+            }
+        }
+    });
+    // Until it is in: a fence with oneself returns at once, or is refused
+    // while the window is busy.
+    let mut tries = 0;
+    while unsafe { kpccl_shm_peer_fence(win(me), 0) } == KPCCL_OK {
+        tries += 1;
+        assert!(tries < 10_000, "the first thread never entered its fence");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(last_error().contains(busy), "{}", last_error());
+    assert!(!waiting.is_finished(), "the fence waits for rank 1");
+    // Rank 0's second thread: refused at once, and nothing disturbed.
+    for rc in [unsafe { kpccl_shm_peer_fence(win(me), 1) }, unsafe { kpccl_shm_win_fence(win(me)) }] {
+        assert_eq!(rc, KPCCL_ERROR);
+        assert!(last_error().contains(busy) && last_error().contains("kpccl_shm_"), "{}", last_error());
+    }
+    assert_eq!(unsafe { kpccl_shm_win_free(win(me)) }, KPCCL_ERROR);
+    assert!(last_error().starts_with("kpccl_shm_win_free: window handle 0x"), "{}", last_error());
+    assert!(last_error().contains(busy), "{}", last_error());
+    // A query may run beside the fence.
+    let (mut size, mut base) = (0usize, null_mut());
+    assert_eq!(unsafe { kpccl_shm_win_query(win(me), 1, &mut size, &mut base) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(size, 64);
+
+    // Rank 1 arrives: the waiting fence completes, and the window still works.
+    assert_eq!(unsafe { kpccl_shm_peer_fence(win(peer), 0) }, KPCCL_OK, "{}", last_error());
+    let (rc, text) = waiting.join().unwrap();
+    assert_eq!(rc, KPCCL_OK, "{text}");
+    let second = std::thread::spawn(move || unsafe { kpccl_shm_win_fence(win(peer)) });
+    assert_eq!(unsafe { kpccl_shm_win_fence(win(me)) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(second.join().unwrap(), KPCCL_OK);
+
+    let other = std::thread::spawn(move || unsafe { kpccl_shm_win_free(win(peer)) });
+    assert_eq!(unsafe { kpccl_shm_win_free(win(me)) }, KPCCL_OK, "{}", last_error());
+    assert_eq!(other.join().unwrap(), KPCCL_OK);
+    for r in [me, peer] {
+        assert_eq!(unsafe { kpccl_shm_comm_destroy(r.comm as kpccl_shm_comm_h) }, KPCCL_OK);
+    }
 }
