@@ -111,6 +111,13 @@ pub trait Segment {
     /// memory is an error here rather than a fault on first touch, and places
     /// it for the calling process (its NUMA node): each rank reserves what it owns.
     fn reserve(&self, offset: u64, len: u64) -> Result<(), PlatformError>;
+    /// Whether this process holds a copy of the value but not the mapping
+    /// (a child forked after it was made, on a platform whose mappings a
+    /// child does not inherit): then nothing may touch it, and dropping the
+    /// window writes nothing there.
+    fn inherited(&self) -> bool {
+        false
+    }
 }
 
 /// The operating-system services of one process.

@@ -91,7 +91,8 @@ pub struct Window<P: Platform> {
 
 impl<P: Platform> Drop for Window<P> {
     fn drop(&mut self) {
-        if self.joined {
+        // A forked child's copy has no mapping to write the mark into.
+        if self.joined && !self.segment.inherited() {
             fence::leave(&self.sync, self, self.rank);
         }
     }
@@ -371,6 +372,13 @@ impl<P: Platform> Window<P> {
     /// `free` (device windows) calls it before the first.
     pub fn start_freeing(&self) {
         fence::start_freeing(&self.sync, self, self.rank);
+    }
+
+    /// Whether this process is a child forked after the window was made,
+    /// which does not have its memory (see [`Segment::inherited`]): it must
+    /// not use the window; dropping it touches nothing.
+    pub fn inherited(&self) -> bool {
+        self.segment.inherited()
     }
 
     pub(crate) fn segment_handle(&self) -> &P::Segment {

@@ -61,6 +61,14 @@ pub use sweep::sweep;
 pub fn page_size() -> usize {
     usize::try_from(sys::page_size()).unwrap_or(4096)
 }
+
+/// How many `fork`s led to this process (counted from the first window it
+/// made): an object that records it when made, and finds another value
+/// later, is in a forked child, where the windows' memory is not mapped
+/// (see [`Window::inherited`]). One relaxed load: cheap enough for every call.
+pub fn fork_generation() -> u32 {
+    sys::fork_generation()
+}
 /// The element types `Window::read` and `Window::write` copy: every byte
 /// pattern a valid value (bytemuck's derive checks it for your own types).
 pub use bytemuck::Pod;

@@ -159,6 +159,9 @@ impl kpccl_core::Segment for PosixSegment {
             Reserve::Lazy => Ok(()),
         }
     }
+    fn inherited(&self) -> bool {
+        self.map.inherited()
+    }
 }
 
 fn map(fd: sys::Fd, len: u64, reserve: Reserve, named: bool) -> Result<PosixSegment, PlatformError> {

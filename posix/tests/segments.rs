@@ -150,3 +150,43 @@ fn a_forked_child_holds_no_segment_file() {
     win.fence().unwrap();
     win.free().unwrap();
 }
+
+/// A child forked from a rank may drop its parent's window: the window's
+/// memory is not mapped there (`MADV_DONTFORK`), so the drop writes no
+/// leaving mark, unmaps nothing and closes no descriptor (the numbers may
+/// name the child's own files by then); the parent's window is untouched.
+#[test]
+fn a_forked_child_drops_the_parents_window_touching_nothing() {
+    let dir = ScratchDir::new("segtest", "forkdrop");
+    let config = kpccl_posix::Config { shm_dir: dir.path().to_owned(), ..kpccl_posix::Config::default() };
+    let comm = kpccl_posix::Comm::builder(kpccl_testkit::Solo, 0, 1).config(config).build().unwrap();
+    let win = comm.window(1 << 16).alloc().unwrap();
+    assert!(!win.inherited());
+    let null = c"/dev/null";
+    // SAFETY: the child opens files, drops the window and exits; glibc's fork
+    // leaves its allocator usable in the child.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // The child's own files, on the numbers the fork handler freed.
+        // SAFETY: a NUL-terminated path.
+        let mine: Vec<i32> = (0..8).map(|_| unsafe { libc::open(null.as_ptr(), libc::O_RDONLY) }).collect();
+        let code = if !win.inherited() {
+            1
+        } else {
+            drop(win);
+            drop(comm);
+            // SAFETY: F_GETFD reads a descriptor's flags; -1 if it was closed.
+            if mine.iter().all(|&fd| fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0) { 0 } else { 2 }
+        };
+        // SAFETY: ends the child without running the harness's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(child, &raw mut status, 0) }, child);
+    assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "1: not inherited, 2: the drop closed the child's files");
+    win.write(0, 0, &[7u8]).unwrap();
+    win.fence().unwrap();
+    win.free().unwrap();
+}

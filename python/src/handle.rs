@@ -370,14 +370,22 @@ pub(crate) struct Handle<T: Fenced> {
     pub(crate) rank: u32,
     /// Ranks in the communicator.
     pub(crate) size: u32,
+    /// The fork generation the window was made in ([`kpccl_posix::fork_generation`]).
+    generation: u32,
 }
 
 impl<T: Fenced> Drop for Handle<T> {
     /// The Python object is gone: the window goes without the GIL
     /// ([`release`]), unless Python is shutting down (then here and now).
+    /// In a forked child it is left alone: its memory is not mapped there,
+    /// and a device window's runtime is the parent's.
     fn drop(&mut self) {
         if let Some(w) = self.win.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
-            Python::try_attach(|py| release(py, w));
+            if self.forked_off() {
+                std::mem::forget(w);
+            } else {
+                Python::try_attach(|py| release(py, w));
+            }
         }
     }
 }
@@ -385,11 +393,30 @@ impl<T: Fenced> Drop for Handle<T> {
 impl<T: Fenced> Handle<T> {
     pub(crate) fn new(w: T) -> Self {
         let (rank, size) = (w.host().rank(), w.host().nranks());
-        Self { win: RwLock::new(Some(Arc::new(Guarded::new(w)))), rank, size }
+        let generation = kpccl_posix::fork_generation();
+        Self { win: RwLock::new(Some(Arc::new(Guarded::new(w)))), rank, size, generation }
+    }
+
+    /// Whether this process is a child forked after the window was made.
+    fn forked_off(&self) -> bool {
+        kpccl_posix::fork_generation() != self.generation
+    }
+
+    /// Refuses every call in a forked child (the window's memory is not
+    /// mapped there: a fence would crash the child).
+    fn in_its_process(&self) -> PyResult<()> {
+        if self.forked_off() {
+            return Err(errors::library(
+                "the window was made before this process was forked from it: a forked child cannot use it (its \
+                 memory is not mapped here)",
+            ));
+        }
+        Ok(())
     }
 
     /// The window, unless it was freed.
     pub(crate) fn get(&self) -> PyResult<Shared<T>> {
+        self.in_its_process()?;
         self.win
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -498,6 +525,10 @@ impl<T: Fenced> Fences for Handle<T> {
     }
 
     fn abandon_and_release(&self, py: Python<'_>) {
+        if self.forked_off() {
+            // Nothing of it to touch here: dropping the handle forgets it.
+            return;
+        }
         // With another thread of this rank in a call on it, that thread
         // abandons it (a wait within milliseconds, then failing), and lets
         // go of it last.
@@ -508,6 +539,7 @@ impl<T: Fenced> Fences for Handle<T> {
     }
 
     fn free(&self, py: Python<'_>) -> PyResult<()> {
+        self.in_its_process()?;
         match self.take() {
             Some(w) => T::free(self, w, py),
             None => Ok(()),

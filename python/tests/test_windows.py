@@ -138,6 +138,40 @@ view[0] = 1
     assert "stats: rank 0, window of" in err, err
 
 
+def test_a_forked_child_refuses_the_parents_window_and_drops_it_safely(in_process):
+    # The window's memory is not mapped in a forked child: a fence there
+    # raises instead of crashing it, and the child's exit (which drops the
+    # window and a view of it) touches nothing; the parent's window works.
+    out = in_process(
+        """
+import os, sys
+import kpccl
+comm = kpccl.Comm(1, 0, None, lambda d: d, lambda: None)
+win = comm.alloc(64)
+view = win.buffer()
+pid = os.fork()
+if pid == 0:
+    try:
+        win.fence()
+        print("child: fenced")
+    except kpccl.Error as e:
+        print("child:", e)
+    sys.stdout.flush()
+    sys.exit(0)  # the interpreter's teardown drops the window and the view
+_, status = os.waitpid(pid, 0)
+print("status", status)
+view[0] = 5
+win.fence()
+win.free()
+print("parent: freed")
+""",
+        {},
+    ).stdout
+    assert "child: the window was made before this process was forked from it" in out, out
+    assert "status 0" in out, out
+    assert "parent: freed" in out, out
+
+
 def test_views_and_use_after_free():
     np = pytest.importorskip("numpy")
     with one_rank() as comm:

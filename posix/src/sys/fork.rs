@@ -3,12 +3,14 @@
 //! open descriptor, and a segment file lives as long as one: the child would
 //! keep a window's memory after the window is freed. The mappings are
 //! `MADV_DONTFORK`; descriptors have no such flag (`O_CLOEXEC` acts at exec
-//! only), so a `pthread_atfork` handler closes them in the child.
+//! only), so a `pthread_atfork` handler closes them in the child. It also
+//! counts the forks ([`generation`]): a mapping made before a fork is not
+//! there in the child, which must neither touch nor unmap it.
 
 use std::sync::Once;
 
 use kpccl_core::sync::AtomicU32;
-use kpccl_core::sync::Ordering::SeqCst;
+use kpccl_core::sync::Ordering::{Relaxed, SeqCst};
 
 /// Segment files a process holds open at once, at most, that a child closes
 /// (past that, a child keeps the rest until it exits or execs).
@@ -17,6 +19,17 @@ const EMPTY: u32 = u32::MAX;
 
 /// The open segment descriptors, one per slot.
 static OPEN: [AtomicU32; SLOTS] = [const { AtomicU32::new(EMPTY) }; SLOTS];
+
+/// How many forks made this process, counted by each child's handler (from
+/// the first segment a process opened, so before any mapping it made).
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+
+/// This process's fork generation: a value taken before a fork differs
+/// from the child's.
+pub(crate) fn generation() -> u32 {
+    // Relaxed: only a child's handler changes it, before the child's code runs.
+    GENERATION.load(Relaxed)
+}
 
 /// Registers `fd`, just opened, to be closed in forked children.
 pub(super) fn track(fd: i32) {
@@ -44,8 +57,10 @@ pub(super) fn untrack(fd: i32) {
     let _ = OPEN.iter().find(|slot| slot.compare_exchange(fd, EMPTY, SeqCst, SeqCst).is_ok());
 }
 
-/// The child's side: closes every tracked descriptor.
+/// The child's side: counts the fork, closes every tracked descriptor.
 extern "C" fn close_in_child() {
+    // Relaxed: the child has one thread, this one.
+    GENERATION.fetch_add(1, Relaxed);
     for slot in &OPEN {
         // SeqCst: see `track`.
         let fd = slot.load(SeqCst);

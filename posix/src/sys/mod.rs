@@ -12,6 +12,7 @@ mod socket;
 mod thread;
 
 pub(crate) use cgroup::cpu_quota;
+pub(crate) use fork::generation as fork_generation;
 pub(crate) use futex::{futex_wait, futex_wake};
 pub(crate) use shm::{Fd, Mapping, free_space, map_shared};
 pub(crate) use socket::NoSigpipe;

@@ -2,6 +2,7 @@
 //! by path so that the directory can be chosen, and mapped `MAP_SHARED`.
 
 use std::io;
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::ptr::NonNull;
@@ -21,18 +22,32 @@ pub(crate) struct Stat {
 
 /// An open segment file, closed in forked children (`fork.rs`).
 #[derive(Debug)]
-pub(crate) struct Fd(OwnedFd);
+pub(crate) struct Fd {
+    fd: ManuallyDrop<OwnedFd>,
+    /// The fork generation it was opened in.
+    generation: u32,
+}
 
 impl Drop for Fd {
     fn drop(&mut self) {
-        super::fork::untrack(self.0.as_raw_fd());
+        if self.generation != super::fork::generation() {
+            // A forked child's copy: the fork handler closed the number, which
+            // may name another file of the child's by now.
+            return;
+        }
+        super::fork::untrack(self.fd.as_raw_fd());
+        // SAFETY: dropped once, here; `fd` is not used after.
+        #[allow(unsafe_code)]
+        unsafe {
+            ManuallyDrop::drop(&mut self.fd);
+        }
     }
 }
 
 impl Fd {
     fn tracked(fd: OwnedFd) -> Self {
         super::fork::track(fd.as_raw_fd());
-        Self(fd)
+        Self { fd: ManuallyDrop::new(fd), generation: super::fork::generation() }
     }
 
     /// Creates `path` exclusively, mode 0600, never following a link.
@@ -74,12 +89,12 @@ impl Fd {
 
     /// The descriptor's number in this process.
     pub(crate) fn raw(&self) -> i32 {
-        self.0.as_raw_fd()
+        self.fd.as_raw_fd()
     }
 
     /// The file's owner, size, type and inode.
     pub(crate) fn stat(&self) -> io::Result<Stat> {
-        let st = rustix::fs::fstat(&self.0)?;
+        let st = rustix::fs::fstat(&*self.fd)?;
         #[allow(clippy::useless_conversion)] // the field widths differ between targets
         Ok(Stat {
             uid: st.st_uid,
@@ -94,14 +109,14 @@ impl Fd {
         // The kernel takes a signed length; rustix passes larger values on,
         // so refuse them here with the errno libc's `off_t` check gave.
         i64::try_from(len).map_err(|_| Errno::FBIG)?;
-        Ok(rustix::fs::ftruncate(&self.0, len)?)
+        Ok(rustix::fs::ftruncate(&*self.fd, len)?)
     }
 
     /// Allocates backing memory for `offset..offset + len` now (ENOSPC here, not SIGBUS later).
     pub(crate) fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         i64::try_from(offset).and(i64::try_from(len)).map_err(|_| Errno::FBIG)?;
         loop {
-            match rustix::fs::fallocate(&self.0, FallocateFlags::empty(), offset, len) {
+            match rustix::fs::fallocate(&*self.fd, FallocateFlags::empty(), offset, len) {
                 Ok(()) => return Ok(()),
                 Err(Errno::INTR) => {}
                 // A file system without fallocate (some FUSE or network
@@ -120,7 +135,7 @@ impl Fd {
         let len = libc::off_t::try_from(len).map_err(|_| Errno::FBIG)?;
         loop {
             // SAFETY: plain call on an fd we own; it returns an errno value.
-            match unsafe { libc::posix_fallocate(self.0.as_raw_fd(), off, len) } {
+            match unsafe { libc::posix_fallocate(self.fd.as_raw_fd(), off, len) } {
                 0 => return Ok(()),
                 libc::EINTR => {}
                 e => return Err(io::Error::from_raw_os_error(e)),
@@ -140,6 +155,8 @@ pub(crate) fn free_space(dir: &Path) -> io::Result<u64> {
 pub(crate) struct Mapping {
     base: NonNull<u8>,
     len: usize,
+    /// The fork generation it was made in (see `fork.rs`).
+    generation: u32,
 }
 
 #[allow(unsafe_code)]
@@ -154,11 +171,21 @@ impl Mapping {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+    /// Whether this process is a child forked after the mapping was made,
+    /// which does not have it (`MADV_DONTFORK`).
+    pub(crate) fn inherited(&self) -> bool {
+        self.generation != super::fork::generation()
+    }
 }
 
 impl Drop for Mapping {
     #[allow(unsafe_code)]
     fn drop(&mut self) {
+        if self.inherited() {
+            // Not mapped here (`MADV_DONTFORK`): the range may hold another
+            // mapping of this child's by now.
+            return;
+        }
         // SAFETY: `base..base+len` was mapped by `map_shared` and is unmapped once,
         // here; nothing borrows it any more (borrows of the window end first).
         // An error could only mean a range we never mapped: nothing to report.
@@ -175,9 +202,9 @@ pub(crate) fn map_shared(fd: &Fd, len: usize) -> io::Result<Mapping> {
     #[allow(unsafe_code)]
     // SAFETY: a fresh mapping at an address the kernel chooses (null hint, no
     // MAP_FIXED): no existing memory is affected.
-    let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, &fd.0, 0) }?;
+    let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, &*fd.fd, 0) }?;
     let base = NonNull::new(p.cast::<u8>()).ok_or(Errno::NOMEM)?;
-    let mapping = Mapping { base, len };
+    let mapping = Mapping { base, len, generation: super::fork::generation() };
     // A child forked from a rank must not write the window behind its parent's
     // back (it would share the parent's fence slots): it does not inherit the mapping.
     #[allow(unsafe_code)]

@@ -31,8 +31,9 @@ use crate::{Error, log};
 /// of another node is an [`Error::OtherNode`]. Fences order this node's ranks.
 ///
 /// A child `fork`ed from this process does not inherit the mapping
-/// (`MADV_DONTFORK`): touching the window there faults, and the child must
-/// neither use nor drop the parent's `Window` (`std::mem::forget` it).
+/// (`MADV_DONTFORK`): touching the window there faults, so the child must
+/// not use the parent's `Window` ([`Window::inherited`] tells); dropping it
+/// there touches nothing (no leaving mark, no unmap, no close).
 #[derive(Debug)]
 pub struct Window {
     inner: kpccl_core::Window<PosixPlatform>,
@@ -162,6 +163,13 @@ impl Window {
     pub fn fence(&self) -> Result<(), Error> {
         self.count(|s| &s.fences);
         self.inner.fence().map_err(|e| self.global(e))
+    }
+
+    /// Whether this process is a child forked after the window was made:
+    /// the window's memory is not mapped here, and nothing but dropping it
+    /// may be done with it.
+    pub fn inherited(&self) -> bool {
+        self.inner.inherited()
     }
 
     /// Says that this rank is freeing the window (see
