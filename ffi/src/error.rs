@@ -153,8 +153,8 @@ impl fmt::Display for Error {
             ),
             Self::PeerArgument { rank } => write!(
                 f,
-                "rank {rank} passed an invalid argument, so the collective failed on every rank \
-                 (rank {rank}'s kpccl_last_error says which)"
+                "rank {rank} refused its part (it passed an invalid argument, or could not have a \
+                 handle), so the collective failed on every rank (rank {rank}'s kpccl_last_error says why)"
             ),
             Self::Api(e) => e.fmt(f),
             #[cfg(feature = "ascend")]
@@ -171,7 +171,7 @@ impl fmt::Display for Error {
 
 impl From<kpccl_posix::Error> for Error {
     /// Names a peer's refused request for what it is: an invalid argument
-    /// over there, explained in that rank's own last error.
+    /// over there (or no handle left), explained in that rank's own last error.
     fn from(e: kpccl_posix::Error) -> Self {
         if let kpccl_posix::Error::Collective(CollectiveError::Peer {
             rank,

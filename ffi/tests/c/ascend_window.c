@@ -200,7 +200,7 @@ static void bad_validation_variable(kpccl_shm_comm_h comm)
     if (me == bad) {
         setenv("KPCCL_ASCEND_PID_VALIDATION", "off", 1);
     }
-    fails_blaming(comm, &attr, bad, "KPCCL_ASCEND_PID_VALIDATION=\"off\" is invalid", "passed an invalid argument");
+    fails_blaming(comm, &attr, bad, "KPCCL_ASCEND_PID_VALIDATION=\"off\" is invalid", "refused its part");
     unsetenv("KPCCL_ASCEND_PID_VALIDATION");
 }
 

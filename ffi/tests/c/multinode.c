@@ -196,7 +196,7 @@ static void split(int k, int rr)
         int rc = me == 0 ? kpccl_shm_win_alloc_ex(64, comm, &attr, &dev_base, &dev)
                          : kpccl_shm_win_alloc(64, comm, &dev_base, &dev);
         CHECK(rc == KPCCL_ERROR && dev == NULL, "mixed memory kinds over %d nodes: rc %d", nodes, rc);
-        CHECK(says(me == 0 ? "device memory does not cross nodes" : "rank 0 passed an invalid argument"),
+        CHECK(says(me == 0 ? "device memory does not cross nodes" : "rank 0 refused its part"),
               "each rank says why: %s", kpccl_last_error());
         CHECK_OK(kpccl_shm_win_alloc(64, comm, &dev_base, &dev));
         if (dev != NULL) {
