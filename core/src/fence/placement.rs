@@ -7,7 +7,7 @@
 //! is taken down by the signal, a flat-barrier wait's names its fence and
 //! lapses when that completes (so the completing rank writes no other
 //! rank's line: with 4 ranks on 2 CPUs, taking every mark down cost a
-//! fence 15-20 % more, the lines crossing between the CPUs). A waiter polls only
+//! fence 7-13 % more, the lines crossing between the CPUs). A waiter polls only
 //! while every other rank last seen on its CPU is blocked: a yield would
 //! then hand the CPU to a rank that can do nothing but wait too (with 4
 //! ranks on 2 CPUs the flat barrier took about two hand-offs per fence, one

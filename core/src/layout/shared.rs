@@ -109,7 +109,9 @@ pub struct WaitRecord {
     /// How many flat-barrier fences the rank has arrived at (written by the
     /// rank only; read by waiters' checks, to find a rank that has not come).
     pub flat_arrived: u64,
-    /// Non-zero while the rank is blocked in a wait nobody has signalled since.
+    /// Non-zero while the rank is blocked in a wait nobody has signalled
+    /// since; a flat-barrier wait's mark names its fence (top bit set) and
+    /// lapses when that fence completes.
     pub blocked: u32,
     /// Zero.
     pub padding2: u32,
