@@ -78,10 +78,11 @@ pub struct Window<P: Platform> {
     /// ranks (platform clock, ns), and how many looks it has taken.
     liveness_due_at: Cell<u64>,
     liveness_checks: Cell<u32>,
-    /// Every rank has verified the window: dropping it then marks this rank
-    /// as gone (see [`fence::leave`]). Before, the segment may not even be a
+    /// Every rank has verified the window, and this rank has not left it
+    /// yet ([`Self::free_in_place`]): dropping it then marks this rank as
+    /// gone (see [`fence::leave`]). Before, the segment may not even be a
     /// window of ours, and nothing is written to it.
-    joined: bool,
+    joined: Cell<bool>,
     /// Signallers order their look at a sleeper's flag with a compiler fence
     /// (every rank registered for the heavy fence; see `fence::notify`).
     light_wakes: bool,
@@ -92,7 +93,7 @@ pub struct Window<P: Platform> {
 impl<P: Platform> Drop for Window<P> {
     fn drop(&mut self) {
         // A forked child's copy has no mapping to write the mark into.
-        if self.joined && !self.segment.inherited() {
+        if self.joined.get() && !self.segment.inherited() {
             fence::leave(&self.sync, self, self.rank);
         }
     }
@@ -121,7 +122,7 @@ impl<P: Platform> Window<P> {
         assert!(rank < layout.nranks(), "rank {rank} of a window of {}", layout.nranks());
         let sync = SyncBlocks::new(&mem, &layout);
         let (liveness_due_at, liveness_checks) = (Cell::new(0), Cell::new(0));
-        let (joined, light_wakes) = (false, false);
+        let (joined, light_wakes) = (Cell::new(false), false);
         Self {
             platform,
             mem,
@@ -146,7 +147,7 @@ impl<P: Platform> Window<P> {
     /// interrupt the CPUs running the others) to spare the signallers a few
     /// nanoseconds.
     pub(crate) fn join(&mut self) {
-        self.joined = true;
+        self.joined.set(true);
         let fits = self.layout.nranks() <= self.platform.cpu_count();
         if !(fits && self.platform.register_global_heavy_fence()) {
             // Relaxed: creation's fence publishes it before anyone reads it.
@@ -358,7 +359,8 @@ impl<P: Platform> Window<P> {
                 self.fence()
             }
         };
-        if self.joined {
+        // Left once: the drop has nothing more to say.
+        if self.joined.replace(false) {
             fence::leave(&self.sync, self, self.rank);
         }
         result

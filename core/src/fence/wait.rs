@@ -178,8 +178,9 @@ impl Awaited {
 pub(super) struct WaitStart(Option<u64>);
 
 impl WaitStart {
-    fn get<E: WaitEnv + ?Sized>(&mut self, env: &E) -> u64 {
-        *self.0.get_or_insert_with(|| env.now_ns())
+    /// The start, `now` if this is the fence's first slow wait.
+    fn since(&mut self, now: u64) -> u64 {
+        *self.0.get_or_insert(now)
     }
 }
 
@@ -223,7 +224,7 @@ where
     E: WaitEnv + ?Sized,
 {
     let now = env.now_ns();
-    let mut watch = Watch::new(now, deadline_after(start.get(env), policy), policy);
+    let mut watch = Watch::new(now, deadline_after(start.since(now), policy), policy);
     let yield_until = now.saturating_add(policy.yield_ns);
     let poll_until = now.saturating_add(placement::POLL_NS).min(watch.deadline);
     let mut here = placement::publish_cpu(area, env, me);
