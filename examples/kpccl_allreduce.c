@@ -416,14 +416,6 @@ static int win_allreduce_free(struct win_allreduce *a)
 
 static int me;
 
-#define TRY(call)                                                                       \
-    do {                                                                                \
-        if ((call) != KPCCL_OK) {                                                       \
-            fprintf(stderr, "rank %d: %s failed: %s\n", me, #call, kpccl_last_error()); \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                               \
-        }                                                                               \
-    } while (0)
-
 /* Rank r's input of call c: small integers, so that sums are exact. */
 static double input(int r, size_t i, int c)
 {
@@ -439,7 +431,7 @@ static long check(struct win_allreduce *a, size_t count, double *in, double *out
     for (int c = 0; c < 3; c++) {
         for (size_t i = 0; i < count; i++)
             in[i] = input(me, i, c);
-        TRY(win_allreduce(a, in, c == 1 ? in : out, count)); /* once in place */
+        KPCCL_MPI_CHECK(win_allreduce(a, in, c == 1 ? in : out, count)); /* once in place */
         const double *got = c == 1 ? in : out;
         for (size_t i = 0; i < count; i++) {
             double want = 0;
@@ -465,7 +457,7 @@ static double timed(struct win_allreduce *a, int mpi, int k, const double *in, d
         if (mpi)
             MPI_Allreduce(in, out, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         else
-            TRY(win_allreduce(a, in, out, count));
+            KPCCL_MPI_CHECK(win_allreduce(a, in, out, count));
     }
     t = (MPI_Wtime() - t) / k;
     double slowest;
@@ -560,19 +552,19 @@ int main(int argc, char **argv)
     /* The communicator of this node's ranks (all of them: one node), with MPI
      * as the out-of-band channel (kpccl_mpi.h writes the callbacks). */
     kpccl_shm_comm_h comm;
-    TRY(kpccl_shm_comm_create_mpi(MPI_COMM_WORLD, &comm));
+    KPCCL_MPI_CHECK(kpccl_shm_comm_create_mpi(MPI_COMM_WORLD, &comm));
     struct win_allreduce a;
     size_t capacity = max_bytes / sizeof(double);
     /* Two fences cost little while every rank has a CPU; a hand-off when ranks
      * share them. The node's CPUs as the library counted them (affinities,
      * quota), not the machine's. */
     int cpus = 1;
-    TRY(kpccl_shm_comm_node_cpus(comm, &cpus));
+    KPCCL_MPI_CHECK(kpccl_shm_comm_node_cpus(comm, &cpus));
     if (small_bytes == 0)
         small_bytes = n <= cpus ? 256 : 1024;
     if (stream_bytes == 0)
         stream_bytes = default_stream_output(n, cpus);
-    TRY(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double), copies,
+    KPCCL_MPI_CHECK(win_allreduce_init(&a, comm, me, n, small_bytes / sizeof(double), chunk_bytes / sizeof(double), copies,
                            stream_bytes / sizeof(double)));
     double *in = malloc(capacity * sizeof(double));
     double *out = malloc(capacity * sizeof(double));
@@ -624,8 +616,8 @@ int main(int argc, char **argv)
     if (me == 0)
         printf("%s: %ld wrong elements\n", wrong_all == 0 ? "verified" : "FAILED", wrong_all);
 
-    TRY(win_allreduce_free(&a));
-    TRY(kpccl_shm_comm_destroy(comm));
+    KPCCL_MPI_CHECK(win_allreduce_free(&a));
+    KPCCL_MPI_CHECK(kpccl_shm_comm_destroy(comm));
     free(in);
     free(out);
     free(ref);

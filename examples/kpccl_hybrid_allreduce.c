@@ -28,53 +28,14 @@
 #include <mpi.h>
 
 #include "kpccl.h"
-
-static int allgather(const void *sendbuf, void *recvbuf, int size, void *group, kpccl_shm_datatype_t datatype)
-{
-    MPI_Datatype t = MPI_CHAR;
-    switch (datatype) {
-    case KPCCL_SHM_DATATYPE_CHAR:
-        t = MPI_CHAR;
-        break;
-    case KPCCL_SHM_DATATYPE_INT:
-        t = MPI_INT;
-        break;
-    case KPCCL_SHM_DATATYPE_LONG:
-        t = MPI_LONG;
-        break;
-    case KPCCL_SHM_DATATYPE_FLOAT:
-        t = MPI_FLOAT;
-        break;
-    case KPCCL_SHM_DATATYPE_DOUBLE:
-        t = MPI_DOUBLE;
-        break;
-    default:
-        return KPCCL_ERROR;
-    }
-    return MPI_Allgather(sendbuf, size, t, recvbuf, size, t, (MPI_Comm)group);
-}
-
-static int barrier(void *group)
-{
-    return MPI_Barrier((MPI_Comm)group);
-}
-
-static int me;
-
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        if ((call) != KPCCL_OK) {                                                          \
-            fprintf(stderr, "rank %d: %s failed: %s\n", me, #call, kpccl_last_error());    \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                  \
-        }                                                                                  \
-    } while (0)
+#include "kpccl_mpi.h"
 
 /* The hybrid allreduce of `in` (count doubles) into `out`. */
 static void hybrid(const double *in, double *out, size_t count, kpccl_shm_win_h win, double *mine,
                    double *leader, double **node_segs, int local_rank, int local_size, MPI_Comm leaders)
 {
     memcpy(mine, in, count * sizeof(double));
-    TRY(kpccl_shm_win_fence(win));
+    KPCCL_MPI_CHECK(kpccl_shm_win_fence(win));
     size_t lo = count * (size_t)local_rank / (size_t)local_size;
     size_t hi = count * (size_t)(local_rank + 1) / (size_t)local_size;
     for (size_t i = lo; i < hi; i++) {
@@ -84,19 +45,19 @@ static void hybrid(const double *in, double *out, size_t count, kpccl_shm_win_h 
         }
         leader[i] = sum;
     }
-    TRY(kpccl_shm_win_fence(win));
+    KPCCL_MPI_CHECK(kpccl_shm_win_fence(win));
     if (leaders != MPI_COMM_NULL) {
         MPI_Allreduce(MPI_IN_PLACE, leader, (int)count, MPI_DOUBLE, MPI_SUM, leaders);
     }
-    TRY(kpccl_shm_win_fence(win));
+    KPCCL_MPI_CHECK(kpccl_shm_win_fence(win));
     memcpy(out, leader, count * sizeof(double));
-    TRY(kpccl_shm_win_fence(win));
+    KPCCL_MPI_CHECK(kpccl_shm_win_fence(win));
 }
 
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    int n;
+    int me, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     size_t count = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : (size_t)1 << 20;
@@ -106,14 +67,17 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
 
-    /* A communicator over every rank; the library groups them by node. */
+    /* A communicator over every rank, with kpccl_mpi.h's callbacks over
+     * MPI_COMM_WORLD (kpccl_shm_comm_create_mpi would split it by node
+     * first); the library groups the ranks by node. */
+    kpccl_mpi_group_t world = {MPI_COMM_WORLD};
     kpccl_shm_oob_cb_t cbs = {0};
-    cbs.oob_allgather = allgather;
-    cbs.oob_barrier = barrier;
+    cbs.oob_allgather = kpccl_mpi_allgather;
+    cbs.oob_barrier = kpccl_mpi_barrier;
     kpccl_shm_comm_h comm;
-    TRY(kpccl_shm_comm_create(n, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)MPI_COMM_WORLD, &comm));
+    KPCCL_MPI_CHECK(kpccl_shm_comm_create(n, me, KPCCL_LOCAL_RANK_AUTO, &cbs, &world, &comm));
     kpccl_shm_comm_info_t info;
-    TRY(kpccl_shm_comm_query(comm, &info));
+    KPCCL_MPI_CHECK(kpccl_shm_comm_query(comm, &info));
     int *node_ranks = malloc((size_t)info.local_size * sizeof(int));
     double **node_segs = malloc((size_t)info.local_size * sizeof(double *));
     double *in = malloc(count * sizeof(double));
@@ -123,7 +87,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: out of memory\n", me);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    TRY(kpccl_shm_comm_node_ranks(comm, node_ranks, info.local_size));
+    KPCCL_MPI_CHECK(kpccl_shm_comm_node_ranks(comm, node_ranks, info.local_size));
 
     /* MPI between node leaders only. */
     MPI_Comm leaders;
@@ -132,11 +96,11 @@ int main(int argc, char **argv)
     /* The node-level window: every rank owns one vector. */
     kpccl_shm_win_h win;
     void *base;
-    TRY(kpccl_shm_win_alloc(count * sizeof(double), comm, &base, &win));
+    KPCCL_MPI_CHECK(kpccl_shm_win_alloc(count * sizeof(double), comm, &base, &win));
     for (int l = 0; l < info.local_size; l++) {
         size_t bytes;
         void *p;
-        TRY(kpccl_shm_win_query(win, node_ranks[l], &bytes, &p));
+        KPCCL_MPI_CHECK(kpccl_shm_win_query(win, node_ranks[l], &bytes, &p));
         node_segs[l] = (double *)p;
     }
 
@@ -181,8 +145,8 @@ int main(int argc, char **argv)
         printf("%s: %ld wrong elements against MPI_Allreduce\n", wrong_all == 0 ? "verified" : "FAILED", wrong_all);
     }
 
-    TRY(kpccl_shm_win_free(win));
-    TRY(kpccl_shm_comm_destroy(comm));
+    KPCCL_MPI_CHECK(kpccl_shm_win_free(win));
+    KPCCL_MPI_CHECK(kpccl_shm_comm_destroy(comm));
     if (leaders != MPI_COMM_NULL) {
         MPI_Comm_free(&leaders);
     }

@@ -31,6 +31,7 @@
 #endif
 #endif
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "kpccl.h"
@@ -167,6 +168,24 @@ static inline int kpccl_shm_comm_create_mpi(MPI_Comm comm, kpccl_shm_comm_h *out
     *out = made;
     return KPCCL_OK;
 }
+
+/* Ends the MPI job after a failed call: prints the caller's rank in
+ * MPI_COMM_WORLD, the call and kpccl_last_error(), then MPI_Abort. */
+static inline void kpccl_mpi_abort(const char *call)
+{
+    int rank = -1;
+    (void)MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "rank %d: %s failed: %s\n", rank, call, kpccl_last_error());
+    (void)MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* For programs to which every failure is fatal, as to the examples:
+ * KPCCL_MPI_CHECK(kpccl_shm_win_fence(win)); */
+#define KPCCL_MPI_CHECK(call)                                                                      \
+    do {                                                                                           \
+        if ((call) != KPCCL_OK)                                                                    \
+            kpccl_mpi_abort(#call);                                                                \
+    } while (0)
 
 #ifdef __cplusplus
 } /* extern "C" */
