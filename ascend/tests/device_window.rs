@@ -86,6 +86,38 @@ fn rank_main() {
     std::process::exit(0);
 }
 
+/// One `#[test]` per row, named by it: it runs the row's `(ranks, case, env…)`
+/// in turn through [`launch`].
+macro_rules! launch_tests {
+    ($($(#[$doc:meta])* $name:ident: $(($n:expr, $case:expr $(, $env:expr)*)),+;)+) => {
+        $(
+            $(#[$doc])*
+            #[test]
+            fn $name() {
+                $(launch($n, $case, &[$($env),*]);)+
+            }
+        )+
+    };
+}
+
+launch_tests! {
+    handoff_on_2_and_4_ranks_on_distinct_devices: (2, "handoff"), (4, "handoff");
+    windows_on_two_devices_of_one_thread_leave_the_users_device_current: (2, "user_devices");
+    host_and_device_requests_fail_together: (3, "mixed_kinds");
+    a_failed_import_fails_every_rank_with_the_acl_code: (2, "unwhitelisted"), (4, "unwhitelisted");
+    a_bad_device_fails_every_rank_with_the_acl_code: (3, "bad_device");
+    no_runtime_fails_every_rank_and_names_the_simulator: (2, "no_runtime", ("KPCCL_ASCEND", "auto"));
+    a_dead_peer_during_free_is_an_error_not_a_hang: (2, "dead_peer");
+    a_free_that_meets_a_peer_fence_fails_both_not_hangs: (2, "free_unmatched");
+    dropped_windows_release_everything: (3, "dropped");
+    pid_validation_can_be_disabled_on_every_rank: (3, "no_validation");
+    a_fence_given_a_stream_covers_the_work_queued_on_it:
+        (2, "stream_fence"), (3, "stream_fence", ("ASCEND_SIM_CHIP", "inference"));
+    the_inference_chip_refuses_segments_without_a_p2p_policy: (2, "no_p2p_policy", ("ASCEND_SIM_CHIP", "inference"));
+    a_chip_without_ipc_or_an_unknown_model_fails_every_rank:
+        (2, "no_ipc_chip", ("ASCEND_SIM_CHIP", "200I/500 A2")), (2, "no_ipc_chip", ("ASCEND_SIM_CHIP", "A5"));
+}
+
 const SEG: usize = 3 * 4096 + 100;
 
 fn pattern(writer: u32, round: u32) -> Vec<u8> {
@@ -274,8 +306,6 @@ fn no_runtime<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     }
 }
 
-/// Rank 1 dies with the window live: rank 0's free returns an error, quickly,
-/// and releases everything.
 /// Rank 1 frees while rank 0 waits for it in a peer fence (a fence count
 /// that does not match): no timeout is set, yet both fail within a second,
 /// naming rank 1 and rank 0's wait, and rank 0's free still releases.
@@ -303,6 +333,8 @@ fn free_unmatched<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     Ok(())
 }
 
+/// Rank 1 dies with the window live: rank 0's free returns an error, quickly,
+/// and releases everything.
 fn dead_peer<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     let me = comm.rank();
     let w = DeviceWindow::builder(comm, 4096).device(me as i32).runtime(HostSim::new()).alloc().map_err(e)?;
@@ -388,27 +420,6 @@ fn no_validation<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     }
 }
 
-#[test]
-fn dropped_windows_release_everything() {
-    launch(3, "dropped", &[]);
-}
-
-#[test]
-fn pid_validation_can_be_disabled_on_every_rank() {
-    launch(3, "no_validation", &[]);
-}
-
-#[test]
-fn windows_on_two_devices_of_one_thread_leave_the_users_device_current() {
-    launch(2, "user_devices", &[]);
-}
-
-#[test]
-fn handoff_on_2_and_4_ranks_on_distinct_devices() {
-    launch(2, "handoff", &[]);
-    launch(4, "handoff", &[]);
-}
-
 /// The directory holding the simulator library cargo built next to this test, if any.
 fn simlib_dir() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
@@ -424,40 +435,10 @@ fn handoff_and_user_devices_through_the_simulator_library_as_libascendcl() {
         return;
     };
     let dir = dir.to_string_lossy().into_owned();
-    launch(2, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
-    launch(4, "handoff", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
-    launch(2, "user_devices", &[("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", &dir)]);
-}
-
-#[test]
-fn host_and_device_requests_fail_together() {
-    launch(3, "mixed_kinds", &[]);
-}
-
-#[test]
-fn a_failed_import_fails_every_rank_with_the_acl_code() {
-    launch(2, "unwhitelisted", &[]);
-    launch(4, "unwhitelisted", &[]);
-}
-
-#[test]
-fn a_bad_device_fails_every_rank_with_the_acl_code() {
-    launch(3, "bad_device", &[]);
-}
-
-#[test]
-fn no_runtime_fails_every_rank_and_names_the_simulator() {
-    launch(2, "no_runtime", &[("KPCCL_ASCEND", "auto")]);
-}
-
-#[test]
-fn a_dead_peer_during_free_is_an_error_not_a_hang() {
-    launch(2, "dead_peer", &[]);
-}
-
-#[test]
-fn a_free_that_meets_a_peer_fence_fails_both_not_hangs() {
-    launch(2, "free_unmatched", &[]);
+    let through_library = [("KPCCL_ASCEND", "acl"), ("LD_LIBRARY_PATH", dir.as_str())];
+    launch(2, "handoff", &through_library);
+    launch(4, "handoff", &through_library);
+    launch(2, "user_devices", &through_library);
 }
 
 /// Runs `case` on `n` ranks under `chip`, with the simulator's copy log on; the
@@ -524,23 +505,12 @@ fn stream_fence<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     w.free().map_err(e)
 }
 
-#[test]
-fn a_fence_given_a_stream_covers_the_work_queued_on_it() {
-    launch(2, "stream_fence", &[]);
-    launch(3, "stream_fence", &[("ASCEND_SIM_CHIP", "inference")]);
-}
-
 /// Under the inference chip model, segments allocated without a P2P policy
 /// cannot be imported by another device: every rank fails with 507899.
 fn no_p2p_policy<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     let me = comm.rank();
     let b = DeviceWindow::builder(comm, 4096).device(me as i32).p2p_policy(false);
     expect_acl(b.alloc(), ACL_ERROR_RT_DRV_INTERNAL_ERROR, "import of non-P2P memory").map(drop)
-}
-
-#[test]
-fn the_inference_chip_refuses_segments_without_a_p2p_policy() {
-    launch(2, "no_p2p_policy", &[("ASCEND_SIM_CHIP", "inference")]);
 }
 
 /// The control of the copy log: a synchronous copy out of a peer's import
@@ -581,10 +551,4 @@ fn no_ipc_chip<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
         ACL_ERROR_INVALID_PARAM
     };
     expect_acl(DeviceWindow::builder(comm, 4096).device(me).alloc(), code, "no IPC").map(drop)
-}
-
-#[test]
-fn a_chip_without_ipc_or_an_unknown_model_fails_every_rank() {
-    launch(2, "no_ipc_chip", &[("ASCEND_SIM_CHIP", "200I/500 A2")]);
-    launch(2, "no_ipc_chip", &[("ASCEND_SIM_CHIP", "A5")]);
 }

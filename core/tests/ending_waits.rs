@@ -35,6 +35,11 @@ impl<'a> Scripted<'a> {
         Self { now: Cell::new(0), steps: Cell::new(0), step_ns, max_steps: 100_000, dead: None, at_step }
     }
 
+    /// A millisecond a step, nobody acting meanwhile, and rank `dead` not alive.
+    fn with_dead(dead: u32) -> Scripted<'static> {
+        Scripted { dead: Some(dead), ..Scripted::new(MS, &|_| {}) }
+    }
+
     fn step(&self) {
         let steps = self.steps.get() + 1;
         assert!(steps <= self.max_steps, "the wait did not end after {} yields and sleeps", self.max_steps);
@@ -97,9 +102,7 @@ fn a_long_yield_phase_sees_the_poison() {
 #[test]
 fn testing_a_peer_that_left_then_ended_is_no_error() {
     let area = HeapArea::new(3);
-    let nothing = |_: u64| {};
-    let mut env = Scripted::new(MS, &nothing);
-    env.dead = Some(1);
+    let env = Scripted::with_dead(1);
     leave(&area, &env, 1);
     // Every test looks at the peer's liveness.
     assert_eq!(peer_test(&area, &env, 0, 1, || Some(8)), Ok(false));
@@ -110,9 +113,7 @@ fn testing_a_peer_that_left_then_ended_is_no_error() {
 #[test]
 fn testing_a_dead_peer_that_never_left_fails() {
     let area = HeapArea::new(3);
-    let nothing = |_: u64| {};
-    let mut env = Scripted::new(MS, &nothing);
-    env.dead = Some(1);
+    let env = Scripted::with_dead(1);
     assert_eq!(peer_test(&area, &env, 0, 1, || Some(1)), Err(FenceError::PeerDead { rank: 1 }));
     assert_eq!(poison_state(&area).map(|p| p.kind), Some(PoisonKind::Dead));
 }

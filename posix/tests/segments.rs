@@ -114,14 +114,29 @@ fn a_failed_nameless_creation_leaves_no_node_directory() {
     assert!(!node.exists(), "the failed creation left the node directory {}", node.display());
 }
 
+/// A one-rank communicator whose segments go to a fresh directory for `case`.
+fn solo_comm(case: &str) -> (ScratchDir, kpccl_posix::Comm<kpccl_testkit::Solo>) {
+    let dir = ScratchDir::new("segtest", case);
+    let config = kpccl_posix::Config { shm_dir: dir.path().to_owned(), ..kpccl_posix::Config::default() };
+    let comm = kpccl_posix::Comm::builder(kpccl_testkit::Solo, 0, 1).config(config).build().unwrap();
+    (dir, comm)
+}
+
+/// Waits for the forked `child`; its exit code, failing if it died of a signal.
+fn exit_code(child: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(child, &raw mut status, 0) }, child);
+    assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
+    libc::WEXITSTATUS(status)
+}
+
 /// A process forked from a rank (a helper, Python's multiprocessing) holds
 /// no descriptor of a segment: it would keep the window's memory after the
 /// window is freed.
 #[test]
 fn a_forked_child_holds_no_segment_file() {
-    let dir = ScratchDir::new("segtest", "fork");
-    let config = kpccl_posix::Config { shm_dir: dir.path().to_owned(), ..kpccl_posix::Config::default() };
-    let comm = kpccl_posix::Comm::builder(kpccl_testkit::Solo, 0, 1).config(config).build().unwrap();
+    let (_dir, comm) = solo_comm("fork");
     let win = comm.window(1 << 20).alloc().unwrap();
     let prefix = comm.segment_dir().as_os_str().as_encoded_bytes().to_vec();
     let links: Vec<std::ffi::CString> =
@@ -142,11 +157,7 @@ fn a_forked_child_holds_no_segment_file() {
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(held) };
     }
-    let mut status = 0;
-    // SAFETY: waits for the child just forked.
-    assert_eq!(unsafe { libc::waitpid(child, &raw mut status, 0) }, child);
-    assert!(libc::WIFEXITED(status), "{status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "the child holds descriptors of the segment");
+    assert_eq!(exit_code(child), 0, "the child holds descriptors of the segment");
     win.fence().unwrap();
     win.free().unwrap();
 }
@@ -157,9 +168,7 @@ fn a_forked_child_holds_no_segment_file() {
 /// name the child's own files by then); the parent's window is untouched.
 #[test]
 fn a_forked_child_drops_the_parents_window_touching_nothing() {
-    let dir = ScratchDir::new("segtest", "forkdrop");
-    let config = kpccl_posix::Config { shm_dir: dir.path().to_owned(), ..kpccl_posix::Config::default() };
-    let comm = kpccl_posix::Comm::builder(kpccl_testkit::Solo, 0, 1).config(config).build().unwrap();
+    let (_dir, comm) = solo_comm("forkdrop");
     let win = comm.window(1 << 16).alloc().unwrap();
     assert!(!win.inherited());
     let null = c"/dev/null";
@@ -181,11 +190,7 @@ fn a_forked_child_drops_the_parents_window_touching_nothing() {
         // SAFETY: ends the child without running the harness's destructors.
         unsafe { libc::_exit(code) };
     }
-    let mut status = 0;
-    // SAFETY: waits for the child just forked.
-    assert_eq!(unsafe { libc::waitpid(child, &raw mut status, 0) }, child);
-    assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "1: not inherited, 2: the drop closed the child's files");
+    assert_eq!(exit_code(child), 0, "1: not inherited, 2: the drop closed the child's files");
     win.write(0, 0, &[7u8]).unwrap();
     win.fence().unwrap();
     win.free().unwrap();

@@ -63,6 +63,52 @@ fn emulator_lost_a_rank(report: &Report) -> bool {
         && report.oob_failure.as_deref().is_none_or(waited_for_it)
 }
 
+/// One `#[test]` per row, named by it: it runs the row's `(ranks, scenario,
+/// [args], env…)` in turn, as [`scenario_with`] does.
+macro_rules! scenario_tests {
+    ($($(#[$doc:meta])* $name:ident: $(($n:expr, $scenario:expr, [$($arg:expr),*] $(, $env:expr)*)),+;)+) => {
+        $(
+            $(#[$doc])*
+            #[test]
+            fn $name() {
+                $(scenario_with($n, $scenario, &[$($arg),*], &[$($env),*]);)+
+            }
+        )+
+    };
+}
+
+scenario_tests! {
+    alloc_free_cycles_leak_nothing: (2, "cycle", ["iters=1000"]), (4, "cycle", ["iters=250"]);
+    one_bad_alignment_fails_every_rank: (3, "bad-align", []);
+    one_unmappable_size_fails_every_rank: (3, "bad-size", []);
+    disagreeing_layout_modes_fail_every_rank: (3, "bad-mode", []);
+    disagreeing_rank_counts_fail_every_rank: (3, "bad-nranks", []);
+    dead_peer_ends_window_fence: (3, "die", ["at=fence"]), (3, "die", ["at=fence"], ("KPCCL_BARRIER", "flat"));
+    dead_peer_ends_peer_fence: (3, "die", ["at=peer", "victim=1"]);
+    dead_peer_ends_signal_wait: (3, "die", ["at=wait", "victim=1"]);
+    dead_peer_ends_a_loop_of_tests: (3, "die", ["at=test", "victim=1"]), (3, "die", ["at=test-both", "victim=1"]);
+    dead_peer_ends_a_polled_window_fence: (3, "die", ["at=polled"]);
+    dead_peer_ends_free: (3, "die", ["at=free"]);
+    dead_peer_fails_alloc: (3, "die", ["at=alloc"]);
+    /// A rank that drops or frees its window while its process lives on: every
+    /// wait of the others that it did not answer fails at once, naming it.
+    a_rank_that_left_ends_window_fences:
+        (3, "leave", ["at=fence"]),
+        (3, "leave", ["at=fence"], ("KPCCL_BARRIER", "flat")),
+        (3, "leave", ["at=polled"]),
+        (3, "leave", ["at=fence", "how=free"]);
+    /// A rank that left the window and ended is not taken for a dead one by
+    /// the others' look at every rank while they wait long for each other.
+    a_rank_that_left_and_ended_does_not_fail_the_others:
+        (3, "left-ended", [], ("KPCCL_LIVENESS_MS", "20")),
+        (5, "left-ended", ["late_ms=500"], ("KPCCL_LIVENESS_MS", "20"));
+    live_but_absent_peer_times_out: (3, "stall", ["timeout_ms=300"]), (2, "stall", ["timeout_ms=300", "op=wait"]);
+    signals_interrupting_a_sleeping_fence_are_survived: (2, "signals", ["ms=300", "rounds=3"]);
+    soak_for_a_few_seconds_on_8_ranks: (8, "soak", ["seconds=3"]);
+    local_ranks_that_do_not_number_each_node_fail_every_rank:
+        (8, "nodes", ["nodes=2", "bad_local=true"]), (4, "nodes", ["nodes=4", "bad_local=true"]);
+}
+
 #[test]
 fn peer_fence_handoff_on_1_2_3_4_and_8_ranks() {
     for n in [1, 2, 3, 4, 8] {
@@ -92,58 +138,10 @@ fn uneven_sizes_aligned() {
 }
 
 #[test]
-fn alloc_free_cycles_leak_nothing() {
-    scenario(2, "cycle", &["iters=1000"]);
-    scenario(4, "cycle", &["iters=250"]);
-}
-
-#[test]
-fn one_bad_alignment_fails_every_rank() {
-    scenario(3, "bad-align", &[]);
-}
-
-#[test]
-fn one_unmappable_size_fails_every_rank() {
-    scenario(3, "bad-size", &[]);
-}
-
-#[test]
-fn disagreeing_layout_modes_fail_every_rank() {
-    scenario(3, "bad-mode", &[]);
-}
-
-#[test]
-fn disagreeing_rank_counts_fail_every_rank() {
-    scenario(3, "bad-nranks", &[]);
-}
-
-#[test]
 fn flat_window_fence_handoff_on_2_3_and_8_ranks() {
     for n in [2, 3, 8] {
         scenario_with(n, "fence", &["rounds=1000", "words=32"], &[("KPCCL_BARRIER", "flat")]);
     }
-}
-
-#[test]
-fn dead_peer_ends_window_fence() {
-    scenario(3, "die", &["at=fence"]);
-    scenario_with(3, "die", &["at=fence"], &[("KPCCL_BARRIER", "flat")]);
-}
-
-#[test]
-fn dead_peer_ends_peer_fence() {
-    scenario(3, "die", &["at=peer", "victim=1"]);
-}
-
-#[test]
-fn dead_peer_ends_signal_wait() {
-    scenario(3, "die", &["at=wait", "victim=1"]);
-}
-
-#[test]
-fn dead_peer_ends_a_loop_of_tests() {
-    scenario(3, "die", &["at=test", "victim=1"]);
-    scenario(3, "die", &["at=test-both", "victim=1"]);
 }
 
 #[test]
@@ -158,21 +156,6 @@ fn an_abandoned_window_fence_fails_every_rank_with_either_barrier() {
     for barrier in ["dissemination", "flat"] {
         scenario_with(3, "abandoned", &[], &[("KPCCL_BARRIER", barrier)]);
     }
-}
-
-#[test]
-fn dead_peer_ends_a_polled_window_fence() {
-    scenario(3, "die", &["at=polled"]);
-}
-
-#[test]
-fn dead_peer_ends_free() {
-    scenario(3, "die", &["at=free"]);
-}
-
-#[test]
-fn dead_peer_fails_alloc() {
-    scenario(3, "die", &["at=alloc"]);
 }
 
 /// Light wake-ups are used exactly where asked and possible, and lose no
@@ -190,30 +173,12 @@ fn light_wake_ups_where_asked_and_none_lost() {
     scenario_with(3, "wakes", &["pin=1", "rounds=300"], &[("KPCCL_LIGHT_WAKES", "1")]);
 }
 
-/// A rank that drops or frees its window while its process lives on: every
-/// wait of the others that it did not answer fails at once, naming it.
-#[test]
-fn a_rank_that_left_ends_window_fences() {
-    scenario(3, "leave", &["at=fence"]);
-    scenario_with(3, "leave", &["at=fence"], &[("KPCCL_BARRIER", "flat")]);
-    scenario(3, "leave", &["at=polled"]);
-    scenario(3, "leave", &["at=fence", "how=free"]);
-}
-
 #[test]
 fn a_rank_that_left_ends_pairwise_waits() {
     for at in ["at=peer", "at=wait"] {
         scenario(3, "leave", &[at, "victim=1"]);
     }
     scenario(3, "leave", &["at=peer", "victim=1", "how=free"]);
-}
-
-/// A rank that left the window and ended is not taken for a dead one by
-/// the others' look at every rank while they wait long for each other.
-#[test]
-fn a_rank_that_left_and_ended_does_not_fail_the_others() {
-    scenario_with(3, "left-ended", &[], &[("KPCCL_LIVENESS_MS", "20")]);
-    scenario_with(5, "left-ended", &["late_ms=500"], &[("KPCCL_LIVENESS_MS", "20")]);
 }
 
 /// A rank frees the window while the others wait for it pairwise (a fence
@@ -234,12 +199,6 @@ fn failing_oob_callback_fails_every_rank_at_every_stage() {
             scenario(2, "oob-fail", &[&format!("call={call}"), &format!("mode={mode}"), "victim=0"]);
         }
     }
-}
-
-#[test]
-fn live_but_absent_peer_times_out() {
-    scenario(3, "stall", &["timeout_ms=300"]);
-    scenario(2, "stall", &["timeout_ms=300", "op=wait"]);
 }
 
 #[test]
@@ -277,11 +236,6 @@ fn full_segment_directory_is_an_error_not_sigbus() {
         assert!(report.success(), "full on 4 ranks with KPCCL_RESERVE={reserve} failed: {report}");
     }
     assert_eq!(left, Vec::<String>::new(), "segments left in the full directory");
-}
-
-#[test]
-fn signals_interrupting_a_sleeping_fence_are_survived() {
-    scenario(2, "signals", &["ms=300", "rounds=3"]);
 }
 
 /// A rank aborts at every step of window creation: the others get errors,
@@ -328,11 +282,6 @@ fn a_forked_child_does_not_share_the_window() {
 }
 
 #[test]
-fn soak_for_a_few_seconds_on_8_ranks() {
-    scenario(8, "soak", &["seconds=3"]);
-}
-
-#[test]
 fn eight_ranks_on_2_and_4_simulated_nodes() {
     for nodes in ["nodes=2", "nodes=4"] {
         scenario(8, "nodes", &[nodes, "placement=block"]);
@@ -340,12 +289,6 @@ fn eight_ranks_on_2_and_4_simulated_nodes() {
     }
     scenario(5, "nodes", &["nodes=2", "placement=rr"]);
     scenario(3, "nodes", &["nodes=3"]);
-}
-
-#[test]
-fn local_ranks_that_do_not_number_each_node_fail_every_rank() {
-    scenario(8, "nodes", &["nodes=2", "bad_local=true"]);
-    scenario(4, "nodes", &["nodes=4", "bad_local=true"]);
 }
 
 /// Over several nodes, one node's failing callback still fails every node.
