@@ -3,7 +3,7 @@
 //! outnumber the CPUs, where every hand-off is a trip through the scheduler.
 
 use super::placement::publish_cpu;
-use super::wait::{Awaited, WaitStart, wait_for, wake_all_sleepers};
+use super::wait::{Awaited, WaitStart, Waiter, wait_for, wake_all_sleepers};
 use super::window::check_member;
 use super::{SyncArea, WaitEnv, WaitPolicy, reached};
 use crate::error::FenceError;
@@ -29,7 +29,7 @@ where
     // waiting for this very CPU (the wait polls only while the placement
     // hints say that no rank that could use this CPU is on it).
     let policy = WaitPolicy { spins: 0, ..*policy };
-    wait_for(area, env, me, flat_awaited(area, target), &policy, &mut WaitStart::default(), || {
+    wait_for(&Waiter { area, env, me, awaited: flat_awaited(area, target) }, &policy, &mut WaitStart::default(), || {
         all_arrived(area, target)
     })
 }

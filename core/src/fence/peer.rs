@@ -1,6 +1,6 @@
 //! The pairwise fence: one Release store, one Acquire wait.
 
-use super::wait::{Awaited, WaitStart, wait_for};
+use super::wait::{Awaited, WaitStart, Waiter, wait_for};
 use super::{SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::Acquire;
@@ -17,7 +17,7 @@ where
         return Ok(());
     }
     let epoch = arrive(area, env, me, peer);
-    wait_for(area, env, me, Awaited::Partner(peer), policy, &mut WaitStart::default(), || {
+    wait_for(&Waiter { area, env, me, awaited: Awaited::Partner(peer) }, policy, &mut WaitStart::default(), || {
         answered(area, me, peer, epoch)
     })
 }

@@ -16,7 +16,7 @@ use core::task::Poll;
 use super::flat::{all_arrived, arrive_flat, flat_awaited};
 use super::peer::{answered, arrive};
 use super::signal::{next_signal, signalled, take};
-use super::wait::{Awaited, Watch};
+use super::wait::{Awaited, Waiter, Watch};
 use super::window::{check_member, round_arrived, round_source, send_round};
 use super::{Barrier, SyncArea, WaitEnv, WaitPolicy, partner, rounds};
 use crate::error::FenceError;
@@ -168,7 +168,7 @@ impl PendingFence {
                 Step::Done | Step::Failed(_) => true,
             };
             if !ready() {
-                match self.watch.check(area, env, me, awaited, &mut ready) {
+                match self.watch.check(&Waiter { area, env, me, awaited }, &mut ready) {
                     Ok(false) => return Poll::Pending,
                     // Ready after all: the awaited rank arrived, then left.
                     Ok(true) => {}

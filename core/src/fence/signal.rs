@@ -19,7 +19,7 @@
 //! still orders what it orders (program order plus its own Release/Acquire
 //! edge), so a pipeline may mix them freely.
 
-use super::wait::{Awaited, WaitStart, find_dead, gone, wait_for};
+use super::wait::{Awaited, WaitStart, Waiter, find_dead, gone, wait_for};
 use super::{Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, bump, partner, reached};
 use crate::error::FenceError;
 use crate::sync::Ordering::{Acquire, Relaxed};
@@ -54,7 +54,7 @@ where
     }
     let want = next_signal(area, me, peer);
     let policy = WaitPolicy { spins: policy.signal_spins, ..*policy };
-    wait_for(area, env, me, Awaited::Partner(peer), &policy, &mut WaitStart::default(), || {
+    wait_for(&Waiter { area, env, me, awaited: Awaited::Partner(peer) }, &policy, &mut WaitStart::default(), || {
         signalled(area, me, peer, want)
     })?;
     take(area, me, peer, want);

@@ -184,14 +184,20 @@ impl WaitStart {
     }
 }
 
-/// Waits until `ready()`, as rank `me` waiting on `awaited`; `start` is
-/// shared by the waits of one fence.
+/// One rank's wait: the waiting rank `me` of the window in `area`, through
+/// `env`, and whom it waits for. What a wait's slow path consults besides
+/// the slot.
+pub(super) struct Waiter<'a, A: ?Sized, E: ?Sized> {
+    pub(super) area: &'a A,
+    pub(super) env: &'a E,
+    pub(super) me: u32,
+    pub(super) awaited: Awaited,
+}
+
+/// Waits until `ready()`; `start` is shared by the waits of one fence.
 #[inline]
 pub(super) fn wait_for<A, E>(
-    area: &A,
-    env: &E,
-    me: u32,
-    awaited: Awaited,
+    w: &Waiter<'_, A, E>,
     policy: &WaitPolicy,
     start: &mut WaitStart,
     mut ready: impl FnMut() -> bool,
@@ -206,15 +212,12 @@ where
         }
         spin_loop();
     }
-    slow_wait(area, env, me, awaited, policy, start, &mut ready)
+    slow_wait(w, policy, start, &mut ready)
 }
 
 #[cold]
 fn slow_wait<A, E>(
-    area: &A,
-    env: &E,
-    me: u32,
-    awaited: Awaited,
+    w: &Waiter<'_, A, E>,
     policy: &WaitPolicy,
     start: &mut WaitStart,
     ready: &mut dyn FnMut() -> bool,
@@ -223,6 +226,7 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
+    let &Waiter { area, env, me, awaited } = w;
     let now = env.now_ns();
     let mut watch = Watch::new(now, deadline_after(start.since(now), policy), policy);
     let yield_until = now.saturating_add(policy.yield_ns);
@@ -240,7 +244,7 @@ where
             continue;
         }
         if yielded >= policy.yields && (policy.yield_ns == 0 || env.now_ns() >= yield_until.min(watch.deadline)) {
-            break sleep_until(area, env, me, awaited, &mut watch, ready);
+            break sleep_until(w, &mut watch, ready);
         }
         env.yield_now();
         yielded = yielded.saturating_add(1);
@@ -248,7 +252,7 @@ where
         // A long yield phase (`yield_ns`) looks at the poison, an interrupt,
         // the peer's leaving and its liveness, as a sleep does.
         if yielded.is_multiple_of(YIELDS_PER_CHECK) {
-            match watch.check(area, env, me, awaited, ready) {
+            match watch.check(w, ready) {
                 Ok(false) => {}
                 Ok(true) => break Ok(()),
                 Err(e) => break Err(e),
@@ -271,18 +275,12 @@ where
 /// default policy sleeps after 16: only a long `yield_ns` gets there).
 const YIELDS_PER_CHECK: u32 = 64;
 
-fn sleep_until<A, E>(
-    area: &A,
-    env: &E,
-    me: u32,
-    awaited: Awaited,
-    watch: &mut Watch,
-    ready: &mut dyn FnMut() -> bool,
-) -> Result<(), FenceError>
+fn sleep_until<A, E>(w: &Waiter<'_, A, E>, watch: &mut Watch, ready: &mut dyn FnMut() -> bool) -> Result<(), FenceError>
 where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
+    let &Waiter { area, env, me, awaited } = w;
     let doorbell = area.doorbell(me);
     loop {
         // Acquire: pairs with the Release bumps, so a bump seen here brings the poison with it.
@@ -293,7 +291,7 @@ where
         // with light wakes, the heavy fence too (see `notify`).
         fence(SeqCst);
         let paired = !env.light_wakes() || env.heavy_fence();
-        if ready() || watch.check(area, env, me, awaited, ready)? {
+        if ready() || watch.check(w, ready)? {
             return Ok(());
         }
         // Marked again: a signal for something else may have cleared it.
@@ -345,21 +343,19 @@ impl Watch {
     }
 
     /// Called when `ready()` was false: fails, poisoning the window where
-    /// the others must learn of it, if rank `me`'s wait on `awaited` should
-    /// end without its partner; `Ok(false)` to go on waiting, `Ok(true)` if
-    /// `ready()` holds after all (the partner arrived, then left or died).
+    /// the others must learn of it, if the wait should end without its
+    /// partner; `Ok(false)` to go on waiting, `Ok(true)` if `ready()` holds
+    /// after all (the partner arrived, then left or died).
     pub(super) fn check<A, E>(
         &mut self,
-        area: &A,
-        env: &E,
-        me: u32,
-        awaited: Awaited,
+        w: &Waiter<'_, A, E>,
         ready: &mut dyn FnMut() -> bool,
     ) -> Result<bool, FenceError>
     where
         A: SyncArea + ?Sized,
         E: WaitEnv + ?Sized,
     {
+        let &Waiter { area, env, me, awaited } = w;
         if let Some(p) = poison_state(area) {
             return Err(p.error());
         }

@@ -1,7 +1,7 @@
 //! The window-wide fence: a dissemination barrier (⌈log2 n⌉ rounds) built on
 //! the same single-writer epoch slots as the peer fence.
 
-use super::wait::{Awaited, WaitStart, wait_for};
+use super::wait::{Awaited, WaitStart, Waiter, wait_for};
 use super::{SyncArea, WaitEnv, WaitPolicy, bump, poison_state, reached, rounds};
 use crate::error::FenceError;
 use crate::sync::Ordering::Acquire;
@@ -23,7 +23,8 @@ where
     for round in 0..rounds(area.nranks()) {
         let epoch = send_round(area, env, me, round);
         let from = round_source(area, me, round);
-        wait_for(area, env, me, Awaited::Round(from), policy, &mut start, || round_arrived(area, me, round, epoch))?;
+        let waiter = Waiter { area, env, me, awaited: Awaited::Round(from) };
+        wait_for(&waiter, policy, &mut start, || round_arrived(area, me, round, epoch))?;
     }
     Ok(())
 }
