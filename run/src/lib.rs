@@ -29,6 +29,8 @@ mod bind;
 mod cred;
 mod hub;
 mod ranks;
+#[allow(unsafe_code)]
+mod signals;
 mod spawn;
 mod tree;
 
@@ -39,7 +41,7 @@ pub use kpccl_posix::launch::{
     last_departure,
 };
 pub use ranks::parse_rank_count;
-pub use spawn::{DEFAULT_ABORT_AFTER, Launch, Report};
+pub use spawn::{DEFAULT_ABORT_AFTER, Interrupted, Launch, Report};
 
 #[cfg(test)]
 mod tests;

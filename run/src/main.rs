@@ -10,7 +10,10 @@
 //! rank fails, the ranks still running `--abort-after` seconds later (10 by
 //! default) are killed, so a frozen rank cannot hold the job. When a rank
 //! dies of a signal, the launcher sweeps the segment directory afterwards
-//! (as `--sweep` does).
+//! (as `--sweep` does). `SIGINT`, `SIGTERM` or `SIGHUP` to the launcher is
+//! passed on to the ranks, which are killed `--abort-after` seconds later
+//! (at once on a second signal); the ranks die with the launcher however
+//! it ends.
 #![allow(clippy::std_instead_of_core)]
 
 use std::ffi::OsString;
@@ -99,12 +102,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut launch = Launch::new(args.nranks).abort_after(args.abort_after).binding(args.binding);
+    let mut launch = Launch::new(args.nranks).abort_after(args.abort_after).binding(args.binding).forward_signals(true);
     if let Some(t) = args.timeout {
         launch = launch.timeout(t);
     }
     match launch.run(&args.program, &args.args) {
-        Ok(report) if report.success() => ExitCode::SUCCESS,
+        Ok(report) if report.exit_code() == 0 => ExitCode::SUCCESS,
         Ok(report) => {
             say_err!("kpccl-run: {report}");
             if report.status.iter().any(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some()) {

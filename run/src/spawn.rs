@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use kpccl_posix::launch::runner;
 use rustix::pipe::PipeFlags;
+use rustix::process::Signal;
 
+use crate::signals::{self, Caught};
 use crate::{Binding, Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
 
 /// Longest pause between two looks at the children.
@@ -31,7 +33,9 @@ pub const DEFAULT_ABORT_AFTER: Duration = Duration::from_secs(10);
 /// `/dev/null`. A rank that fails does not stop the others at once (those in
 /// a collective with it get an error from the hub), but the ranks still
 /// running [`DEFAULT_ABORT_AFTER`] later are killed, as `mpirun` kills a job
-/// when a rank fails (see [`Launch::abort_after`]). Under qemu-user the
+/// when a rank fails (see [`Launch::abort_after`]). No rank outlives the
+/// launcher: the kernel kills each (`SIGKILL`) when the thread that called
+/// [`Launch::run`] ends, however it ends. Under qemu-user the
 /// program goes through the target runner (`KPCCL_RUNNER`, or on aarch64
 /// `CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER`, split on whitespace).
 ///
@@ -49,6 +53,7 @@ pub struct Launch {
     timeout: Option<Duration>,
     abort_after: Option<Duration>,
     binding: Binding,
+    forward_signals: bool,
     env: Vec<(OsString, OsString)>,
 }
 
@@ -61,6 +66,7 @@ impl Launch {
             timeout: None,
             abort_after: Some(DEFAULT_ABORT_AFTER),
             binding: Binding::None,
+            forward_signals: false,
             env: Vec::new(),
         }
     }
@@ -82,6 +88,19 @@ impl Launch {
     /// `None`: let them run.
     pub fn abort_after(mut self, grace: Option<Duration>) -> Launch {
         self.abort_after = grace;
+        self
+    }
+
+    /// While [`Launch::run`] runs, catches `SIGINT`, `SIGTERM` and `SIGHUP`
+    /// (for the whole process; the previous dispositions come back after)
+    /// instead of dying of them: the first is passed on to every rank still
+    /// running (and what each started), which are killed
+    /// [`Launch::abort_after`] later if still running (at once on a second
+    /// signal), and the [`Report`] says so. For a launcher program such as
+    /// `kpccl-run`: handlers of its own for these signals are replaced
+    /// while the launch runs.
+    pub fn forward_signals(mut self, forward: bool) -> Launch {
+        self.forward_signals = forward;
         self
     }
 
@@ -107,6 +126,8 @@ impl Launch {
         let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         // Served only once every rank is started: see `Hub::bind`.
         let mut hub = Hub::bind(self.nranks)?;
+        // Before the first rank starts, so that no signal goes unseen.
+        let caught = if self.forward_signals { Some(Caught::install()?) } else { None };
         let runner = runner::from_env();
         let cpus = match self.binding {
             Binding::None => None,
@@ -130,6 +151,7 @@ impl Launch {
             if rank != 0 {
                 cmd.stdin(Stdio::null());
             }
+            signals::die_with_launcher(&mut cmd);
             if let Some(cpus) = &cpus {
                 crate::bind::bind(&mut cmd, cpus[rank as usize % cpus.len()]);
             }
@@ -145,12 +167,13 @@ impl Launch {
         }
         hub.serve()?;
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
-        let ended = ranks.wait(&hub, deadline, self.abort_after)?;
+        let (ended, signal) = ranks.wait(&hub, deadline, self.abort_after, caught.as_ref())?;
         let timed_out = ended == Ended::Deadline;
         let abandoned = match ended {
             Ended::Abandoned { failed } => Some(failed),
             _ => None,
         };
+        let interrupted = signal.map(|signal| Interrupted { signal, again: ended == Ended::SignalledAgain });
         let cut_short = ended != Ended::AllExited;
         let never_connected = if cut_short { hub.never_connected() } else { Vec::new() };
         // Looked at before they are killed: what held them.
@@ -178,6 +201,7 @@ impl Launch {
             timeout: self.timeout,
             abandoned,
             abort_after: self.abort_after,
+            interrupted,
             elapsed: start.elapsed(),
             oob_failure,
         })
@@ -211,6 +235,17 @@ enum Ended {
     Deadline,
     /// The grace after rank `failed` failed passed.
     Abandoned { failed: u32 },
+    /// The grace after the launcher's first signal passed.
+    Signalled,
+    /// The launcher got a second signal.
+    SignalledAgain,
+}
+
+/// What started the grace after which the ranks still running are killed.
+#[derive(Clone, Copy, Debug)]
+enum Abort {
+    Failed(u32),
+    Signalled,
 }
 
 /// The children; dropping it kills and reaps any still running, so no
@@ -219,12 +254,36 @@ enum Ended {
 struct Ranks(Vec<Rank>);
 
 impl Ranks {
-    /// Reaps ranks as they exit until all have, `deadline` passes, or
-    /// `grace` passes after the first rank that failed.
-    fn wait(&mut self, hub: &Hub, deadline: Option<Instant>, grace: Option<Duration>) -> io::Result<Ended> {
+    /// Reaps ranks as they exit until all have, `deadline` passes, `grace`
+    /// passes after the first rank that failed or after the first signal
+    /// `caught`, or a second signal comes; the first signal (passed on to
+    /// the ranks still running) comes with why it returned.
+    fn wait(
+        &mut self,
+        hub: &Hub,
+        deadline: Option<Instant>,
+        grace: Option<Duration>,
+        caught: Option<&Caught>,
+    ) -> io::Result<(Ended, Option<i32>)> {
         let mut pause = Duration::from_millis(1);
-        let mut abort: Option<(u32, Instant)> = None;
-        loop {
+        let mut abort: Option<(Abort, Instant)> = None;
+        let mut signal: Option<Signal> = None;
+        let ended = loop {
+            if let Some((count, last)) = caught.map(Caught::received)
+                && count > 0
+            {
+                if signal.is_some() && count > 1 {
+                    break Ended::SignalledAgain;
+                }
+                if signal.is_none() {
+                    signal = Some(last);
+                    self.signal_running(last);
+                    let at = grace.and_then(|g| Instant::now().checked_add(g));
+                    if let Some(at) = at.filter(|&at| abort.is_none_or(|(_, sooner)| at < sooner)) {
+                        abort = Some((Abort::Signalled, at));
+                    }
+                }
+            }
             let mut running = 0;
             for (rank, r) in (0..).zip(self.0.iter_mut()) {
                 if r.status.is_some() {
@@ -236,26 +295,37 @@ impl Ranks {
                         hub.rank_ended(rank, r.child.id(), s);
                         pause = Duration::from_millis(1);
                         if !s.success() && abort.is_none() {
-                            abort = grace.and_then(|g| Instant::now().checked_add(g)).map(|at| (rank, at));
+                            abort =
+                                grace.and_then(|g| Instant::now().checked_add(g)).map(|at| (Abort::Failed(rank), at));
                         }
                     }
                     None => running += 1,
                 }
             }
             if running == 0 {
-                return Ok(Ended::AllExited);
+                break Ended::AllExited;
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| d <= now) {
-                return Ok(Ended::Deadline);
+                break Ended::Deadline;
             }
-            if let Some((failed, _)) = abort.filter(|&(_, at)| at <= now) {
-                return Ok(Ended::Abandoned { failed });
+            match abort.filter(|&(_, at)| at <= now) {
+                Some((Abort::Failed(failed), _)) => break Ended::Abandoned { failed },
+                Some((Abort::Signalled, _)) => break Ended::Signalled,
+                None => {}
             }
             let next = [deadline, abort.map(|(_, at)| at)].into_iter().flatten().min();
             let left = next.map_or(MAX_POLL, |d| d.saturating_duration_since(now));
             std::thread::sleep(pause.min(left));
             pause = (pause * 2).min(MAX_POLL);
+        };
+        Ok((ended, signal.map(Signal::as_raw)))
+    }
+
+    /// Passes `signal` on to every rank still running, with what it started.
+    fn signal_running(&self, signal: Signal) {
+        for r in self.0.iter().filter(|r| r.status.is_none()) {
+            crate::tree::signal_tree(r.child.id(), signal);
         }
     }
 
@@ -338,6 +408,9 @@ pub struct Report {
     pub abandoned: Option<u32>,
     /// The grace the launch had after a failure.
     pub abort_after: Option<Duration>,
+    /// The signal the launcher got and passed on to the ranks (see
+    /// [`Launch::forward_signals`]).
+    pub interrupted: Option<Interrupted>,
     /// From the start of the hub to the last rank reaped.
     pub elapsed: Duration,
     /// The first failure the hub reported to the ranks (ranks that disagreed
@@ -356,11 +429,27 @@ impl Report {
         (0..).zip(&self.status).find(|(_, s)| !s.success()).map(|(r, s)| (r, *s))
     }
 
-    /// A shell-style exit code for the job: 0 on success, else the first
-    /// failing rank's exit code, or 128 + the signal that killed it.
+    /// A shell-style exit code for the job: 0 on success, else the exit
+    /// code of the rank that failed first (the one after which the others
+    /// were killed, else the lowest that failed), or 128 + the signal that
+    /// killed it; 128 + the launcher's signal if it got one and every rank
+    /// exited 0.
     pub fn exit_code(&self) -> i32 {
-        self.first_failure().map_or(0, |(_, s)| shell_code(s))
+        let abandoned_by = self.abandoned.and_then(|r| self.status.get(r as usize)).copied();
+        match abandoned_by.or_else(|| self.first_failure().map(|(_, s)| s)) {
+            Some(s) => shell_code(s),
+            None => self.interrupted.map_or(0, |i| 128 + i.signal),
+        }
     }
+}
+
+/// The signal a launcher got (see [`Launch::forward_signals`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The first signal, passed on to the ranks.
+    pub signal: i32,
+    /// Whether a second one came (and killed the ranks still running).
+    pub again: bool,
 }
 
 fn shell_code(s: ExitStatus) -> i32 {
@@ -381,12 +470,22 @@ impl fmt::Display for Report {
                 let sep = if i == 0 { "" } else { ", " };
                 match (s.code(), s.signal()) {
                     (Some(c), _) => write!(f, "{sep}rank {rank}: exit {c}")?,
-                    (None, Some(_)) if self.killed.contains(rank) => match (self.abandoned, self.abort_after) {
-                        (Some(first), Some(g)) => {
-                            write!(f, "{sep}rank {rank}: killed {:.3}s after rank {first} failed", g.as_secs_f64())?
+                    (None, Some(_)) if self.killed.contains(rank) => {
+                        match (self.abandoned, self.interrupted, self.abort_after) {
+                            (Some(first), _, Some(g)) => {
+                                write!(f, "{sep}rank {rank}: killed {:.3}s after rank {first} failed", g.as_secs_f64())?
+                            }
+                            (None, Some(Interrupted { signal, again: true }), _) => {
+                                write!(f, "{sep}rank {rank}: killed at the launcher's second signal {signal}")?
+                            }
+                            (None, Some(Interrupted { signal, .. }), Some(g)) if !self.timed_out => write!(
+                                f,
+                                "{sep}rank {rank}: killed {:.3}s after the launcher got signal {signal}",
+                                g.as_secs_f64()
+                            )?,
+                            _ => write!(f, "{sep}rank {rank}: killed at timeout")?,
                         }
-                        _ => write!(f, "{sep}rank {rank}: killed at timeout")?,
-                    },
+                    }
                     (None, Some(sig)) => write!(f, "{sep}rank {rank}: signal {sig}")?,
                     (None, None) => write!(f, "{sep}rank {rank}: {s}")?,
                 }
@@ -396,6 +495,9 @@ impl fmt::Display for Report {
         write!(f, " in {:.3}s", self.elapsed.as_secs_f64())?;
         if let (true, Some(t)) = (self.timed_out, self.timeout) {
             write!(f, "; timed out after {:.3}s", t.as_secs_f64())?;
+        }
+        if let Some(Interrupted { signal, .. }) = self.interrupted {
+            write!(f, "; the launcher got signal {signal} and passed it on to the ranks")?;
         }
         if !self.never_connected.is_empty() {
             write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
@@ -450,6 +552,7 @@ mod tests {
             timeout: Some(Duration::from_secs(5)),
             abandoned: None,
             abort_after: Some(DEFAULT_ABORT_AFTER),
+            interrupted: None,
             elapsed: Duration::from_millis(1500),
             oob_failure: None,
         }
@@ -462,6 +565,18 @@ mod tests {
         assert_eq!(report(&[0, 3, 4], &[]).exit_code(), 3);
         assert_eq!(report(&[0, -9, 4], &[1]).exit_code(), 137);
         assert_eq!(report(&[0, 3, 4], &[]).first_failure().map(|(r, _)| r), Some(1));
+    }
+
+    #[test]
+    fn exit_code_is_the_failure_the_others_were_killed_after() {
+        // Rank 0 froze, rank 1 failed, rank 0 was killed after the grace:
+        // the job failed of rank 1's exit 3, not of the launcher's SIGKILL.
+        let abandoned = Report { timed_out: false, abandoned: Some(1), ..report(&[-9, 3], &[0]) };
+        assert_eq!(abandoned.exit_code(), 3);
+        let interrupted = Interrupted { signal: 15, again: false };
+        let handled = Report { interrupted: Some(interrupted), ..report(&[0, 0], &[]) };
+        assert_eq!(handled.exit_code(), 128 + 15, "ranks that handled the signal and exited 0");
+        assert!(handled.to_string().ends_with("; the launcher got signal 15 and passed it on to the ranks"));
     }
 
     #[test]

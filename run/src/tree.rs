@@ -39,6 +39,17 @@ pub(crate) fn kill_tree(root: u32) {
     }
 }
 
+/// Sends `signal` to the process `root` and everything below it (a rank
+/// run through a wrapper hears it as a program run alone would).
+pub(crate) fn signal_tree(root: u32, signal: Signal) {
+    let Some(root) = i32::try_from(root).ok().and_then(Pid::from_raw) else { return };
+    let _ = kill_process(root, signal);
+    for p in below(&children_by_parent(), root) {
+        // An error means it is gone already.
+        let _ = kill_process(p, signal);
+    }
+}
+
 /// Every process below `root`, in the map of children by parent.
 fn below(children: &HashMap<i32, Vec<i32>>, root: Pid) -> Vec<Pid> {
     let mut found = Vec::new();

@@ -1,0 +1,99 @@
+//! No rank outlives its launcher. Each rank is killed by the kernel when the
+//! launcher dies, however it dies (`PR_SET_PDEATHSIG`, even for `SIGKILL`);
+//! and a launch that forwards signals ([`Launch::forward_signals`](crate::Launch::forward_signals))
+//! catches `SIGINT`, `SIGTERM` and `SIGHUP` instead of dying of them, so
+//! that it can pass them on to its ranks, wait for them and report.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use kpccl_core::sync::{AtomicU32, Ordering};
+use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal};
+
+/// The signals a forwarding launch catches: those that ask a job to stop.
+const CAUGHT: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// How many caught signals arrived (since the process started).
+static ARRIVED: AtomicU32 = AtomicU32::new(0);
+/// The last caught signal.
+static LAST: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn note(sig: libc::c_int) {
+    // Relaxed: published by the Release increment below.
+    LAST.store(u32::try_from(sig).unwrap_or(0), Ordering::Relaxed);
+    // Release: pairs with the Acquire load in `Caught::received`, which then reads `LAST`.
+    ARRIVED.fetch_add(1, Ordering::Release);
+}
+
+/// Makes the process `cmd` starts die (`SIGKILL`) when the thread that
+/// starts it ends: in a launcher, when the launcher does.
+pub(crate) fn die_with_launcher(cmd: &mut Command) {
+    let launcher = getpid();
+    // SAFETY: the closure runs in the forked child before exec: two system
+    // calls and a comparison, no allocation, no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            set_parent_process_death_signal(Some(Signal::KILL))?;
+            // The launcher died before the line above: no signal will come.
+            // (A raw code: nothing may allocate between fork and exec.)
+            if getppid() != Some(launcher) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// `SIGINT`, `SIGTERM` and `SIGHUP` caught (for the whole process) while
+/// this lives; the previous dispositions come back when it is dropped.
+pub(crate) struct Caught {
+    previous: Vec<(libc::c_int, libc::sigaction)>,
+    /// `ARRIVED` when it was installed.
+    base: u32,
+}
+
+impl Caught {
+    pub(crate) fn install() -> io::Result<Caught> {
+        // Acquire: see `note`.
+        let mut caught = Caught { previous: Vec::new(), base: ARRIVED.load(Ordering::Acquire) };
+        for sig in CAUGHT {
+            // SAFETY: a zeroed sigaction is a valid "default, no flags, empty mask" value.
+            let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+            action.sa_sigaction = note as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            // Restarted: the hub's threads and the launcher's waits go on.
+            action.sa_flags = libc::SA_RESTART;
+            // SAFETY: as above.
+            let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: both pointers are to live locals; the handler only
+            // stores to two atomics, which is async-signal-safe.
+            if unsafe { libc::sigaction(sig, &raw const action, &raw mut previous) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            caught.previous.push((sig, previous));
+        }
+        Ok(caught)
+    }
+
+    /// How many caught signals arrived since [`Caught::install`], and the last.
+    pub(crate) fn received(&self) -> (u32, Signal) {
+        // Acquire: see `note`.
+        let count = ARRIVED.load(Ordering::Acquire).wrapping_sub(self.base);
+        // Relaxed: ordered by the Acquire load above.
+        let last = match i32::try_from(LAST.load(Ordering::Relaxed)) {
+            Ok(libc::SIGINT) => Signal::INT,
+            Ok(libc::SIGHUP) => Signal::HUP,
+            _ => Signal::TERM,
+        };
+        (count, last)
+    }
+}
+
+impl Drop for Caught {
+    fn drop(&mut self) {
+        for (sig, previous) in &self.previous {
+            // SAFETY: restores a disposition `sigaction` gave us, from a live local.
+            unsafe { libc::sigaction(*sig, previous, std::ptr::null_mut()) };
+        }
+    }
+}

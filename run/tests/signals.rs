@@ -1,0 +1,137 @@
+//! What becomes of the ranks when `kpccl-run` itself is killed or told to
+//! stop: none may outlive it (a batch system's `SIGTERM`, a test harness's
+//! timeout `SIGKILL`, a closed terminal's `SIGHUP`).
+#![allow(missing_docs, clippy::std_instead_of_core)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUN: &str = env!("CARGO_BIN_EXE_kpccl-run");
+/// Generous for a test, short enough that a bug fails instead of hanging.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// The processes whose parent is `parent`, from `/proc`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let ppid = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Whether `pid` still runs (a zombie has ended).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+/// `kpccl-run -n 2 extra… -- rank…`, and the ranks' pids once both started.
+/// The launcher goes through the target runner (qemu, for aarch64), its
+/// host-program ranks through none.
+#[allow(clippy::zombie_processes)] // returned: every caller waits for it
+fn start(extra: &[&str], rank: &[&str]) -> (Child, Vec<u32>) {
+    let mut words = kpccl_posix::launch::runner::from_env();
+    words.push(RUN.into());
+    let mut launcher = Command::new(&words[0])
+        .args(&words[1..])
+        .env("KPCCL_RUNNER", "")
+        .args(["-n", "2"])
+        .args(extra)
+        .arg("--")
+        .args(rank)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let ranks = children_of(launcher.id());
+        if ranks.len() == 2 {
+            // Let each reach `exec` (and a wrapper start its child).
+            std::thread::sleep(Duration::from_millis(200));
+            return (launcher, ranks);
+        }
+        if started.elapsed() > BOUND {
+            let _ = launcher.kill();
+            let _ = launcher.wait();
+            panic!("the ranks did not start");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until none of `pids` runs; the ones still running after [`BOUND`]
+/// are killed (so that the test leaves nothing) and returned.
+fn survivors(pids: &[u32]) -> Vec<u32> {
+    let started = Instant::now();
+    while pids.iter().any(|&p| runs(p)) && started.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<u32> = pids.iter().copied().filter(|&p| runs(p)).collect();
+    for &p in &left {
+        // SAFETY: a plain kill(2) of a process this test started (through the launcher).
+        unsafe { libc::kill(i32::try_from(p).unwrap(), libc::SIGKILL) };
+    }
+    left
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: a plain kill(2) of the launcher this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(i32::try_from(child.id()).unwrap(), sig) }, 0);
+}
+
+#[test]
+fn a_launcher_killed_outright_takes_its_ranks_with_it() {
+    let (mut launcher, ranks) = start(&[], &["sleep", "60"]);
+    signal(&launcher, libc::SIGKILL);
+    launcher.wait().unwrap();
+    assert_eq!(survivors(&ranks), Vec::<u32>::new(), "ranks left running after the launcher was killed");
+}
+
+#[test]
+fn a_terminated_launcher_ends_its_ranks_reports_and_exits_with_the_signal() {
+    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+        let (launcher, ranks) = start(&[], &["sleep", "60"]);
+        let started = Instant::now();
+        signal(&launcher, sig);
+        let out = launcher.wait_with_output().unwrap();
+        assert_eq!(survivors(&ranks), Vec::<u32>::new(), "signal {sig}: ranks left running");
+        assert!(started.elapsed() < BOUND / 2, "signal {sig}: took {:?}", started.elapsed());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128 + sig), "signal {sig}: {}; {stderr}", out.status);
+        assert!(stderr.contains(&format!("the launcher got signal {sig}")), "signal {sig}: {stderr}");
+    }
+}
+
+#[test]
+fn ranks_that_ignore_the_forwarded_signal_are_killed_after_the_grace_or_a_second_signal() {
+    // `trap '' TERM` makes the shell and the sleep it starts ignore SIGTERM.
+    let rank = ["sh", "-c", "trap '' TERM; sleep 60; :"];
+    let (launcher, ranks) = start(&["--abort-after", "0.3"], &rank);
+    let started = Instant::now();
+    signal(&launcher, libc::SIGTERM);
+    let out = launcher.wait_with_output().unwrap();
+    assert!(started.elapsed() < BOUND / 2, "took {:?}", started.elapsed());
+    assert_eq!(survivors(&ranks), Vec::<u32>::new());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("killed 0.300s after the launcher got signal 15"), "{stderr}");
+    assert_eq!(out.status.code(), Some(128 + libc::SIGKILL), "{stderr}");
+
+    let (launcher, ranks) = start(&["--abort-after", "never"], &rank);
+    signal(&launcher, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(ranks.iter().all(|&p| runs(p)), "the ranks ignore SIGTERM");
+    signal(&launcher, libc::SIGTERM);
+    let out = launcher.wait_with_output().unwrap();
+    assert_eq!(survivors(&ranks), Vec::<u32>::new());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("killed at the launcher's second signal 15"), "{stderr}");
+}
