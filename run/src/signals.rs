@@ -18,9 +18,16 @@ const CAUGHT: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 static ARRIVED: AtomicU32 = AtomicU32::new(0);
 /// The last caught signal.
 static LAST: AtomicU32 = AtomicU32::new(0);
+/// 1 if the last caught signal came from the kernel (`SI_KERNEL`): a
+/// terminal's Ctrl-C or hang-up, which the kernel sends to the whole
+/// foreground process group, the ranks included.
+static FROM_KERNEL: AtomicU32 = AtomicU32::new(0);
 
-extern "C" fn note(sig: libc::c_int) {
-    // Relaxed: published by the Release increment below.
+extern "C" fn note(sig: libc::c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
+    // SAFETY: the kernel passes an `SA_SIGINFO` handler a valid `siginfo_t`.
+    let from_kernel = unsafe { (*info).si_code } == libc::SI_KERNEL;
+    // Relaxed, both: published by the Release increment below.
+    FROM_KERNEL.store(u32::from(from_kernel), Ordering::Relaxed);
     LAST.store(u32::try_from(sig).unwrap_or(0), Ordering::Relaxed);
     // Release: pairs with the Acquire load in `Caught::received`, which then reads `LAST`.
     ARRIVED.fetch_add(1, Ordering::Release);
@@ -60,9 +67,11 @@ impl Caught {
         for sig in CAUGHT {
             // SAFETY: a zeroed sigaction is a valid "default, no flags, empty mask" value.
             let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-            action.sa_sigaction = note as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_sigaction =
+                note as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as libc::sighandler_t;
             // Restarted: the hub's threads and the launcher's waits go on.
-            action.sa_flags = libc::SA_RESTART;
+            // With its origin: see `FROM_KERNEL`.
+            action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
             // SAFETY: as above.
             let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
             // SAFETY: both pointers are to live locals; the handler only
@@ -75,18 +84,31 @@ impl Caught {
         Ok(caught)
     }
 
-    /// How many caught signals arrived since [`Caught::install`], and the last.
-    pub(crate) fn received(&self) -> (u32, Signal) {
+    /// The caught signals that arrived since [`Caught::install`].
+    pub(crate) fn received(&self) -> Received {
         // Acquire: see `note`.
         let count = ARRIVED.load(Ordering::Acquire).wrapping_sub(self.base);
-        // Relaxed: ordered by the Acquire load above.
+        // Relaxed, both: ordered by the Acquire load above.
         let last = match i32::try_from(LAST.load(Ordering::Relaxed)) {
             Ok(libc::SIGINT) => Signal::INT,
             Ok(libc::SIGHUP) => Signal::HUP,
             _ => Signal::TERM,
         };
-        (count, last)
+        let from_terminal = FROM_KERNEL.load(Ordering::Relaxed) != 0;
+        Received { count, last, from_terminal }
     }
+}
+
+/// What [`Caught::received`] saw.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Received {
+    /// How many signals.
+    pub(crate) count: u32,
+    /// The last one.
+    pub(crate) last: Signal,
+    /// The last one came from a terminal, to the launcher's whole process
+    /// group: the ranks, which stay in it, got it too and need no other.
+    pub(crate) from_terminal: bool,
 }
 
 impl Drop for Caught {

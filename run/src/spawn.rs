@@ -94,7 +94,8 @@ impl Launch {
     /// While [`Launch::run`] runs, catches `SIGINT`, `SIGTERM` and `SIGHUP`
     /// (for the whole process; the previous dispositions come back after)
     /// instead of dying of them: the first is passed on to every rank still
-    /// running (and what each started), which are killed
+    /// running (and what each started; not a terminal's Ctrl-C or hang-up,
+    /// which the kernel sends to the ranks too), which are killed
     /// [`Launch::abort_after`] later if still running (at once on a second
     /// signal), and the [`Report`] says so. For a launcher program such as
     /// `kpccl-run`: handlers of its own for these signals are replaced
@@ -173,7 +174,8 @@ impl Launch {
             Ended::Abandoned { failed } => Some(failed),
             _ => None,
         };
-        let interrupted = signal.map(|signal| Interrupted { signal, again: ended == Ended::SignalledAgain });
+        let interrupted =
+            signal.map(|(signal, passed_on)| Interrupted { signal, passed_on, again: ended == Ended::SignalledAgain });
         let cut_short = ended != Ended::AllExited;
         let never_connected = if cut_short { hub.never_connected() } else { Vec::new() };
         // Looked at before they are killed: what held them.
@@ -256,28 +258,31 @@ struct Ranks(Vec<Rank>);
 impl Ranks {
     /// Reaps ranks as they exit until all have, `deadline` passes, `grace`
     /// passes after the first rank that failed or after the first signal
-    /// `caught`, or a second signal comes; the first signal (passed on to
-    /// the ranks still running) comes with why it returned.
+    /// `caught`, or a second signal comes; the first signal (and whether it
+    /// was passed on to the ranks still running) comes with why it returned.
     fn wait(
         &mut self,
         hub: &Hub,
         deadline: Option<Instant>,
         grace: Option<Duration>,
         caught: Option<&Caught>,
-    ) -> io::Result<(Ended, Option<i32>)> {
+    ) -> io::Result<(Ended, Option<(i32, bool)>)> {
         let mut pause = Duration::from_millis(1);
         let mut abort: Option<(Abort, Instant)> = None;
-        let mut signal: Option<Signal> = None;
+        let mut signal: Option<(Signal, bool)> = None;
         let ended = loop {
-            if let Some((count, last)) = caught.map(Caught::received)
-                && count > 0
+            if let Some(got) = caught.map(Caught::received)
+                && got.count > 0
             {
-                if signal.is_some() && count > 1 {
+                if signal.is_some() && got.count > 1 {
                     break Ended::SignalledAgain;
                 }
                 if signal.is_none() {
-                    signal = Some(last);
-                    self.signal_running(last);
+                    signal = Some((got.last, !got.from_terminal));
+                    // Not twice: a Python rank would raise again in its cleanup.
+                    if !got.from_terminal {
+                        self.signal_running(got.last);
+                    }
                     let at = grace.and_then(|g| Instant::now().checked_add(g));
                     if let Some(at) = at.filter(|&at| abort.is_none_or(|(_, sooner)| at < sooner)) {
                         abort = Some((Abort::Signalled, at));
@@ -319,7 +324,7 @@ impl Ranks {
             std::thread::sleep(pause.min(left));
             pause = (pause * 2).min(MAX_POLL);
         };
-        Ok((ended, signal.map(Signal::as_raw)))
+        Ok((ended, signal.map(|(s, passed_on)| (s.as_raw(), passed_on))))
     }
 
     /// Passes `signal` on to every rank still running, with what it started.
@@ -446,8 +451,11 @@ impl Report {
 /// The signal a launcher got (see [`Launch::forward_signals`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interrupted {
-    /// The first signal, passed on to the ranks.
+    /// The first signal.
     pub signal: i32,
+    /// Whether the launcher passed it on to the ranks: not when it came
+    /// from a terminal (Ctrl-C), which sent it to the ranks too.
+    pub passed_on: bool,
     /// Whether a second one came (and killed the ranks still running).
     pub again: bool,
 }
@@ -475,7 +483,7 @@ impl fmt::Display for Report {
                             (Some(first), _, Some(g)) => {
                                 write!(f, "{sep}rank {rank}: killed {:.3}s after rank {first} failed", g.as_secs_f64())?
                             }
-                            (None, Some(Interrupted { signal, again: true }), _) => {
+                            (None, Some(Interrupted { signal, again: true, .. }), _) => {
                                 write!(f, "{sep}rank {rank}: killed at the launcher's second signal {signal}")?
                             }
                             (None, Some(Interrupted { signal, .. }), Some(g)) if !self.timed_out => write!(
@@ -496,8 +504,14 @@ impl fmt::Display for Report {
         if let (true, Some(t)) = (self.timed_out, self.timeout) {
             write!(f, "; timed out after {:.3}s", t.as_secs_f64())?;
         }
-        if let Some(Interrupted { signal, .. }) = self.interrupted {
-            write!(f, "; the launcher got signal {signal} and passed it on to the ranks")?;
+        match self.interrupted {
+            Some(Interrupted { signal, passed_on: true, .. }) => {
+                write!(f, "; the launcher got signal {signal} and passed it on to the ranks")?
+            }
+            Some(Interrupted { signal, passed_on: false, .. }) => {
+                write!(f, "; the launcher and the ranks got signal {signal} from the terminal")?
+            }
+            None => {}
         }
         if !self.never_connected.is_empty() {
             write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
@@ -573,7 +587,7 @@ mod tests {
         // the job failed of rank 1's exit 3, not of the launcher's SIGKILL.
         let abandoned = Report { timed_out: false, abandoned: Some(1), ..report(&[-9, 3], &[0]) };
         assert_eq!(abandoned.exit_code(), 3);
-        let interrupted = Interrupted { signal: 15, again: false };
+        let interrupted = Interrupted { signal: 15, passed_on: true, again: false };
         let handled = Report { interrupted: Some(interrupted), ..report(&[0, 0], &[]) };
         assert_eq!(handled.exit_code(), 128 + 15, "ranks that handled the signal and exited 0");
         assert!(handled.to_string().ends_with("; the launcher got signal 15 and passed it on to the ranks"));

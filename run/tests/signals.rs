@@ -135,3 +135,73 @@ fn ranks_that_ignore_the_forwarded_signal_are_killed_after_the_grace_or_a_second
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("killed at the launcher's second signal 15"), "{stderr}");
 }
+
+/// A pseudo-terminal: (master, slave).
+fn pty() -> (std::fs::File, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the locals; the name,
+    // termios and window-size arguments may be NULL.
+    let rc = unsafe {
+        libc::openpty(&raw mut master, &raw mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: just opened, owned by nobody else.
+    let master = unsafe { std::fs::File::from_raw_fd(master) };
+    // SAFETY: as above.
+    let slave = unsafe { std::os::fd::OwnedFd::from_raw_fd(slave) };
+    (master, slave)
+}
+
+/// Ctrl-C at a terminal: the kernel sends `SIGINT` to the terminal's
+/// foreground process group, the launcher and its ranks alike. The launcher
+/// must not pass it on a second time (a Python rank would raise again in
+/// its cleanup); it reports and ends the ranks that stay after the grace.
+#[test]
+fn a_terminals_ctrl_c_reaches_each_rank_once() {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+
+    let dir = std::env::temp_dir().join(format!("kpccl-ctrl-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display();
+    // Each rank counts the SIGINTs it gets, after saying that it is ready.
+    let script =
+        format!("trap 'echo >> {d}/int.$KPCCL_RANK' INT; : > {d}/ready.$KPCCL_RANK; while :; do sleep 0.02; done");
+    let (mut terminal, slave) = pty();
+    let mut words = kpccl_posix::launch::runner::from_env();
+    words.push(RUN.into());
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..])
+        .env("KPCCL_RUNNER", "")
+        .args(["-n", "2", "--abort-after", "0.5", "--", "sh", "-c", &script])
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: in the child before exec, two system calls, no allocation: a
+    // session of its own whose controlling terminal is the pseudo-terminal
+    // (its stdin).
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(std::io::stdin())?;
+            Ok(())
+        });
+    }
+    let launcher = cmd.spawn().unwrap();
+    let started = Instant::now();
+    while !(0..2).all(|r| dir.join(format!("ready.{r}")).exists()) {
+        assert!(started.elapsed() < BOUND, "the ranks did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    terminal.write_all(b"\x03").unwrap();
+    let out = launcher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for r in 0..2 {
+        let got = std::fs::read_to_string(dir.join(format!("int.{r}"))).unwrap_or_default();
+        assert_eq!(got.lines().count(), 1, "rank {r}'s SIGINTs; {stderr}");
+    }
+    assert!(stderr.contains("the launcher and the ranks got signal 2 from the terminal"), "{stderr}");
+    assert!(stderr.contains("killed 0.500s after the launcher got signal 2"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
