@@ -110,7 +110,8 @@ pub enum LayoutError {
     },
     /// The fixed part of the window (header, rank table, sync blocks)
     /// overflows (only page sizes no platform has get there); or, as the
-    /// ranks of another node are told it, [`LayoutError::TooLarge`].
+    /// other ranks are told it (another node's, or ranks that can map
+    /// more), [`LayoutError::TooLarge`].
     Overflow,
     /// The segments asked for add up to more than a window can span on this
     /// system (one shared-memory segment's length, or what a rank can map);

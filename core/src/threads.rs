@@ -79,12 +79,21 @@ pub struct ThreadPlatform {
     page: u64,
     epoch: Instant,
     created: Arc<Mutex<Vec<String>>>,
+    max_window_len: u64,
 }
 
 impl ThreadPlatform {
     /// A platform with pages of `page` bytes (a power of two).
     pub fn new(page: u64) -> Self {
-        Self { page, epoch: Instant::now(), created: Arc::default() }
+        Self { page, epoch: Instant::now(), created: Arc::default(), max_window_len: u64::MAX }
+    }
+
+    /// This clone, as a rank that can map at most `max` bytes (a process
+    /// under a lower `RLIMIT_AS` than its peers').
+    #[must_use]
+    pub fn with_max_window_len(mut self, max: u64) -> Self {
+        self.max_window_len = max;
+        self
     }
 
     /// The segments this platform created whose names still exist.
@@ -118,6 +127,10 @@ impl Platform for ThreadPlatform {
         live.insert(name.to_string(), Arc::clone(&buffer));
         self.created.lock().unwrap().push(name.to_string());
         Ok(HeapSegment(buffer))
+    }
+
+    fn max_window_len(&self) -> u64 {
+        self.max_window_len
     }
 
     fn open(&self, name: &str, len: u64) -> Result<HeapSegment, PlatformError> {

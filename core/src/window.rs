@@ -56,7 +56,7 @@ impl<P: Platform> core::fmt::Debug for Pending<'_, P> {
 impl<P: Platform> Drop for Pending<'_, P> {
     fn drop(&mut self) {
         if self.fence.abandoning_breaks_window(&self.window.sync) {
-            self.window.poison(Poison { kind: PoisonKind::Aborted, rank: self.window.rank });
+            self.window.abandon();
         }
     }
 }
@@ -287,6 +287,13 @@ impl<P: Platform> Window<P> {
     /// Marks the window abandoned, so that every rank's waits fail fast.
     pub fn poison(&self, p: Poison) -> Poison {
         fence::poison(&self.sync, self, p)
+    }
+
+    /// Gives up on the window as this rank: every rank's waits on it fail at
+    /// once, naming this rank, as after an interrupted wait of its. Returns
+    /// the poison that stands (an earlier one stays).
+    pub fn abandon(&self) -> Poison {
+        self.poison(Poison { kind: PoisonKind::Aborted, rank: self.rank })
     }
 
     /// Rank `rank`'s entry in the shared rank table.

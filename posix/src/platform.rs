@@ -198,10 +198,16 @@ impl PosixPlatform {
             if self.node_dir {
                 sys::private_dir(&self.dir)?;
             }
-            match sys::Fd::create_unnamed(&self.dir)? {
-                Some(fd) => Ok((fd, false)),
-                None => sys::Fd::create(&self.path(name)).map(|fd| (fd, true)),
+            let made = match sys::Fd::create_unnamed(&self.dir) {
+                Ok(Some(fd)) => Ok((fd, false)),
+                Ok(None) => sys::Fd::create(&self.path(name)).map(|fd| (fd, true)),
+                Err(e) => Err(e),
+            };
+            if made.is_err() {
+                // Nothing is left in the node's directory made just now: it goes too.
+                self.remove_node_dir_if_empty();
             }
+            made
         };
         if !self.node_dir {
             return attempt();

@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
-use kpccl_core::fence::{Poison, PoisonKind};
+use kpccl_core::fence::Poison;
 use kpccl_core::sync::{AtomicU32, Ordering};
 use kpccl_posix::{PoisonProbe, Window};
 use pyo3::prelude::*;
@@ -100,12 +100,6 @@ pub(crate) trait Fences: Send + Sync {
     /// Abandons it (peers' waits fail at once rather than wait for this
     /// rank) and releases it without a collective.
     fn abandon_and_release(&self, py: Python<'_>);
-}
-
-/// Gives up on `w`: every rank's waits on it fail (as after a timeout of this rank's).
-pub(crate) fn abandon(w: &Window) {
-    let raw = w.raw();
-    raw.poison(Poison { kind: PoisonKind::Aborted, rank: raw.rank() });
 }
 
 /// A window shared by a Python object and the views of it.
@@ -357,7 +351,7 @@ impl<T: Fenced> Guarded<T> {
         if self.abandon_asked()
             && let Some(t) = self.try_turn()
         {
-            abandon(t.host());
+            t.host().abandon();
         }
     }
 }

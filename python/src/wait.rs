@@ -17,7 +17,7 @@ use kpccl_posix::interrupt;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::handle::{Busy, Call, Fenced, Guarded, abandon};
+use crate::handle::{Busy, Call, Fenced, Guarded};
 
 /// How often a sleeping wait checks for signals.
 const CHECK_EVERY: Duration = Duration::from_millis(5);
@@ -99,7 +99,7 @@ fn check(watched: usize) -> bool {
     let watched = unsafe { &*(watched as *const Watched<'_>) };
     let give_up = (watched.abandon_asked)() || watched.signals.raised();
     if give_up {
-        abandon(watched.host);
+        watched.host.abandon();
     }
     give_up
 }
@@ -151,7 +151,7 @@ pub(crate) fn window_creation<W: Fenced, E: Send>(
         (made, Some(interrupted)) => {
             py.detach(move || {
                 if let Ok(w) = made {
-                    abandon(w.host());
+                    w.host().abandon();
                 }
             });
             Err(interrupted)
@@ -188,7 +188,7 @@ pub(crate) fn run_in_turn<T: Fenced, R: Send>(
         // Asked while this thread held the turn, or as it gives it back
         // (ordered by the gate: see `Guarded::abandon`).
         if w.abandon_asked() {
-            abandon(t.host());
+            t.host().abandon();
         }
         drop(t);
         w.abandon_if_asked();

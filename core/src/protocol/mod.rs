@@ -267,9 +267,13 @@ where
     verdict(table, rank, Stage::Request)?;
     let params = LayoutParams { nranks: local_size, mode: request.mode, align: request.align, page };
     let size_of = |l: u32| table[node.global(l) as usize].size;
-    let layout = match Layout::new(params, size_of).and_then(|l| l.within(platform.max_window_len(), size_of)) {
+    let laid_out = Layout::new(params, size_of);
+    let layout = match laid_out.and_then(|l| l.within(platform.max_window_len(), size_of)) {
         Ok(layout) => layout,
         Err(e) => {
+            // `new` fails alike on every rank of the node; `within` only on
+            // the ranks that can map less (a lower `RLIMIT_AS`).
+            let alike = laid_out.is_err();
             // The layout numbers the node's ranks; the caller, every rank.
             let (e, culprit) = match e {
                 LayoutError::TooLarge { rank, size, total, max } => {
@@ -277,12 +281,13 @@ where
                 }
                 e => (e, leader),
             };
-            if multi_node {
-                // The other nodes lay out their own segments and cannot see
-                // this one's: they learn of it in the allgather they make
-                // next (step 3's), from the rank to blame, so every node fails.
+            if multi_node || !alike {
+                // The ranks that found no error (other nodes, which lay out
+                // their own segments; ranks that can map more) go on to step
+                // 3's allgather: they learn of it there, from the rank to
+                // blame or from each rank that cannot map, so every rank fails.
                 let mut mine = Record::new(Stage::Create, rank, nranks, &who);
-                if rank == culprit {
+                if rank == culprit || !alike {
                     mine.fail(Failure::Argument(ArgError::Layout(e)));
                 }
                 exchange(oob, &mine, table)?;
@@ -365,7 +370,7 @@ where
         // window fence below: ask them, through the poison word, to flush too
         // (over several nodes, the flush meets the others' `Ready` allgather).
         if let Some(w) = &window {
-            w.poison(Poison { kind: PoisonKind::Flush, rank });
+            w.poison(Poison { kind: PoisonKind::Flush, rank: me });
         }
         lockstep::flush(oob, &mine, Failure::Oob(e), table);
         return Err(CollectiveError::Local(Failure::Oob(e)));
@@ -379,6 +384,8 @@ where
     if fenced.is_ok() {
         window.settle_wakes();
     }
+    // The window numbers the node's ranks; the caller, every rank.
+    let fenced = fenced.map_err(|e| global_fence_error(e, node));
     if multi_node {
         let mut mine = Record::new(Stage::Ready, rank, nranks, &who);
         if let Err(e) = fenced {
@@ -396,6 +403,7 @@ where
         }
         Err(e) => match window.poisoned() {
             Some(Poison { kind: PoisonKind::Flush, rank: failed }) => {
+                let failed = global_rank(failed, node);
                 lockstep::flush(oob, &mine, Failure::Fence(e), table);
                 // The failed rank's record of the flush says why, unless the
                 // flush itself failed (then the table holds no failure).
@@ -405,6 +413,30 @@ where
             }
             _ => Err(CollectiveError::Local(Failure::Fence(e))),
         },
+    }
+}
+
+/// The communicator's number of local rank `l` of `node` (itself if `l` is
+/// not one: a poison word another rank wrote may name anything).
+fn global_rank(l: u32, node: NodeRanks<'_>) -> u32 {
+    match node {
+        NodeRanks::All => l,
+        NodeRanks::Some { ranks, .. } => ranks.get(l as usize).copied().unwrap_or(l),
+    }
+}
+
+/// `e`, from a fence of the node's window, with the ranks it names renamed
+/// to the communicator's.
+fn global_fence_error(e: FenceError, node: NodeRanks<'_>) -> FenceError {
+    let g = |l| global_rank(l, node);
+    match e {
+        FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
+        FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
+        FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
+        FenceError::GaveUp { rank, waited_for } => FenceError::GaveUp { rank: g(rank), waited_for: g(waited_for) },
+        FenceError::PeerLeft { rank, waiter } => FenceError::PeerLeft { rank: g(rank), waiter: g(waiter) },
+        // Not a fence's: the window's own ranks are checked.
+        FenceError::InvalidRank { .. } => e,
     }
 }
 

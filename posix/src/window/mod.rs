@@ -227,6 +227,14 @@ impl Window {
         PoisonProbe { word: self.inner.poison_word(), nodes: &self.nodes }
     }
 
+    /// Gives up on the window: every rank's waits on it fail at once, naming
+    /// this rank, instead of waiting for it (a rank that cannot go on: it
+    /// was interrupted, or its device work failed). Its fences fail from
+    /// then on, and [`Window::free`] releases its memory without waiting.
+    pub fn abandon(&self) {
+        self.inner.abandon();
+    }
+
     /// The core window, for layouts and raw access: it numbers this node's
     /// ranks by local rank.
     pub fn raw(&self) -> &kpccl_core::Window<PosixPlatform> {

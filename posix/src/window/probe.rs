@@ -24,7 +24,8 @@ impl PoisonProbe<'_> {
         self.word.get().map(|p| {
             let kind = match p.kind {
                 PoisonKind::TimedOut { waited_for } => PoisonKind::TimedOut { waited_for: g(waited_for) },
-                kind => kind,
+                PoisonKind::Left { waiter } => PoisonKind::Left { waiter: g(waiter) },
+                kind @ (PoisonKind::Dead | PoisonKind::Aborted | PoisonKind::Flush) => kind,
             };
             Poison { kind, rank: g(p.rank) }
         })

@@ -1,0 +1,26 @@
+//! A window whose segment cannot be made (here: no descriptor left) fails
+//! and leaves nothing in the segment directory, not even the simulated
+//! node's directory it made for the segment.
+#![allow(missing_docs)]
+
+use kpccl_posix::{Comm, Config};
+use kpccl_testkit::{ScratchDir, Solo};
+use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+
+#[test]
+fn a_segment_that_cannot_be_made_leaves_no_node_directory() {
+    let dir = ScratchDir::new("node-dir", "emfile");
+    let config = Config { shm_dir: dir.path().to_owned(), node_id: Some("emfile".to_owned()), ..Config::default() };
+    let comm = Comm::builder(Solo, 0, 1).config(config).build().expect("communicator");
+    // Every descriptor from the lowest free one on refused: the segment's
+    // open fails with EMFILE, after its node directory was made.
+    let lowest_free = std::fs::File::open("/dev/null").map(|f| std::os::fd::AsRawFd::as_raw_fd(&f)).unwrap();
+    let saved = getrlimit(Resource::Nofile);
+    let limit = u64::try_from(lowest_free).unwrap();
+    setrlimit(Resource::Nofile, Rlimit { current: Some(limit), maximum: saved.maximum }).unwrap();
+    let made = comm.window(64).alloc();
+    setrlimit(Resource::Nofile, saved).unwrap();
+    let e = made.expect_err("no descriptor for the segment");
+    assert!(e.to_string().contains("create the shared segment"), "{e}");
+    assert_eq!(dir.entries(), Vec::<String>::new(), "left in the segment directory after: {e}");
+}
