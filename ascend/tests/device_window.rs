@@ -7,7 +7,7 @@
 #![allow(clippy::cast_possible_truncation)]
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kpccl_ascend::codes::{
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
@@ -16,7 +16,8 @@ use kpccl_ascend::codes::{
 };
 use kpccl_ascend::sim::Chip;
 use kpccl_ascend::window::{Call, Collective, Error, Failure, Fault, Setting};
-use kpccl_ascend::{AclResult, DeviceWindow, Memcpy, sim::HostSim};
+use kpccl_ascend::{AclResult, AclStream, DeviceWindow, Memcpy, sim::HostSim};
+use kpccl_core::OobError;
 use kpccl_posix::{Comm, Oob};
 use kpccl_run::{Launch, RunOob};
 use kpccl_testkit::{FailingOob, INJECTED, ScratchDir, When, entries};
@@ -54,8 +55,14 @@ fn rank_main() {
     let Ok(case) = std::env::var(CASE_ENV) else { return };
     let oob = RunOob::from_env().expect("reach the launcher").expect("started by the launcher");
     let (rank, n) = (oob.rank(), oob.nranks());
-    if case == "flaky_oob" {
-        if let Err(e) = flaky_oob(oob) {
+    // Cases that make their own communicator, over an out-of-band double.
+    let own_comm: Option<fn(RunOob) -> Result<(), String>> = match case.as_str() {
+        "flaky_oob" => Some(flaky_oob),
+        "death_in_creation" => Some(death_in_creation),
+        _ => None,
+    };
+    if let Some(case_fn) = own_comm {
+        if let Err(e) = case_fn(oob) {
             eprintln!("rank {rank}: {case}: {e}");
             std::process::exit(1);
         }
@@ -77,6 +84,11 @@ fn rank_main() {
         "no_p2p_policy" => no_p2p_policy(&comm),
         "sync_copy_is_logged" => sync_copy_is_logged(&comm),
         "no_ipc_chip" => no_ipc_chip(&comm),
+        "fence_device_failure" => device_failure(&comm, |w| w.fence_on(Some(BAD_STREAM)), |w| w.fence()),
+        "peer_fence_device_failure" => {
+            device_failure(&comm, |w| w.peer_fence_on(0, Some(BAD_STREAM)), |w| w.peer_fence(1))
+        }
+        "signal_device_failure" => device_failure(&comm, signal_after_a_faulting_copy, |w| w.wait(1)),
         other => Err(format!("unknown case {other}")),
     };
     if let Err(e) = result {
@@ -101,6 +113,9 @@ macro_rules! launch_tests {
 }
 
 launch_tests! {
+    a_fence_that_fails_on_one_ranks_device_fails_every_rank: (2, "fence_device_failure");
+    a_peer_fence_that_fails_on_one_ranks_device_fails_the_peer: (2, "peer_fence_device_failure");
+    a_signal_that_fails_on_the_senders_device_fails_the_wait: (2, "signal_device_failure");
     handoff_on_2_and_4_ranks_on_distinct_devices: (2, "handoff"), (4, "handoff");
     windows_on_two_devices_of_one_thread_leave_the_users_device_current: (2, "user_devices");
     host_and_device_requests_fail_together: (3, "mixed_kinds");
@@ -551,4 +566,106 @@ fn no_ipc_chip<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
         ACL_ERROR_INVALID_PARAM
     };
     expect_acl(DeviceWindow::builder(comm, 4096).device(me).alloc(), code, "no IPC").map(drop)
+}
+
+/// A stream handle no runtime gave: synchronising it fails (107000).
+const BAD_STREAM: AclStream = AclStream(0xdead_0000);
+
+type Step = fn(&DeviceWindow) -> Result<(), kpccl_ascend::window::Error>;
+
+/// Rank 1's signal after a copy on the window's stream whose destination was
+/// freed before the stream ran it: the synchronisation fails (507000).
+fn signal_after_a_faulting_copy(w: &DeviceWindow) -> Result<(), kpccl_ascend::window::Error> {
+    let rt = w.runtime();
+    let gone = rt.malloc(4096, ACL_MEM_MALLOC_HUGE_FIRST).expect("malloc");
+    let src = w.segment(w.rank()).expect("own segment").ptr;
+    // SAFETY: both are 4096 bytes of this rank's device memory; the simulator
+    // drops the copy when it finds `gone` freed at the synchronisation.
+    unsafe { rt.memcpy_async(Memcpy::exact(gone, src, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE), w.stream()) }.expect("queue");
+    rt.free(gone).expect("free");
+    w.signal(0)
+}
+
+/// Rank 1's half of a fence or signal fails on its device (its stream cannot
+/// be synchronised), then it stays a while and frees the window; rank 0's
+/// half must fail at once, naming rank 1, neither waiting for rank 1 nor
+/// completing against rank 1's free as if rank 1 had taken part.
+fn device_failure<O: Oob>(comm: &Comm<O>, failing: Step, waiting: Step) -> Result<(), String> {
+    let me = comm.rank();
+    let w = DeviceWindow::builder(comm, 4096).device(me as i32).alloc().map_err(|e| e.to_string())?;
+    if me == 1 {
+        if failing(&w).is_ok() {
+            return Err("a fence on a stream that does not exist succeeded".into());
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = w.free();
+        return Ok(());
+    }
+    let start = Instant::now();
+    let result = waiting(&w);
+    let _ = w.free();
+    match result {
+        Ok(()) => Err("the fence succeeded although rank 1's half of it failed".into()),
+        Err(e) if !e.to_string().contains("rank 1") => Err(format!("the error does not name rank 1: {e}")),
+        Err(e) if start.elapsed() > Duration::from_secs(1) => Err(format!("took {:?}: {e}", start.elapsed())),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Rank 1's process ends, without running a destructor, at its allgather
+/// number `DIE_AT` (1 makes the communicator, 2-4 the host window, 5-7 the
+/// device stages), before or after taking part (`DIE_WHEN`).
+struct DyingOob {
+    inner: RunOob,
+    die_at: Option<(u32, bool)>,
+    calls: core::cell::Cell<u32>,
+}
+
+impl Oob for DyingOob {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        let call = self.calls.get() + 1;
+        self.calls.set(call);
+        match self.die_at {
+            Some((at, false)) if at == call => std::process::exit(0),
+            Some((at, true)) if at == call => {
+                let _ = self.inner.allgather(send, recv);
+                std::process::exit(0)
+            }
+            _ => self.inner.allgather(send, recv),
+        }
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
+/// The others fail the creation, naming rank 1, and release what they hold.
+fn death_in_creation(oob: RunOob) -> Result<(), String> {
+    let (rank, n) = (oob.rank(), oob.nranks());
+    let at: u32 = std::env::var("DIE_AT").map_err(|_| "DIE_AT unset")?.parse().map_err(|_| "DIE_AT")?;
+    let after = std::env::var("DIE_WHEN").as_deref() == Ok("after");
+    let die_at = (rank == 1).then_some((at, after));
+    let comm = Comm::new(DyingOob { inner: oob, die_at, calls: core::cell::Cell::new(0) }, rank, n)
+        .map_err(|e| e.to_string())?;
+    match DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc() {
+        Ok(w) => {
+            let _ = w.free();
+            Err(format!("the window was made though rank 1 died at allgather {at}"))
+        }
+        Err(e) if e.to_string().contains("rank 1") => {
+            println!("rank {rank}: {e}");
+            Ok(())
+        }
+        Err(e) => Err(format!("the error does not name rank 1: {e}")),
+    }
+}
+
+#[test]
+fn a_rank_that_dies_at_any_device_stage_of_creation_fails_the_others_and_leaks_nothing() {
+    for at in ["5", "6", "7"] {
+        for when in ["before", "after"] {
+            launch(3, "death_in_creation", &[("DIE_AT", at), ("DIE_WHEN", when)]);
+        }
+    }
 }

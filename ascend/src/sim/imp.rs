@@ -216,11 +216,13 @@ impl AclRuntime for HostSim {
         let (epoch, dev) = (index / CONTEXT_DEVICES, index % CONTEXT_DEVICES);
         let dev = i32::try_from(dev).ok().filter(|&d| valid_device(d).is_ok());
         let dev = dev.ok_or(AclError::new(ACL_ERROR_INVALID_PARAM))?;
-        // A context of a device released since is gone, as on hardware.
-        if !state::enter_context(dev, epoch as u64) {
-            return fail(ACL_ERROR_RT_CONTEXT_NULL);
+        match state::enter_context(dev, epoch as u64) {
+            state::Entered::Yes => Ok(()),
+            // A context of a device released since is gone, as on hardware.
+            state::Entered::Released => fail(ACL_ERROR_RT_CONTEXT_NULL),
+            // A handle the runtime never gave.
+            state::Entered::Unknown => fail(ACL_ERROR_INVALID_PARAM),
         }
-        Ok(())
     }
 
     fn reset_device(&self, device: i32) -> AclResult<()> {

@@ -213,12 +213,15 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
     reg.sweep();
     let out = f(&mut reg);
     reg.sweep();
+    let tmp = dir.join("registry.tmp");
     if reg.records.is_empty() {
         let _ = fs::remove_file(&data);
+        // Left by a rewrite cut short (a crash, a full file system); no one
+        // else writes it while we hold the lock.
+        let _ = fs::remove_file(&tmp);
         let _ = fs::remove_file(dir.join("registry.lock"));
         let _ = fs::remove_dir(&dir);
     } else {
-        let tmp = dir.join("registry.tmp");
         let mut file = File::create(&tmp)?;
         file.write_all(reg.render().as_bytes())?;
         fs::rename(&tmp, &data)?;

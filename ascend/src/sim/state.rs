@@ -166,15 +166,31 @@ pub(crate) fn current_context() -> Option<(i32, u64)> {
     current().map(|dev| (dev, epoch))
 }
 
+/// What became of a default context `aclrtSetCurrentContext` was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entered {
+    /// It is live: now this thread's.
+    Yes,
+    /// It was given, and its device was released since.
+    Released,
+    /// No such context was ever given (its device was never set in that epoch).
+    Unknown,
+}
+
 /// `aclrtSetCurrentContext` of `dev`'s default context of `epoch`: makes it
-/// this thread's device, counting nothing. `false` when that context is gone
-/// (the device was released since).
-pub(crate) fn enter_context(dev: i32, epoch: u64) -> bool {
-    let live = with_devices(|d| d.get(&dev).is_some_and(|r| r.count > 0 && r.epoch == epoch));
-    if live {
-        CURRENT.with(|c| c.set((procinfo::own_pid(), dev, epoch)));
+/// this thread's device, counting nothing, if it is live.
+pub(crate) fn enter_context(dev: i32, epoch: u64) -> Entered {
+    let refs = with_devices(|d| d.get(&dev).copied().unwrap_or_default());
+    // The context of an epoch was given once the device was set in it; an
+    // epoch ends only with a release, after such a set.
+    if epoch < refs.epoch {
+        return Entered::Released;
     }
-    live
+    if epoch > refs.epoch || refs.count == 0 {
+        return Entered::Unknown;
+    }
+    CURRENT.with(|c| c.set((procinfo::own_pid(), dev, epoch)));
+    Entered::Yes
 }
 
 /// `aclrtSetDevice`: counts one more use of `dev` and makes it this thread's device.

@@ -51,8 +51,9 @@ pub(crate) fn drain(p: &mut Proc, i: usize) -> AclResult<()> {
             continue;
         }
         if t.dst != t.src {
-            // SAFETY: the range was checked at queue time and its device side is still
-            // mapped; host ranges are the caller's promise until synchronisation.
+            // SAFETY: each device side is `count` bytes of a live allocation or
+            // import (checked just above; queueing checked no range); host ranges
+            // are the caller's promise until synchronisation.
             unsafe { core::ptr::copy(t.src as *const u8, t.dst as *mut u8, t.count) };
         }
     }

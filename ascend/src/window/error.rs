@@ -242,6 +242,27 @@ impl Error {
     pub(crate) fn acl(call: Call, e: AclError) -> Self {
         Self::local(Failure::Acl { call, code: e.code(), peer: None })
     }
+
+    /// `self`, a creation's error, naming the rank whose loss explains it when
+    /// an out-of-band collective failed and the launcher said which rank left
+    /// (as host windows do): "rank 2 died during device window creation …",
+    /// not "out-of-band collective failed (code -5)".
+    pub(crate) fn naming_lost_rank(self) -> Self {
+        let oob = |code| kpccl_core::Failure::Oob(kpccl_core::OobError { code });
+        let cause = match self {
+            Self::Collective(Collective::Local(Failure::Oob(code))) => CollectiveError::Local(oob(code)),
+            Self::Collective(Collective::Peer { rank, failure: Failure::Oob(code) }) => {
+                CollectiveError::Peer { rank, failure: oob(code) }
+            }
+            _ => return self,
+        };
+        match kpccl_posix::launch::last_departure() {
+            Some(departure) => {
+                Self::Host(kpccl_posix::Error::RankLost { during: "device window creation", departure, cause })
+            }
+            None => self,
+        }
+    }
 }
 
 impl fmt::Display for Error {

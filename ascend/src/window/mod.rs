@@ -181,7 +181,7 @@ impl DeviceWindow {
     /// caller's `stream` (a stream of this rank's device): device work queued
     /// there before the fence is visible to the peer after it.
     pub fn peer_fence_on(&self, peer: u32, stream: Option<AclStream>) -> Result<(), Error> {
-        self.dev.synchronize(stream)?;
+        self.synchronize_or_abandon(stream)?;
         Ok(self.host.peer_fence(peer)?)
     }
 
@@ -189,7 +189,7 @@ impl DeviceWindow {
     /// [`kpccl_posix::Window::signal`]), after the window's stream is done.
     #[inline]
     pub fn signal(&self, peer: u32) -> Result<(), Error> {
-        self.dev.synchronize(None)?;
+        self.synchronize_or_abandon(None)?;
         Ok(self.host.signal(peer)?)
     }
 
@@ -217,8 +217,16 @@ impl DeviceWindow {
     /// [`DeviceWindow::fence`] that also waits for the caller's `stream`, as
     /// [`DeviceWindow::peer_fence_on`].
     pub fn fence_on(&self, stream: Option<AclStream>) -> Result<(), Error> {
-        self.dev.synchronize(stream)?;
+        self.synchronize_or_abandon(stream)?;
         Ok(self.host.fence()?)
+    }
+
+    /// The device half of a fence or signal. If it fails, this rank gives up on
+    /// the window (as after a failed wait): its peers' waits for it fail at
+    /// once, naming it, instead of waiting, or of matching a later fence of
+    /// its (in `free`) as if it had taken part in this one.
+    fn synchronize_or_abandon(&self, stream: Option<AclStream>) -> Result<(), Error> {
+        self.dev.synchronize(stream).inspect_err(|_| self.host.abandon())
     }
 
     /// The window's stream (on this rank's device), on which its copies run.
@@ -326,7 +334,7 @@ impl<O: Oob> DeviceWindowBuilder<'_, O> {
         }
         let host = host.alloc()?;
         let rt = self.runtime.unwrap_or_else(|| backend::from_env().map_err(Error::Backend));
-        let dev = setup::create(self.comm, &host, rt, &opts)?;
+        let dev = setup::create(self.comm, &host, rt, &opts).map_err(Error::naming_lost_rank)?;
         Ok(DeviceWindow { dev, host })
     }
 }
