@@ -7,7 +7,7 @@ use std::process::Command;
 use kpccl_testkit::{ScratchDir, entries};
 
 /// Set in the child process this test starts with its own `ASCEND_SIM_DIR`.
-const CHILD_ENV: &str = "KPCCL_REVIEW_REGISTRY_CHILD";
+const CHILD_ENV: &str = "KPCCL_SIM_REGISTRY_CHILD";
 
 /// A process killed between writing `registry.tmp` and renaming it over
 /// `registry` leaves the temporary file; once no record is left, the next
