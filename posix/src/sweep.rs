@@ -48,7 +48,8 @@ pub fn sweep(dir: &Path) -> io::Result<Vec<String>> {
             continue;
         }
         let Some(who) = creator(&name) else { continue };
-        let Ok(meta) = entry.metadata() else { continue };
+        // Not followed: a link (another user's, in a sticky directory) is never a segment.
+        let Ok(meta) = entry.path().symlink_metadata() else { continue };
         if who.uid != me || meta.uid() != me || !meta.is_file() || liveness::is_alive(&who) {
             continue;
         }
@@ -56,7 +57,10 @@ pub fn sweep(dir: &Path) -> io::Result<Vec<String>> {
             Ok(()) => removed.push(name),
             // Someone else (another sweep, the creator itself) got there first.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            // One entry that cannot go keeps none of the others.
+            Err(e) => {
+                crate::log::log(crate::log::Level::Debug, format_args!("cannot remove {}: {e}", entry.path().display()))
+            }
         }
     }
     Ok(removed)
@@ -106,6 +110,9 @@ mod tests {
         for n in [&live, &dead, &reused, &foreign] {
             std::fs::write(dir.join(n), b"x").unwrap();
         }
+        // A link named as a dead creator's segment, to a file of this user: no segment.
+        let link = format!("kpccl-{}-{}-{:x}-{:016x}", me.uid, (1 << 22) + 1, 5, 5);
+        std::os::unix::fs::symlink(dir.join(&live), dir.join(&link)).unwrap();
         let node = dir.join(format!("kpccl-node-{}-{:016x}", me.uid, 7));
         std::fs::create_dir(&node).unwrap();
         std::fs::write(node.join(&dead), b"x").unwrap();
@@ -117,6 +124,7 @@ mod tests {
         expected.sort();
         assert_eq!(removed, expected);
         assert!(dir.join(&live).exists() && dir.join(&foreign).exists());
+        assert!(dir.join(&link).symlink_metadata().is_ok(), "a link is left alone");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
