@@ -30,3 +30,32 @@ fn ranks_in_one_process_are_refused_together() {
         assert_eq!(outcome, Ok(want.clone()));
     }
 }
+
+/// A negative device or a size no address space holds is named on the rank
+/// that gave it; the others fail with it, naming that rank, and none waits.
+#[test]
+fn a_bad_device_or_size_is_named_and_fails_every_rank() {
+    for (device, size) in [(-1, 4096), (1, usize::MAX)] {
+        let outcomes = threads::run(3, Duration::from_secs(60), move |rank, oob| {
+            let comm = Comm::new(oob, rank, 3).expect("communicator");
+            let (device, size) = if rank == 1 { (device, size) } else { (rank as i32, 4096) };
+            match DeviceWindow::builder(&comm, size).device(device).runtime(HostSim::faithful()).alloc() {
+                Ok(w) => Err(format!("rank {rank}: a window was made ({w:?})")),
+                Err(e) => Ok(e.to_string()),
+            }
+        });
+        let own = if device < 0 {
+            "device -1 is invalid: devices are numbered from 0".to_owned()
+        } else {
+            format!("a device segment of {size} bytes is more than an address space can map")
+        };
+        for (rank, outcome) in (0..).zip(outcomes) {
+            let message = outcome.unwrap();
+            if rank == 1 {
+                assert_eq!(message, own);
+            } else {
+                assert!(message.contains("rank 1"), "rank {rank}: {message}");
+            }
+        }
+    }
+}

@@ -98,7 +98,9 @@ fn device(e: &DeviceError) -> kpccl_error_code_t {
         DeviceError::Collective(_)
         | DeviceError::OutOfBounds { .. }
         | DeviceError::MultiNode { .. }
-        | DeviceError::SharedProcess { .. } => KPCCL_ERR_INVALID_ARGUMENT,
+        | DeviceError::SharedProcess { .. }
+        | DeviceError::NegativeDevice { .. }
+        | DeviceError::SizeTooLarge { .. } => KPCCL_ERR_INVALID_ARGUMENT,
         _ => KPCCL_ERR_DEVICE_RUNTIME,
     }
 }

@@ -102,7 +102,7 @@ pub(crate) fn device_kind(e: &kpccl_ascend::window::Error) -> Kind {
     use kpccl_ascend::window::Error as D;
     match e {
         D::Host(h) => host_kind(h),
-        D::OutOfBounds { .. } => Kind::Value,
+        D::OutOfBounds { .. } | D::NegativeDevice { .. } | D::SizeTooLarge { .. } => Kind::Value,
         _ => Kind::Library,
     }
 }

@@ -140,7 +140,7 @@ impl fmt::Display for Failure {
                 }
             }
             Self::NoRuntime => write!(f, "no Ascend runtime (KPCCL_ASCEND)"),
-            Self::Argument => write!(f, "invalid arguments"),
+            Self::Argument => write!(f, "invalid arguments (its own error says which)"),
             Self::Oob(code) => write!(f, "out-of-band collective failed (code {code})"),
             Self::NoPeerAccess { peer } => write!(f, "its device cannot access the device of rank {peer}"),
             Self::Unknown => write!(f, "an unknown failure"),
@@ -205,6 +205,18 @@ pub enum Error {
     MultiNode {
         /// The communicator's node count.
         nnodes: u32,
+    },
+    /// This rank's device number is negative (every rank fails: the others
+    /// learn that this one refused its arguments).
+    NegativeDevice {
+        /// The device given.
+        device: i32,
+    },
+    /// This rank's segment size is more than an address space can map
+    /// (`isize::MAX` bytes; every rank fails, as for a negative device).
+    SizeTooLarge {
+        /// The size given.
+        size: u64,
     },
     /// Two ranks run in one process: device memory is shared between
     /// processes (ACL imports another process's export; a process does not
@@ -273,6 +285,10 @@ impl fmt::Display for Error {
             Self::Collective(e) => e.fmt(f),
             Self::OutOfBounds { rank, offset, len, size } => {
                 write!(f, "{len} bytes at {offset} are outside rank {rank}'s device segment of {size} bytes")
+            }
+            Self::NegativeDevice { device } => write!(f, "device {device} is invalid: devices are numbered from 0"),
+            Self::SizeTooLarge { size } => {
+                write!(f, "a device segment of {size} bytes is more than an address space can map")
             }
             Self::MultiNode { nnodes } => write!(
                 f,

@@ -164,8 +164,11 @@ fn local_failure(e: &Error) -> Failure {
 /// the allocation (with the policy of the options: P2P by default, which the
 /// inference chips need before another device may import it).
 fn ident(state: &mut DeviceState, opts: &Options, mine: &mut Record) -> Result<(), Error> {
-    if isize::try_from(opts.size).is_err() || opts.device < 0 {
-        return Err(Error::local(Failure::Argument));
+    if opts.device < 0 {
+        return Err(Error::NegativeDevice { device: opts.device });
+    }
+    if isize::try_from(opts.size).is_err() {
+        return Err(Error::SizeTooLarge { size: opts.size as u64 });
     }
     let rt = state.rt.clone();
     match rt.init() {
