@@ -443,7 +443,7 @@ typedef struct kpccl_shm_win_t {
 /**
  * A window handle. Every call checks it before use, so any value may be
  * passed: `NULL`, a foreign pointer and a communicator are refused, and so
- * is a freed window ("window handle 0x… was freed (stale handle)") even
+ * is a freed window ("window handle 0x… (`win`) was freed (stale handle)") even
  * after new windows were made, because the library never hands out a freed
  * handle's value again until the process's handle region wraps: after 2^28
  * handles (windows and communicators) with the full 16 GiB of address
@@ -848,7 +848,7 @@ int kpccl_shm_win_fence(kpccl_shm_win_h win);
  * its address in this process (`NULL` when the size is 0). Local. `rank`
  * must run on this node: for a rank of another node it is an error. For a
  * device window (`KPCCL_SHM_MEMORY_ASCEND`) the address is a device address
- * (the peer's segment as imported here), for `aclrtMemcpy` and kernels.
+ * (the peer's segment as imported here), for `aclrtMemcpyAsync` and kernels.
  *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`); `size` and
