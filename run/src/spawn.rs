@@ -413,8 +413,7 @@ pub struct Report {
     pub abandoned: Option<u32>,
     /// The grace the launch had after a failure.
     pub abort_after: Option<Duration>,
-    /// The signal the launcher got and passed on to the ranks (see
-    /// [`Launch::forward_signals`]).
+    /// The signal the launcher got, if any (see [`Launch::forward_signals`]).
     pub interrupted: Option<Interrupted>,
     /// From the start of the hub to the last rank reaped.
     pub elapsed: Duration,
