@@ -24,8 +24,11 @@ fn a_registry_rewrite_cut_short_leaves_no_directory_behind() {
     // What the crash left: the lock file, and the rewrite that never got renamed.
     std::fs::write(sim.join("registry.lock"), b"").unwrap();
     std::fs::write(sim.join("registry.tmp"), b"C 7\n").unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let status = Command::new(exe)
+    // Through the target runner (qemu, for aarch64), as the launcher starts ranks.
+    let mut words = kpccl_posix::launch::runner::from_env();
+    words.push(std::env::current_exe().unwrap().into());
+    let status = Command::new(&words[0])
+        .args(&words[1..])
         .args(["--exact", "a_registry_rewrite_cut_short_leaves_no_directory_behind", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .env("ASCEND_SIM_DIR", &sim)

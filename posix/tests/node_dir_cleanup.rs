@@ -7,19 +7,32 @@ use kpccl_posix::{Comm, Config};
 use kpccl_testkit::{ScratchDir, Solo};
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
+/// Restores the open-file limit when dropped, a failed assertion included:
+/// the scratch directory's clean-up needs descriptors.
+struct RestoreLimit(Rlimit);
+
+impl Drop for RestoreLimit {
+    fn drop(&mut self) {
+        let _ = setrlimit(Resource::Nofile, self.0);
+    }
+}
+
 #[test]
 fn a_segment_that_cannot_be_made_leaves_no_node_directory() {
     let dir = ScratchDir::new("node-dir", "emfile");
     let config = Config { shm_dir: dir.path().to_owned(), node_id: Some("emfile".to_owned()), ..Config::default() };
     let comm = Comm::builder(Solo, 0, 1).config(config).build().expect("communicator");
+    // One window first, so that whatever is set up once per process (an
+    // emulator's look at its auxiliary vector, say) is done with descriptors.
+    comm.window(64).alloc().expect("a first window").free().expect("its free");
     // Every descriptor from the lowest free one on refused: the segment's
     // open fails with EMFILE, after its node directory was made.
     let lowest_free = std::fs::File::open("/dev/null").map(|f| std::os::fd::AsRawFd::as_raw_fd(&f)).unwrap();
-    let saved = getrlimit(Resource::Nofile);
+    let saved = RestoreLimit(getrlimit(Resource::Nofile));
     let limit = u64::try_from(lowest_free).unwrap();
-    setrlimit(Resource::Nofile, Rlimit { current: Some(limit), maximum: saved.maximum }).unwrap();
+    setrlimit(Resource::Nofile, Rlimit { current: Some(limit), maximum: saved.0.maximum }).unwrap();
     let made = comm.window(64).alloc();
-    setrlimit(Resource::Nofile, saved).unwrap();
+    drop(saved);
     let e = made.expect_err("no descriptor for the segment");
     assert!(e.to_string().contains("create the shared segment"), "{e}");
     assert_eq!(dir.entries(), Vec::<String>::new(), "left in the segment directory after: {e}");
