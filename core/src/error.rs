@@ -109,9 +109,7 @@ pub enum LayoutError {
         page: u64,
     },
     /// The fixed part of the window (header, rank table, sync blocks)
-    /// overflows (only page sizes no platform has get there); or, as the
-    /// other ranks are told it (another node's, or ranks that can map
-    /// more), [`LayoutError::TooLarge`].
+    /// overflows (only page sizes no platform has get there).
     Overflow,
     /// The segments asked for add up to more than a window can span on this
     /// system (one shared-memory segment's length, or what a rank can map);
@@ -128,6 +126,13 @@ pub enum LayoutError {
         /// a rank cannot map that much).
         max: u64,
     },
+    /// [`LayoutError::TooLarge`] as the other ranks are told it (a record
+    /// has no room for all of it): the failing rank's node's window is
+    /// more than that rank can map.
+    Unmappable {
+        /// What that rank can map, in bytes.
+        max: u64,
+    },
 }
 
 impl fmt::Display for LayoutError {
@@ -140,6 +145,7 @@ impl fmt::Display for LayoutError {
             }
             Self::PageSize { page } => write!(f, "page size {page} is not a power of two >= 128"),
             Self::Overflow => f.write_str("the window's total size overflows"),
+            Self::Unmappable { max } => write!(f, "its node's window is more than it can map ({max} bytes)"),
             Self::TooLarge { rank, size, total, max } => write!(
                 f,
                 "rank {rank} asked for {size} bytes: the window's total of {total} bytes is more than a \

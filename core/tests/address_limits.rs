@@ -6,6 +6,7 @@
 use core::time::Duration;
 use std::vec;
 
+use kpccl_core::error::{ArgError, Failure};
 use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{
     Collective, CollectiveError, LayoutError, NodeRanks, Placement, Record, WindowRequest, create_comm, create_window,
@@ -37,8 +38,12 @@ fn check(nranks: u32, nodes: u32, small: u32) {
     let (platform, results) = create(nranks, nodes, small, 64 << 10);
     for (r, res) in (0u32..).zip(results) {
         match res {
-            Err(CollectiveError::Layout(LayoutError::TooLarge { .. })) if r == small => {}
-            Err(CollectiveError::Peer { rank, .. }) if r != small && rank == small => {}
+            Err(CollectiveError::Layout(LayoutError::TooLarge { max, .. })) if r == small => {
+                assert_eq!(max, 64 << 10, "what rank {small} can map");
+            }
+            Err(CollectiveError::Peer { rank, failure }) if r != small && rank == small => {
+                assert_eq!(failure, Failure::Argument(ArgError::Layout(LayoutError::Unmappable { max: 64 << 10 })));
+            }
             other => panic!("rank {r} of {nranks} on {nodes} node(s): {other:?}"),
         }
     }

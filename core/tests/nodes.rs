@@ -127,7 +127,7 @@ fn one_nodes_oversized_window_fails_every_node() {
             Err(CollectiveError::Layout(LayoutError::TooLarge { rank: 3, .. })) if r % 2 == 1 => {}
             Err(CollectiveError::Peer {
                 rank: 3,
-                failure: Failure::Argument(ArgError::Layout(LayoutError::Overflow)),
+                failure: Failure::Argument(ArgError::Layout(LayoutError::Unmappable { .. })),
             }) if r % 2 == 0 => {}
             other => panic!("rank {r}: {other:?}"),
         }

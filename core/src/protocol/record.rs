@@ -155,10 +155,9 @@ fn encode_layout(e: LayoutError) -> (u32, u64) {
         LayoutError::PageSize { page } => (3, page),
         LayoutError::Overflow => (4, 0),
         LayoutError::AlignmentAbovePage { align, page } => (5, pair(align.trailing_zeros(), page.trailing_zeros())),
-        // Every rank of the node finds it itself; the ranks of other nodes
-        // are told by the rank it names, as what a record can carry: a
-        // total that does not fit.
-        LayoutError::TooLarge { .. } => (4, 0),
+        // Told by the rank it names (to other nodes, or to ranks that can
+        // map more), as much as a record carries.
+        LayoutError::TooLarge { max, .. } | LayoutError::Unmappable { max } => (6, max),
     }
 }
 
@@ -170,6 +169,7 @@ fn decode_layout(sub: u32, v: u64) -> Option<LayoutError> {
         3 => LayoutError::PageSize { page: v },
         4 => LayoutError::Overflow,
         5 => LayoutError::AlignmentAbovePage { align: 1 << (unpair(v).0 % 64), page: 1 << (unpair(v).1 % 64) },
+        6 => LayoutError::Unmappable { max: v },
         _ => return None,
     })
 }
@@ -259,6 +259,7 @@ mod tests {
             Failure::Argument(ArgError::Size { size: u64::MAX }),
             Failure::Argument(ArgError::Layout(LayoutError::Alignment { align: 3 })),
             Failure::Argument(ArgError::Layout(LayoutError::Overflow)),
+            Failure::Argument(ArgError::Layout(LayoutError::Unmappable { max: 1 << 40 })),
             Failure::Argument(ArgError::Layout(LayoutError::AlignmentAbovePage { align: 1 << 20, page: 4096 })),
             Failure::Argument(ArgError::Caller),
             Failure::Oob(OobError { code: -5 }),
