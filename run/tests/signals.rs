@@ -32,16 +32,20 @@ fn runs(pid: u32) -> bool {
         .is_some_and(|zombie| !zombie)
 }
 
-/// `kpccl-run -n 2 extra… -- rank…`, and the ranks' pids once both started.
-/// The launcher goes through the target runner (qemu, for aarch64), its
-/// host-program ranks through none.
-#[allow(clippy::zombie_processes)] // returned: every caller waits for it
-fn start(extra: &[&str], rank: &[&str]) -> (Child, Vec<u32>) {
+/// `kpccl-run` through the target runner (qemu, for aarch64); its ranks,
+/// host programs here, through none.
+fn launcher() -> Command {
     let mut words = kpccl_posix::launch::runner::from_env();
     words.push(RUN.into());
-    let mut launcher = Command::new(&words[0])
-        .args(&words[1..])
-        .env("KPCCL_RUNNER", "")
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..]).env("KPCCL_RUNNER", "");
+    cmd
+}
+
+/// `kpccl-run -n 2 extra… -- rank…`, and the ranks' pids once both started.
+#[allow(clippy::zombie_processes)] // returned: every caller waits for it
+fn start(extra: &[&str], rank: &[&str]) -> (Child, Vec<u32>) {
+    let mut launcher = launcher()
         .args(["-n", "2"])
         .args(extra)
         .arg("--")
@@ -169,12 +173,8 @@ fn a_terminals_ctrl_c_reaches_each_rank_once() {
     let script =
         format!("trap 'echo >> {d}/int.$KPCCL_RANK' INT; : > {d}/ready.$KPCCL_RANK; while :; do sleep 0.02; done");
     let (mut terminal, slave) = pty();
-    let mut words = kpccl_posix::launch::runner::from_env();
-    words.push(RUN.into());
-    let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..])
-        .env("KPCCL_RUNNER", "")
-        .args(["-n", "2", "--abort-after", "0.5", "--", "sh", "-c", &script])
+    let mut cmd = launcher();
+    cmd.args(["-n", "2", "--abort-after", "0.5", "--", "sh", "-c", &script])
         .stdin(Stdio::from(slave))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -403,7 +403,7 @@ where
         }
         Err(e) => match window.poisoned() {
             Some(Poison { kind: PoisonKind::Flush, rank: failed }) => {
-                let failed = global_rank(failed, node);
+                let failed = node.global_or_same(failed);
                 lockstep::flush(oob, &mine, Failure::Fence(e), table);
                 // The failed rank's record of the flush says why, unless the
                 // flush itself failed (then the table holds no failure).
@@ -416,19 +416,10 @@ where
     }
 }
 
-/// The communicator's number of local rank `l` of `node` (itself if `l` is
-/// not one: a poison word another rank wrote may name anything).
-fn global_rank(l: u32, node: NodeRanks<'_>) -> u32 {
-    match node {
-        NodeRanks::All => l,
-        NodeRanks::Some { ranks, .. } => ranks.get(l as usize).copied().unwrap_or(l),
-    }
-}
-
 /// `e`, from a fence of the node's window, with the ranks it names renamed
 /// to the communicator's.
 fn global_fence_error(e: FenceError, node: NodeRanks<'_>) -> FenceError {
-    let g = |l| global_rank(l, node);
+    let g = |l| node.global_or_same(l);
     match e {
         FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
         FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },

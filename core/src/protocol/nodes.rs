@@ -85,6 +85,15 @@ impl NodeRanks<'_> {
         }
     }
 
+    /// [`NodeRanks::global`], or `l` itself if it is no local rank (a
+    /// poison word another rank wrote may name anything).
+    pub(crate) fn global_or_same(&self, l: u32) -> u32 {
+        match self {
+            Self::All => l,
+            Self::Some { ranks, .. } => ranks.get(l as usize).copied().unwrap_or(l),
+        }
+    }
+
     /// The caller's local rank, given its global rank.
     pub(crate) fn local(&self, rank: u32) -> u32 {
         match self {
