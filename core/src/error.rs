@@ -49,6 +49,30 @@ pub enum FenceError {
         /// The window's rank count.
         nranks: u32,
     },
+    /// `rank`'s entry in the window's rank table no longer describes a data
+    /// segment of the window: something wrote over it after creation.
+    RankTableOverwritten {
+        /// The rank whose entry was overwritten.
+        rank: u32,
+    },
+}
+
+impl FenceError {
+    /// The error with every rank it names passed through `rename` (a
+    /// window's ranks to its communicator's). The bounds of
+    /// [`Self::InvalidRank`] are the window's own and stay.
+    #[must_use]
+    pub fn renamed(self, rename: impl Fn(u32) -> u32) -> Self {
+        match self {
+            Self::Timeout { peer } => Self::Timeout { peer: rename(peer) },
+            Self::PeerDead { rank } => Self::PeerDead { rank: rename(rank) },
+            Self::PeerLeft { rank, waiter } => Self::PeerLeft { rank: rename(rank), waiter: rename(waiter) },
+            Self::Aborted { rank } => Self::Aborted { rank: rename(rank) },
+            Self::GaveUp { rank, waited_for } => Self::GaveUp { rank: rename(rank), waited_for: rename(waited_for) },
+            Self::InvalidRank { .. } => self,
+            Self::RankTableOverwritten { rank } => Self::RankTableOverwritten { rank: rename(rank) },
+        }
+    }
 }
 
 impl fmt::Display for FenceError {
@@ -73,6 +97,11 @@ impl fmt::Display for FenceError {
             Self::InvalidRank { rank, nranks } => {
                 write!(f, "rank {rank} is out of range (the window has {nranks} ranks)")
             }
+            Self::RankTableOverwritten { rank } => write!(
+                f,
+                "the window's rank table entry of rank {rank} was overwritten after creation \
+                 (it no longer lies in the window's data area)"
+            ),
         }
     }
 }

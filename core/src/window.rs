@@ -7,8 +7,8 @@ use core::task::Poll;
 
 use crate::error::FenceError;
 use crate::fence::{self, Barrier, Poison, PoisonKind, SyncArea as _, WaitEnv, WaitPolicy};
-use crate::layout::Layout;
 use crate::layout::shared::{Header, RankEntry};
+use crate::layout::{Layout, Region};
 use crate::platform::{Platform, ProcessIdentity, Segment, WaitOutcome};
 use crate::raw::{Mapped, SyncBlocks};
 use crate::sync::AtomicU32;
@@ -72,6 +72,9 @@ pub struct Window<P: Platform> {
     sync: SyncBlocks,
     layout: Layout,
     rank: u32,
+    /// This rank's data segment as laid out from the requests: never read
+    /// back from the shared rank table, which peers can write.
+    own: Region,
     policy: WaitPolicy,
     barrier: Barrier,
     /// When a [`Window::try_wait`] that finds no signal next looks for dead
@@ -111,6 +114,7 @@ impl<P: Platform> Window<P> {
         segment: P::Segment,
         layout: Layout,
         rank: u32,
+        own: Region,
         policy: WaitPolicy,
         barrier: Barrier,
     ) -> Self {
@@ -129,6 +133,7 @@ impl<P: Platform> Window<P> {
             sync,
             layout,
             rank,
+            own,
             policy,
             barrier,
             liveness_due_at,
@@ -307,12 +312,28 @@ impl<P: Platform> Window<P> {
 
     /// Rank `rank`'s data segment.
     pub fn segment(&self, rank: u32) -> Result<DataSegment, FenceError> {
-        let e = self.rank_entry(rank)?;
-        // The table was verified at attach; a later bad write by a peer is
-        // caught here rather than trusted.
-        let ptr = self.mem.range(e.offset, e.size).expect("rank table entry outside the window");
-        let len = usize::try_from(e.size).expect("segment fits the mapping");
+        let (offset, len) = if rank == self.rank { (self.own.offset, self.own.len) } else { self.peer_bounds(rank)? };
+        let overwritten = FenceError::RankTableOverwritten { rank };
+        let ptr = self.mem.range(offset, len).ok_or(overwritten)?;
+        let len = usize::try_from(len).map_err(|_| overwritten)?;
         Ok(DataSegment { ptr, len })
+    }
+
+    /// This rank's data segment.
+    pub fn own_segment(&self) -> DataSegment {
+        self.segment(self.rank).expect("the layout and the mapping hold every segment")
+    }
+
+    /// Rank `rank`'s data segment as offset and length in the window, from
+    /// the shared rank table. The table was verified at attach; an entry a
+    /// peer wrote over since is refused rather than followed (into the sync
+    /// blocks, or past the window).
+    fn peer_bounds(&self, rank: u32) -> Result<(u64, u64), FenceError> {
+        let e = self.rank_entry(rank)?;
+        if !self.layout.holds_segment(e.offset, e.size) {
+            return Err(FenceError::RankTableOverwritten { rank });
+        }
+        Ok((e.offset, e.size))
     }
 
     /// The header as it is now in shared memory.

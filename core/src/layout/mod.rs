@@ -337,6 +337,16 @@ impl Layout {
         Region { kind: RegionKind::Header, offset: 0, len: self.sync_base, align: self.params.page }
     }
 
+    /// Whether `len` bytes at `offset` can be a data segment of this layout:
+    /// aligned as segments are, within the data area (past the header, the
+    /// rank table and the sync blocks) and the window.
+    #[must_use]
+    pub fn holds_segment(&self, offset: u64, len: u64) -> bool {
+        offset >= self.data_base
+            && offset.is_multiple_of(self.params.segment_align())
+            && offset.checked_add(len).is_some_and(|end| end <= self.total)
+    }
+
     /// Every data segment in rank order, given the same `size` as [`Layout::new`].
     pub fn segments<F: Fn(u32) -> u64>(&self, size: F) -> impl Iterator<Item = Region> + use<F> {
         let align = self.params.segment_align();

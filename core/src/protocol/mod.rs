@@ -43,7 +43,7 @@ pub use record::{NAME_LEN, Record};
 use crate::error::{ArgError, AttachError, CollectiveError, Failure, FenceError, Field, LayoutError, PlatformError};
 use crate::fence::{Barrier, Poison, PoisonKind, WaitPolicy};
 use crate::layout::shared::{Header, RankEntry};
-use crate::layout::{Digest, Layout, LayoutMode, LayoutParams, MAX_RANKS};
+use crate::layout::{Digest, Layout, LayoutMode, LayoutParams, MAX_RANKS, Region};
 use crate::oob::Oob;
 use crate::platform::{Platform, Segment, Step};
 use crate::window::Window;
@@ -295,6 +295,7 @@ where
             return Err(CollectiveError::Layout(e));
         }
     };
+    let own = layout.segments(size_of).nth(me as usize).expect("one segment per rank of the node");
     let barrier = agreed_barrier(table, node);
     let digest = window_digest(&layout, barrier, entries(&layout, table, node));
     let header = Header { digest, barrier: barrier.code(), ..layout.header() };
@@ -345,9 +346,9 @@ where
         }),
     }
     .and_then(|s| {
-        let w = Window::new(platform.clone(), s, layout, me, request.policy, barrier);
+        let w = Window::new(platform.clone(), s, layout, me, own, request.policy, barrier);
         verify(&w, &layout, &header)?;
-        claim(&w, &layout, me).map_err(Failure::Platform)?;
+        claim(&w, &layout, me, own).map_err(Failure::Platform)?;
         Ok(w)
     });
     let window = match attached {
@@ -419,16 +420,7 @@ where
 /// `e`, from a fence of the node's window, with the ranks it names renamed
 /// to the communicator's.
 fn global_fence_error(e: FenceError, node: NodeRanks<'_>) -> FenceError {
-    let g = |l| node.global_or_same(l);
-    match e {
-        FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
-        FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
-        FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
-        FenceError::GaveUp { rank, waited_for } => FenceError::GaveUp { rank: g(rank), waited_for: g(waited_for) },
-        FenceError::PeerLeft { rank, waiter } => FenceError::PeerLeft { rank: g(rank), waiter: g(waiter) },
-        // Not a fence's: the window's own ranks are checked.
-        FenceError::InvalidRank { .. } => e,
-    }
+    e.renamed(|l| node.global_or_same(l))
 }
 
 /// The window fence every rank of a node runs: flat if any rank of the node
@@ -538,12 +530,10 @@ fn verify<P: Platform>(w: &Window<P>, layout: &Layout, expected: &Header) -> Res
 /// this rank, so the platform places the memory for it (NUMA first touch:
 /// `fallocate` on tmpfs allocates on the caller's node). No page is touched:
 /// pre-faulting doubled the creation time of large windows.
-fn claim<P: Platform>(w: &Window<P>, layout: &Layout, rank: u32) -> Result<(), PlatformError> {
-    let sync = layout.sync_region(rank);
-    let data = w.rank_entry(rank).expect("rank in range");
-    for (offset, len) in [(sync.offset, sync.len), (data.offset, data.size)] {
-        if len > 0 {
-            w.segment_handle().reserve(offset, len)?;
+fn claim<P: Platform>(w: &Window<P>, layout: &Layout, rank: u32, data: Region) -> Result<(), PlatformError> {
+    for region in [layout.sync_region(rank), data] {
+        if region.len > 0 {
+            w.segment_handle().reserve(region.offset, region.len)?;
         }
     }
     Ok(())

@@ -217,6 +217,7 @@ fn encode(f: Failure) -> (u32, u32, u64) {
             FenceError::GaveUp { rank, waited_for } => (5, 4, pair(rank, waited_for)),
             FenceError::InvalidRank { rank, nranks } => (5, 3, pair(rank, nranks)),
             FenceError::PeerLeft { rank, waiter } => (5, 5, pair(rank, waiter)),
+            FenceError::RankTableOverwritten { rank } => (5, 6, u64::from(rank)),
         },
         Failure::Unknown { kind } => (6, 0, u64::from(kind)),
     }
@@ -243,6 +244,7 @@ fn decode(kind: u32, sub: u32, v: u64) -> Option<Failure> {
         (5, 4) => Some(Failure::Fence(FenceError::GaveUp { rank: unpair(v).0, waited_for: unpair(v).1 })),
         (5, 3) => Some(Failure::Fence(FenceError::InvalidRank { rank: unpair(v).0, nranks: unpair(v).1 })),
         (5, 5) => Some(Failure::Fence(FenceError::PeerLeft { rank: unpair(v).0, waiter: unpair(v).1 })),
+        (5, 6) => Some(Failure::Fence(FenceError::RankTableOverwritten { rank: v as u32 })),
         _ => None,
     };
     Some(decoded.unwrap_or(Failure::Unknown { kind }))
@@ -272,6 +274,7 @@ mod tests {
             Failure::Fence(FenceError::GaveUp { rank: 2, waited_for: 7 }),
             Failure::Fence(FenceError::PeerLeft { rank: 6, waiter: 3 }),
             Failure::Fence(FenceError::InvalidRank { rank: 1, nranks: 1 }),
+            Failure::Fence(FenceError::RankTableOverwritten { rank: 5 }),
         ];
         for f in failures {
             let mut r = Record::default();

@@ -212,7 +212,7 @@ impl Window {
 
     /// This rank's own segment.
     pub fn local_segment(&self) -> DataSegment {
-        self.inner.segment(self.inner.rank()).expect("own rank is in range")
+        self.inner.own_segment()
     }
 
     /// Why the window was abandoned (a dead peer, a timeout), if it was; the
@@ -266,14 +266,6 @@ impl Window {
     }
 
     fn global_with(nodes: &Nodes, e: FenceError) -> Error {
-        let g = |l| nodes.global(l);
-        Error::Fence(match e {
-            FenceError::Timeout { peer } => FenceError::Timeout { peer: g(peer) },
-            FenceError::PeerDead { rank } => FenceError::PeerDead { rank: g(rank) },
-            FenceError::PeerLeft { rank, waiter } => FenceError::PeerLeft { rank: g(rank), waiter: g(waiter) },
-            FenceError::Aborted { rank } => FenceError::Aborted { rank: g(rank) },
-            FenceError::GaveUp { rank, waited_for } => FenceError::GaveUp { rank: g(rank), waited_for: g(waited_for) },
-            other => other,
-        })
+        Error::Fence(e.renamed(|l| nodes.global(l)))
     }
 }
