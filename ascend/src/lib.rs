@@ -45,6 +45,11 @@ pub const ENVIRONMENT: &[kpccl_posix::EnvVar] = &[
         default: "unset: no log",
     },
     kpccl_posix::EnvVar {
+        name: sim::LOCK_TIMEOUT_ENV,
+        meaning: "how long an Ascend simulator call waits for the lock of the simulator's shared registry (held for microseconds by each call); past it the call fails, naming the process that holds it (stopped or stuck)",
+        default: "`10000`",
+    },
+    kpccl_posix::EnvVar {
         name: "KPCCL_ASCEND_PID_VALIDATION",
         meaning: "`0`: device windows export keys without a PID whitelist, unless the call says otherwise (C `attr.pid_validation`, Rust `.disable_pid_validation(..)`, Python `pid_validation=`); `1`: keys carry the whitelist; the same on every rank; another value fails the window's creation on every rank",
         default: "`1`",

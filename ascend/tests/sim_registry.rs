@@ -37,3 +37,53 @@ fn a_registry_rewrite_cut_short_leaves_no_directory_behind() {
     assert!(status.success(), "the child failed: {status}");
     assert!(!sim.exists(), "simulator state left in {}: {:?}", sim.display(), entries(&sim));
 }
+
+/// Set in the child of the lock test: the pid holding the registry lock.
+const HOLDER_ENV: &str = "KPCCL_SIM_LOCK_HOLDER";
+
+/// A process stopped or stuck while it holds the registry lock fails the
+/// other processes' simulator calls after the lock timeout, naming it,
+/// instead of hanging them.
+#[test]
+fn a_held_registry_lock_fails_calls_naming_the_holder() {
+    if let Some(holder) = std::env::var_os(HOLDER_ENV) {
+        let started = std::time::Instant::now();
+        let e = kpccl_ascend::sim::sweep().expect_err("the lock is held by the parent");
+        let waited = started.elapsed();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+        let holder = holder.into_string().unwrap();
+        assert!(e.to_string().contains(&format!("process {holder} has held the registry lock")), "{e}");
+        assert!(waited >= std::time::Duration::from_millis(200), "gave up after {waited:?}");
+        return;
+    }
+    let scratch = ScratchDir::new("sim-lock", "tmp");
+    let sim = scratch.path().join("sim");
+    std::fs::create_dir(&sim).unwrap();
+    let lock = std::fs::File::create(sim.join("registry.lock")).unwrap();
+    // SAFETY: flock on a descriptor this test owns; no memory is passed.
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) }, 0);
+    let mut words = kpccl_posix::launch::runner::from_env();
+    words.push(std::env::current_exe().unwrap().into());
+    let mut child = Command::new(&words[0])
+        .args(&words[1..])
+        .args(["--exact", "a_held_registry_lock_fails_calls_naming_the_holder", "--test-threads=1"])
+        .env(HOLDER_ENV, std::process::id().to_string())
+        .env(kpccl_ascend::sim::LOCK_TIMEOUT_ENV, "200")
+        .env("ASCEND_SIM_DIR", &sim)
+        .spawn()
+        .expect("run the child");
+    // A hang is the failure this test is about: bounded, then killed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the child still waited for the lock after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "the child failed: {status}");
+}

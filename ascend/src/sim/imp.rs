@@ -14,8 +14,10 @@ fn fail<T>(code: i32) -> AclResult<T> {
     Err(AclError::new(code))
 }
 
+/// A registry that could not be read or written: said on stderr (an ACL
+/// code cannot carry why), then the driver's internal error.
 fn registry_io(e: std::io::Error) -> AclError {
-    let _ = e;
+    eprintln!("ascend simulator: {e}");
     AclError::new(ACL_ERROR_RT_INTERNAL_ERROR)
 }
 

@@ -30,6 +30,22 @@ pub(crate) fn alive(pid: i32, start: u64) -> bool {
     }
 }
 
+/// The process that holds a `flock` on the file with inode `ino`, from
+/// `/proc/locks` (lines such as `1: FLOCK  ADVISORY  WRITE 4242 00:1a:977 0 EOF`;
+/// a blocked waiter's line has `->` after the number).
+pub(crate) fn flock_holder(ino: u64) -> Option<i32> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    holder_in(&text, ino)
+}
+
+fn holder_in(locks: &str, ino: u64) -> Option<i32> {
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        let on_file = f.get(1) == Some(&"FLOCK") && f.get(5)?.rsplit(':').next()?.parse() == Ok(ino);
+        if on_file { f.get(4)?.parse().ok() } else { None }
+    })
+}
+
 /// Now, in ticks since boot (the unit of [`start_ticks`]).
 pub(crate) fn now_ticks() -> u64 {
     let text = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
@@ -55,4 +71,18 @@ pub(crate) fn bare_tgid() -> i32 {
 /// This process's pid (`getpid()`).
 pub(crate) fn own_pid() -> i32 {
     i32::try_from(std::process::id()).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_holder_of_a_flock_is_read_from_proc_locks() {
+        let locks = "1: POSIX  ADVISORY  WRITE 10 00:1a:977 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 4242 00:1a:977 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 4343 00:1a:977 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 77 00:1a:978 0 EOF\n";
+        assert_eq!(super::holder_in(locks, 977), Some(4242));
+        assert_eq!(super::holder_in(locks, 978), Some(77));
+        assert_eq!(super::holder_in(locks, 979), None);
+    }
 }

@@ -8,7 +8,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::procinfo;
 
@@ -169,6 +170,41 @@ fn flock(file: &File, op: i32) -> io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// The variable that sets how long a call waits for the registry lock, in
+/// milliseconds (default 10 000).
+pub const LOCK_TIMEOUT_ENV: &str = "ASCEND_SIM_LOCK_TIMEOUT_MS";
+
+/// Takes the registry lock on `file` (`path`). A rewrite holds it for
+/// microseconds, so a hold longer than the timeout is a process stopped or
+/// stuck while holding it: the call fails, naming that process, rather than
+/// hang every simulator call of the user.
+fn lock_exclusive(file: &File, path: &Path) -> io::Result<()> {
+    let ms = std::env::var(LOCK_TIMEOUT_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let timeout = Duration::from_millis(ms);
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        match flock(file, libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => return Ok(()),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e),
+        }
+        if Instant::now() >= deadline {
+            let holder = file.metadata().ok().and_then(|m| procinfo::flock_holder(m.ino()));
+            let by = holder.map_or_else(|| "another process".to_owned(), |pid| format!("process {pid}"));
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{by} has held the registry lock {} for more than {ms} ms (stopped or stuck while holding it; {LOCK_TIMEOUT_ENV} sets the wait)",
+                    path.display()
+                ),
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
 /// Locks the registry (creating the directory if needed); the lock file is
 /// re-checked after locking so a concurrent removal is never missed.
 fn lock() -> io::Result<File> {
@@ -187,7 +223,7 @@ fn lock() -> io::Result<File> {
                 continue;
             }
         };
-        flock(&file, libc::LOCK_EX)?;
+        lock_exclusive(&file, &path)?;
         match fs::metadata(&path) {
             Ok(m) if m.ino() == file.metadata()?.ino() => return Ok(file),
             _ => continue,
