@@ -95,10 +95,7 @@ pub struct Window<P: Platform> {
 
 impl<P: Platform> Drop for Window<P> {
     fn drop(&mut self) {
-        // A forked child's copy has no mapping to write the mark into.
-        if self.joined.get() && !self.segment.inherited() {
-            fence::leave(&self.sync, self, self.rank);
-        }
+        self.leave_in_place();
     }
 }
 
@@ -387,11 +384,20 @@ impl<P: Platform> Window<P> {
                 self.fence()
             }
         };
-        // Left once: the drop has nothing more to say.
-        if self.joined.replace(false) {
+        self.leave_in_place();
+        result
+    }
+
+    /// Leaves the window at once, as dropping it does, without a fence:
+    /// every wait of a peer's that this rank has not answered fails, naming
+    /// it. The mapping stays until the value is dropped, for a language
+    /// binding whose views outlive its window object. Only dropping it
+    /// should follow. Leaves once: later calls, and the drop, do nothing.
+    pub fn leave_in_place(&self) {
+        // A forked child's copy has no mapping to write the mark into.
+        if self.joined.replace(false) && !self.segment.inherited() {
             fence::leave(&self.sync, self, self.rank);
         }
-        result
     }
 
     /// Says that this rank is freeing the window: from now on it takes part

@@ -265,6 +265,13 @@ impl Window {
         result
     }
 
+    /// Leaves the window at once, without a fence, while the mapping stays
+    /// until the value is dropped (see [`kpccl_core::Window::leave_in_place`]):
+    /// for a binding whose views outlive its window object.
+    pub fn leave_in_place(&self) {
+        self.inner.leave_in_place();
+    }
+
     fn global_with(nodes: &Nodes, e: FenceError) -> Error {
         Error::Fence(e.renamed(|l| nodes.global(l)))
     }
