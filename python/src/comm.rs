@@ -29,6 +29,8 @@ use crate::{errors, wait};
 /// ``mpirun``), ranks are grouped by node as in the C library:
 /// ``local_rank`` numbers a rank among its node's ranks (``None`` or ``-1``:
 /// in rank order). A context manager: leaving the ``with`` block destroys it.
+/// A child forked from a rank cannot use it for a collective (its
+/// :meth:`alloc` raises :class:`Error`): it would take its parent's place.
 ///
 /// Ctrl-C: while a creation (of the communicator, or of a window by
 /// :meth:`alloc`) waits for a late rank in kpccl's own code (the launcher's
@@ -47,6 +49,9 @@ pub(crate) struct PyComm {
     inner: RwLock<Option<Arc<Comm<PyOob>>>>,
     rank: u32,
     size: u32,
+    /// The process it was made in: a forked child's pid differs (the fork
+    /// generation counts only from the first window a process made).
+    pid: u32,
 }
 
 /// `local_rank` as the Rust API takes it: `None` or `-1` numbers the node's ranks in rank order.
@@ -122,9 +127,25 @@ impl PyComm {
             // A communicator made all the same is dropped: under the launcher,
             // its connection closes, and the others' next collective fails.
             (_, Some(interrupted)) => Err(interrupted),
-            (Ok(c), None) => Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks }),
+            (Ok(c), None) => {
+                Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks, pid: std::process::id() })
+            }
             (Err(e), None) => Err(oob_error(py, errors::host_kind(&e), e, &oob)),
         }
+    }
+
+    /// The communicator for a collective, refused in a forked child: the
+    /// child shares its parent's connection to the launcher (or MPI's), so
+    /// its collective would take the parent's place in the others' (they
+    /// would then fail, confused, or wait for the parent's next one).
+    fn for_collective(&self) -> PyResult<Arc<Comm<PyOob>>> {
+        if std::process::id() != self.pid {
+            return Err(errors::library(
+                "the communicator was made before this process was forked from it: a forked child cannot take \
+                 part in its collectives (make windows in the parent)",
+            ));
+        }
+        self.comm()
     }
 
     fn comm(&self) -> PyResult<Arc<Comm<PyOob>>> {
@@ -302,7 +323,7 @@ impl PyComm {
         device: Option<Bound<'py, PyAny>>,
         pid_validation: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let c = self.comm()?;
+        let c = self.for_collective()?;
         let raw = Raw { nbytes, layout, align, reserve, barrier, timeout, memory, device, pid_validation };
         let opts = match raw.check() {
             Ok(o) => o,

@@ -378,9 +378,23 @@ impl<T: Fenced> Drop for Handle<T> {
             if self.forked_off() {
                 std::mem::forget(w);
             } else {
+                leave_under_views(&w);
                 Python::try_attach(|py| release(py, w));
             }
         }
+    }
+}
+
+/// Leaves `w`, whose Python object is gone, if views still keep it (it is
+/// dropped with the last of them): a peer's wait on this rank then fails at
+/// once, told that it left, as when no view is left, rather than waits for
+/// as long as a view lives. Nobody else holds its turn: a call on it would
+/// hold the Python object.
+fn leave_under_views<T: Fenced>(w: &Shared<T>) {
+    if Arc::strong_count(w) > 1
+        && let Some(t) = w.try_turn()
+    {
+        t.host().leave_in_place();
     }
 }
 

@@ -23,9 +23,12 @@ use crate::handle::{Handle, Shared};
 /// ``free()`` (collective) fences with every rank, then lets the memory go.
 /// Views taken before stay valid: the mapping lives until the last view is
 /// gone (nobody else sees writes to it any more). Anything else after
-/// ``free()`` raises ``ValueError``. A context manager: leaving the ``with``
-/// block frees it; leaving it by an exception abandons the window instead
-/// (peers' waits fail rather than wait for this rank).
+/// ``free()`` raises ``ValueError``. Dropping the window without ``free()``
+/// while views live leaves it too: a peer's fence or wait on this rank
+/// fails at once, as when no view is left. A
+/// context manager: leaving the ``with`` block frees it; leaving it by an
+/// exception abandons the window instead (peers' waits fail rather than
+/// wait for this rank).
 #[pyclass(name = "Window", module = "kpccl", extends = PyFenced, frozen)]
 #[derive(Debug)]
 pub(crate) struct PyWindow {

@@ -1,5 +1,7 @@
 """kpccl.acl with pyACL's conventions, on the host simulator."""
 
+import pytest
+
 
 def test_ab_flow_with_a_process_off_the_whitelist(run, sim_env):
     job = run(3, "ab_flow.py", sim_env).expect_ok()
@@ -56,6 +58,18 @@ assert acl.finalize() == 0
     assert "roundtrip hello" in out
     assert "async async" in out
     assert "destroyed_twice True" in out
+
+
+def test_ptr_to_bytes_refuses_a_null_pointer():
+    import kpccl.acl as acl
+
+    # ctypes.string_at(0, n) makes n bytes of uninitialised memory.
+    for size in (1, 5, 4096):
+        with pytest.raises(ValueError, match="null pointer"):
+            acl.util.ptr_to_bytes(0, size)
+    assert acl.util.ptr_to_bytes(0, 0) == b""
+    data = bytearray(b"abcdefgh")
+    assert acl.util.ptr_to_bytes(acl.util.bytes_to_ptr(data) + 2, 3) == b"cde"
 
 
 def test_no_runtime_is_an_error_that_says_what_to_do(in_process):

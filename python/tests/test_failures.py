@@ -15,12 +15,15 @@ def test_dead_peer_raises_within_the_liveness_period(run):
     assert float(value(job, "seconds")) < 2.0
 
 
-@pytest.mark.parametrize("case", ["left", "free_with_a_view"])
+@pytest.mark.parametrize(
+    "case", ["left", "free_with_a_view", "drop_with_a_view", "drop_with_a_view_window_fence"]
+)
 def test_a_peer_that_left_the_window_ends_a_wait_on_it(run, case):
-    # Rank 1 drops its window (`left`), or frees it while a view of it lives
-    # on (`free_with_a_view`: the mapping stays), and lives on for 3 s: rank
-    # 0's wait for it fails at once, saying so, rather than when its process
-    # ends.
+    # Rank 1 drops its window (`left`), or frees or drops it while a view of
+    # it lives on (`free_with_a_view`, `drop_with_a_view*`: the mapping
+    # stays), and lives on for 3 s: rank 0's wait for it (a peer fence; a
+    # window fence for `*_window_fence`) fails at once, saying so, rather
+    # than when its process ends.
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": case}).expect_ok()
     assert value(job, "raised") == "Error", job.stdout + job.stderr
     assert "rank 1 left the window" in value(job, "message")

@@ -172,6 +172,37 @@ print("parent: freed")
     assert "parent: freed" in out, out
 
 
+def test_a_forked_child_refuses_the_parents_communicator(in_process):
+    # The child shares its parent's out-of-band connection: a creation there
+    # would take the parent's place in the other ranks' collective. It is
+    # refused (no window made), and the parent's communicator still works.
+    out = in_process(
+        """
+import os, sys
+import kpccl
+comm = kpccl.Comm(1, 0, None, lambda d: d, lambda: None)
+pid = os.fork()
+if pid == 0:
+    try:
+        comm.alloc(64).free()
+        print("child: made a window")
+    except kpccl.Error as e:
+        print("child:", e)
+    sys.stdout.flush()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("status", status)
+comm.alloc(64).free()
+print("parent: made a window")
+""",
+        {},
+        timeout=10,
+    ).stdout
+    assert "child: the communicator was made before this process was forked from it" in out, out
+    assert "status 0" in out, out
+    assert "parent: made a window" in out, out
+
+
 def test_views_and_use_after_free():
     np = pytest.importorskip("numpy")
     with one_rank() as comm:

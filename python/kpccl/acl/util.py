@@ -22,4 +22,11 @@ def ptr_to_bytes(ptr, size):
     """A ``bytes`` copy of ``size`` bytes at host address ``ptr``."""
     if not isinstance(ptr, int) or not isinstance(size, int) or ptr < 0 or size < 0:
         raise ValueError("ptr_to_bytes(ptr, size) takes a host address and a size, both non-negative ints")
-    return ctypes.string_at(ptr, size) if size else b""
+    if not size:
+        return b""
+    if ptr == 0:
+        # ctypes.string_at(0, n) returns n bytes of uninitialised memory.
+        raise ValueError(f"ptr_to_bytes: ptr is 0 (a null pointer), cannot read {size} bytes there")
+    # A ctypes array, not ctypes.string_at: that takes the size as a C int,
+    # so 2**32 + 3 bytes came back as 3 and 2**31 raised SystemError.
+    return (ctypes.c_char * size).from_address(ptr).raw

@@ -126,6 +126,22 @@ elif case == "left":
     outcome(lambda: win.peer_fence(1))
     free_anyway(win)
 
+elif case in ("drop_with_a_view", "drop_with_a_view_window_fence"):
+    # Rank 1 drops its window object while a view of it lives on (the
+    # mapping stays with the view), then lives on for 3 s: it has left the
+    # window all the same, so rank 0's wait for it, pairwise or with every
+    # rank, fails at once.
+    win = comm.alloc(64, timeout=0)
+    win.fence()
+    if r == 1:
+        view = win.buffer()
+        del win
+        view[0] = 7  # still mapped
+        time.sleep(3.0)
+        raise SystemExit(0)
+    outcome(win.fence if case.endswith("window_fence") else lambda: win.peer_fence(1))
+    free_anyway(win)
+
 elif case == "free_while_peer_waits":
     # Rank 1 waits for a signal rank 0 never sends; rank 0 frees the window
     # meanwhile. No timeout: only the free can end the wait, and both fail.
