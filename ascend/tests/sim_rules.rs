@@ -302,3 +302,39 @@ fn exports_start_on_a_page_of_the_allocations_page_size() {
         },
     );
 }
+
+/// A copy whose device side is not device memory of this process, or runs
+/// past its block, is refused (107000) before a byte moves, where a plain
+/// copy would crash; a size past the address space fails the allocation
+/// (207001) rather than wrap into a small block reported as success.
+#[test]
+fn copies_outside_device_memory_and_impossible_sizes_are_refused() {
+    acl::run(
+        || Some(HostSim::faithful()),
+        |rt: &HostSim| {
+            rt.set_device(0).unwrap();
+            let p = rt.malloc(SIZE, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+            let mut host = vec![0u8; 64];
+            let h = host.as_mut_ptr().cast::<c_void>();
+            let bogus = core::ptr::without_provenance_mut::<c_void>(0x3000);
+            let past = 1 << 30;
+            for (dst, src, n, kind) in [
+                (bogus, p, 8, ACL_MEMCPY_DEVICE_TO_DEVICE),
+                (p, bogus, 8, ACL_MEMCPY_DEVICE_TO_DEVICE),
+                (bogus, h, 8, ACL_MEMCPY_HOST_TO_DEVICE),
+                (h, bogus, 8, ACL_MEMCPY_DEVICE_TO_HOST),
+                (h, at(p, 8), past, ACL_MEMCPY_DEVICE_TO_HOST),
+                (at(p, 8), h, past, ACL_MEMCPY_DEFAULT),
+            ] {
+                // SAFETY: refused before any byte is copied (what is tested).
+                let got = code(unsafe { rt.memcpy(Memcpy::exact(dst, src, n, kind)) });
+                assert_eq!(got, ACL_ERROR_RT_PARAM_INVALID, "{n} bytes {src:?} -> {dst:?}, kind {kind}");
+            }
+            assert_eq!(sync_copy(rt, p, h, 64, ACL_MEMCPY_HOST_TO_DEVICE), ACL_SUCCESS);
+            for size in [usize::MAX, usize::MAX - 40] {
+                assert_eq!(code(rt.malloc(size, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_MEMORY_ALLOCATION, "{size}");
+            }
+            rt.free(p).unwrap();
+        },
+    );
+}

@@ -79,6 +79,26 @@ fn copy_args(c: &Memcpy) -> AclResult<bool> {
     Ok(true)
 }
 
+/// The sides of a copy that `kind` says are device memory (or, for
+/// `ACL_MEMCPY_DEFAULT`, that start in device memory) must be device memory of
+/// this process for all `count` bytes: the runtime refuses another address
+/// (107000) where the simulator's plain copy would crash or write past a block.
+fn device_sides(p: &state::Proc, dst: usize, src: usize, count: usize, kind: u32) -> AclResult<()> {
+    let (dst_device, src_device) = match kind {
+        ACL_MEMCPY_HOST_TO_DEVICE => (true, false),
+        ACL_MEMCPY_DEVICE_TO_HOST => (false, true),
+        ACL_MEMCPY_DEVICE_TO_DEVICE => (true, true),
+        ACL_MEMCPY_DEFAULT => (p.physical_device(dst).is_some(), p.physical_device(src).is_some()),
+        _ => (false, false),
+    };
+    for (addr, device) in [(dst, dst_device), (src, src_device)] {
+        if device && !p.holds_device_range(addr, count) {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        }
+    }
+    Ok(())
+}
+
 impl HostSim {
     /// The reference page's rules on copies that touch memory imported from
     /// another device (docs/ascend-ipc.md, "Rules of the reference page"):
@@ -91,7 +111,9 @@ impl HostSim {
     /// Memory imported on its owner's device is under none of these limits. A
     /// synchronous copy between imported memory and the importer's own device
     /// memory (two devices) is allowed: the page names only copies within one device.
-    fn check_copy(&self, p: &state::Proc, cur: i32, dst: usize, src: usize, kind: u32, sync: bool) -> AclResult<()> {
+    fn check_copy(&self, p: &state::Proc, cur: i32, c: &Memcpy, sync: bool) -> AclResult<()> {
+        let (dst, src, kind) = (c.dst as usize, c.src as usize, c.kind);
+        device_sides(p, dst, src, c.count, kind)?;
         for (addr, other) in [(dst, src), (src, dst)] {
             let Some(imp) = p.import_at(addr).filter(|i| i.owner_dev != i.dev) else { continue };
             if kind != ACL_MEMCPY_DEVICE_TO_DEVICE {
@@ -245,7 +267,12 @@ impl AclRuntime for HostSim {
             return fail(ACL_ERROR_INVALID_PARAM);
         }
         let dev = current()?;
-        let len = size.div_ceil(32) * 32 + 32;
+        // Rounded up to 32 bytes, plus 32 of padding: past `usize` is more
+        // memory than there is.
+        let len = size
+            .checked_next_multiple_of(32)
+            .and_then(|l| l.checked_add(32))
+            .ok_or(AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let page_size = mem::page_size(policy, size);
         let file = mem::create(mem::page_round(len)).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let map = mem::map_aligned(&file, len, page_size).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
@@ -307,7 +334,7 @@ impl AclRuntime for HostSim {
             let mut g = state::proc();
             let p = g.as_mut().expect("state is set by proc()");
             let (d, s) = (dst as usize, src as usize);
-            let verdict = self.check_copy(p, cur, d, s, kind, true);
+            let verdict = self.check_copy(p, cur, &c, true);
             if p.import_at(d).is_some() || p.import_at(s).is_some() {
                 copylog::record(p, d, s, count, kind, verdict.err().map_or(ACL_SUCCESS, |e| e.code()));
             }
@@ -397,7 +424,7 @@ impl AclRuntime for HostSim {
         let mut g = state::proc();
         let p = g.as_mut().expect("state is set by proc()");
         let i = stream::find(p, s.0, cur)?;
-        self.check_copy(p, cur, dst as usize, src as usize, kind, false)?;
+        self.check_copy(p, cur, &c, false)?;
         let (dst, src) = (dst as usize, src as usize);
         let task = state::Task { dst, src, count, dst_device: p.is_device(dst), src_device: p.is_device(src) };
         stream::push(p, i, task);

@@ -98,6 +98,14 @@ impl Proc {
         self.import_at(addr).map(|i| i.owner_dev)
     }
 
+    /// Whether the `count` bytes at `addr` lie inside one allocation or
+    /// import of this process.
+    pub(crate) fn holds_device_range(&self, addr: usize, count: usize) -> bool {
+        let fits =
+            |map: &Mapping| addr >= map.addr && addr.checked_add(count).is_some_and(|end| end <= map.addr + map.len);
+        self.allocs.iter().any(|a| fits(&a.map)) || self.imports.iter().any(|i| fits(&i.map))
+    }
+
     /// The import whose mapping contains `addr`.
     pub(crate) fn import_at(&self, addr: usize) -> Option<&Import> {
         self.imports.iter().find(|i| addr >= i.map.addr && addr < i.map.addr + i.map.len)
