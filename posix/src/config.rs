@@ -63,8 +63,16 @@ impl Default for Config {
     }
 }
 
+/// `name`'s value, if it is set and not empty. One that is not UTF-8 comes
+/// lossily converted (its bytes as `U+FFFD`), for its parser to refuse: read
+/// as unset, it dropped a timeout or a node's name without a word.
 fn var(name: &'static str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()).filter(|v| !v.is_empty())
+}
+
+/// Whether `name` is set to a value that is not UTF-8.
+fn not_utf8(name: &'static str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v.to_str().is_none())
 }
 
 fn invalid(var: &'static str, value: String, expected: &'static str) -> Error {
@@ -94,7 +102,8 @@ impl Config {
     /// The defaults, overridden by the `KPCCL_*` variables that are set.
     pub fn from_env() -> Result<Self, Error> {
         let mut c = Self::default();
-        if let Some(dir) = var("KPCCL_SHM_DIR") {
+        // A path, whatever its bytes.
+        if let Some(dir) = std::env::var_os("KPCCL_SHM_DIR").filter(|d| !d.is_empty()) {
             c.shm_dir = PathBuf::from(dir);
         }
         let layouts = [("contiguous", LayoutMode::Contiguous), ("aligned", LayoutMode::Aligned)];
@@ -128,8 +137,9 @@ impl Config {
             c.light_wakes = light;
         }
         if let Some(v) = var("KPCCL_NODE_ID") {
-            if v.len() > 255 || v.contains('\0') {
-                return Err(invalid("KPCCL_NODE_ID", v, "a node name of at most 255 bytes"));
+            // Not UTF-8: two names would read alike once converted.
+            if v.len() > 255 || v.contains('\0') || not_utf8("KPCCL_NODE_ID") {
+                return Err(invalid("KPCCL_NODE_ID", v, "a node name of at most 255 bytes of UTF-8"));
             }
             c.node_id = Some(v);
         }

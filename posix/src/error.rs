@@ -109,8 +109,12 @@ impl fmt::Display for Error {
                     op => {
                         let reason = i32::try_from(error.code).map(std::io::Error::from_raw_os_error);
                         match reason {
-                            Ok(reason) => write!(f, "cannot {op} in {dir}: {reason}"),
-                            Err(_) => write!(f, "cannot {op} in {dir}: error {}", error.code),
+                            Ok(reason) => write!(f, "cannot {op} in {dir}: {reason}")?,
+                            Err(_) => write!(f, "cannot {op} in {dir}: error {}", error.code)?,
+                        }
+                        match hint(error) {
+                            Some(hint) => write!(f, " ({hint})"),
+                            None => Ok(()),
                         }
                     }
                 }
@@ -124,6 +128,22 @@ impl fmt::Display for Error {
             }
             Self::Config { var, value, expected } => write!(f, "{var}={value:?} is invalid: expected {expected}"),
         }
+    }
+}
+
+/// What to do about a failed system call, where the errno alone does not say.
+fn hint(error: &kpccl_core::PlatformError) -> Option<&'static str> {
+    let code = i32::try_from(error.code).ok()?;
+    match (error.op, code) {
+        // Windows stay below i64::MAX bytes: the process's limit is what refused.
+        (_, libc::EFBIG) => Some("the window is past the rank's file size limit: raise `ulimit -f`"),
+        // Not the directory: attaching opens the creator's descriptor (see `way_in.rs`).
+        (PlatformOp::Open, libc::EACCES | libc::EPERM) => Some(
+            "ranks attach through the creating rank's /proc/<pid>/fd, which the kernel opens only to the same user \
+             when the creator is dumpable: do not run ranks set-uid or as other users, nor call \
+             prctl(PR_SET_DUMPABLE, 0)",
+        ),
+        _ => None,
     }
 }
 
@@ -161,6 +181,20 @@ mod tests {
             failure: kpccl_core::Failure::Fence(kpccl_core::FenceError::PeerDead { rank: 2 }),
         });
         assert!(collective.source().is_none(), "the message already says it: {collective}");
+    }
+
+    /// A refused attach says why the kernel refuses it and what to do, not
+    /// only "permission denied" in a directory the attach never looked in.
+    #[test]
+    fn a_refused_attach_says_what_to_do() {
+        use kpccl_core::PlatformError;
+        use kpccl_core::error::PlatformOp;
+        let refused = PlatformError { op: PlatformOp::Open, code: i64::from(libc::EACCES) };
+        let text = Error::Platform { dir: "/dev/shm".into(), rank: Some(1), error: refused }.to_string();
+        assert!(text.contains("os error 13") && text.contains("PR_SET_DUMPABLE"), "{text}");
+        let gone = PlatformError { op: PlatformOp::Open, code: i64::from(libc::ENOENT) };
+        let text = Error::Platform { dir: "/dev/shm".into(), rank: None, error: gone }.to_string();
+        assert!(text.ends_with("(os error 2)"), "no hint where the errno says it: {text}");
     }
 
     #[test]

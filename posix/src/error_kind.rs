@@ -22,7 +22,8 @@ pub enum ErrorKind {
     Timeout,
     /// A peer process died, left, or abandoned the window.
     DeadPeer,
-    /// Out of memory or of space in the segment directory.
+    /// Out of memory or of space in the segment directory, or past the
+    /// process's file size limit (`ulimit -f`).
     NoSpace,
     /// Not allowed: a segment or directory of another user, or its mode.
     Permission,
@@ -96,7 +97,8 @@ impl ErrorKind {
             _ => {}
         }
         match i32::try_from(p.code).unwrap_or(-1) {
-            libc::ENOSPC | libc::ENOMEM | libc::EDQUOT | libc::EMFILE | libc::ENFILE => Self::NoSpace,
+            // EFBIG: past the file size limit (`ulimit -f`).
+            libc::ENOSPC | libc::ENOMEM | libc::EDQUOT | libc::EFBIG | libc::EMFILE | libc::ENFILE => Self::NoSpace,
             libc::EACCES | libc::EPERM => Self::Permission,
             libc::ENAMETOOLONG | libc::EINVAL => Self::InvalidArgument,
             _ => Self::System,

@@ -252,7 +252,7 @@ impl kpccl_core::Platform for PosixPlatform {
     fn open(&self, name: &str, len: u64) -> Result<PosixSegment, PlatformError> {
         let way_in = WayIn::parse(name);
         let fd = match way_in {
-            Some(w) => sys::Fd::open_descriptor(Path::new(&w.path())),
+            Some(w) => sys::Fd::open_descriptor(Path::new(&w.path()), w.inode),
             None => sys::Fd::open(&self.path(name)),
         }
         .map_err(|e| err(PlatformOp::Open, &e))?;

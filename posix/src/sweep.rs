@@ -35,13 +35,18 @@ pub(crate) fn creator(name: &str) -> Option<ProcessIdentity> {
 pub fn sweep(dir: &Path) -> io::Result<Vec<String>> {
     let me = sys::euid();
     let mut removed = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
+    // Only the directory itself failing fails the sweep: one entry that
+    // cannot be read (or a node's directory, removed meanwhile by its job)
+    // keeps none of the others.
+    for entry in std::fs::read_dir(dir)?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with(&format!("kpccl-node-{me}-")) {
             let Ok(meta) = entry.path().symlink_metadata() else { continue };
             if meta.is_dir() && meta.uid() == me {
-                removed.extend(sweep(&entry.path())?.into_iter().map(|n| format!("{name}/{n}")));
+                match sweep(&entry.path()) {
+                    Ok(inside) => removed.extend(inside.into_iter().map(|n| format!("{name}/{n}"))),
+                    Err(e) => debug_cannot("sweep", &entry.path(), &e),
+                }
                 // Fails while a live job's segment is in it.
                 let _ = std::fs::remove_dir(entry.path());
             }
@@ -58,12 +63,14 @@ pub fn sweep(dir: &Path) -> io::Result<Vec<String>> {
             // Someone else (another sweep, the creator itself) got there first.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             // One entry that cannot go keeps none of the others.
-            Err(e) => {
-                crate::log::log(crate::log::Level::Debug, format_args!("cannot remove {}: {e}", entry.path().display()))
-            }
+            Err(e) => debug_cannot("remove", &entry.path(), &e),
         }
     }
     Ok(removed)
+}
+
+fn debug_cannot(what: &str, path: &Path, e: &io::Error) {
+    crate::log::log(crate::log::Level::Debug, format_args!("cannot {what} {}: {e}", path.display()));
 }
 
 /// The sweep every window creation makes of its node's segment directory

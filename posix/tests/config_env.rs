@@ -74,4 +74,25 @@ fn variables_set_the_defaults_and_bad_values_are_named() {
         refused("KPCCL_LOG", "loud"),
         r#"KPCCL_LOG="loud" is invalid: expected off, error, warn, info or debug"#
     );
+
+    // A value that is not UTF-8 is refused like any other bad value, never
+    // taken for an unset variable (a timeout silently dropped, segments
+    // silently put in /dev/shm); a directory is a path, whatever its bytes.
+    let not_utf8 = |tail: &[u8]| {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::OsStr::from_bytes(&[b"1", tail].concat()).to_owned()
+    };
+    for name in ["KPCCL_TIMEOUT_MS", "KPCCL_STATS", "KPCCL_LAYOUT", "KPCCL_LOG", "KPCCL_NODE_ID"] {
+        // SAFETY: as in `set`.
+        unsafe { std::env::set_var(name, not_utf8(b"\xff")) };
+        let e = Config::from_env();
+        unset(name);
+        assert!(matches!(&e, Err(Error::Config { var, .. }) if *var == name), "{name}: {e:?}");
+    }
+    let dir = std::path::PathBuf::from(not_utf8(b"/caf\xe9"));
+    // SAFETY: as in `set`.
+    unsafe { std::env::set_var("KPCCL_SHM_DIR", &dir) };
+    let c = Config::from_env();
+    unset("KPCCL_SHM_DIR");
+    assert_eq!(c.unwrap().shm_dir, dir);
 }

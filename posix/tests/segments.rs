@@ -195,3 +195,97 @@ fn a_forked_child_drops_the_parents_window_touching_nothing() {
     win.fence().unwrap();
     win.free().unwrap();
 }
+
+/// A way in whose descriptor number the creator has reused for something
+/// else than a segment (here a terminal) is refused without opening it:
+/// opening a terminal would make it the controlling terminal of a rank that
+/// leads its session and has none (a serial line's open may even block),
+/// and other devices act on open.
+#[test]
+fn a_way_in_to_a_reused_descriptor_opens_no_terminal() {
+    let dir = ScratchDir::new("segtest", "reused-fd");
+    let p = PosixPlatform::new(dir.path());
+    // SAFETY: the child makes a session and a terminal, tries the way in
+    // and exits; glibc's fork leaves its allocator usable in the child.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let code = match new_session_and_terminal() {
+            None => 3,
+            Some(tty) => {
+                // SAFETY: getpid has no preconditions and cannot fail.
+                let way_in = format!("fd:{}:{tty}:1", unsafe { libc::getpid() });
+                let refused = p.open(&way_in, 4096).is_err_and(|e| e.op == PlatformOp::Open);
+                // Without a controlling terminal, /dev/tty cannot be opened.
+                // SAFETY: a NUL-terminated path.
+                let ctty = unsafe { libc::open(c"/dev/tty".as_ptr(), libc::O_RDWR | libc::O_NOCTTY) };
+                match (refused, ctty < 0) {
+                    (false, _) => 1,
+                    (true, false) => 2,
+                    (true, true) => 0,
+                }
+            }
+        };
+        // SAFETY: ends the child without running the harness's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    assert_eq!(exit_code(child), 0, "1: not refused, 2: the terminal became the child's, 3: no terminal to test with");
+    assert_eq!(dir.entries(), Vec::<String>::new());
+}
+
+/// In a forked child: a session of its own (no controlling terminal) and
+/// the descriptor of a new terminal (a pty), opened without making it the
+/// controlling one.
+fn new_session_and_terminal() -> Option<i32> {
+    // SAFETY: setsid has no preconditions (a forked child leads no group).
+    if unsafe { libc::setsid() } < 0 {
+        return None;
+    }
+    // SAFETY: opens a new pty master; no memory is passed.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    // SAFETY: `master` is a pty master this child owns.
+    if master < 0 || unsafe { libc::grantpt(master) } != 0 || unsafe { libc::unlockpt(master) } != 0 {
+        return None;
+    }
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: a buffer of the stated length, for the NUL-terminated name.
+    if unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) } != 0 {
+        return None;
+    }
+    // SAFETY: `name` is NUL-terminated (ptsname_r succeeded).
+    let tty = unsafe { libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY) };
+    (tty >= 0).then_some(tty)
+}
+
+/// A umask that takes the owner's own bits (0277) leaves the segment and a
+/// simulated node's directory usable: made 0600 and 0700 whatever it says.
+/// Before, kpccl refused the node directory it had just made (mode 0500:
+/// "not 0700, remove it, kpccl makes it again", and it did, alike), and
+/// peers could not open a segment of mode 0400.
+#[test]
+fn a_umask_without_owner_bits_still_makes_usable_segments() {
+    let dir = ScratchDir::new("segtest", "umask");
+    let node = dir.path().join("kpccl-node-umask-0");
+    let p = PosixPlatform::with_node_dir(&node);
+    // SAFETY: the child sets its umask, creates a segment and exits; glibc's
+    // fork leaves its allocator usable in the child.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: umask has no preconditions; the child is the process it changes.
+        unsafe { libc::umask(0o277) };
+        let code = match p.create("kpccl-u", 4096) {
+            Err(_) => 1,
+            Ok(seg) => {
+                let node_mode = std::fs::metadata(&node).map_or(0, |m| m.permissions().mode() & 0o777);
+                let mut way_in = String::new();
+                p.publish(&seg, "kpccl-u", &mut way_in).unwrap();
+                let fd = way_in.split(':').nth(2).unwrap();
+                let meta = std::fs::metadata(format!("/proc/self/fd/{fd}")).unwrap();
+                if (node_mode, meta.permissions().mode() & 0o777) == (0o700, 0o600) { 0 } else { 2 }
+            }
+        };
+        // SAFETY: ends the child without running the harness's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    assert_eq!(exit_code(child), 0, "1: creation failed, 2: wrong modes");
+    assert_eq!(dir.entries(), Vec::<String>::new());
+}

@@ -89,10 +89,20 @@ pub(crate) fn can_write(dir: &std::path::Path) -> bool {
 /// shared tmpfs, another user could have made it first (`segment_dir` says
 /// what is wrong).
 pub(crate) fn private_dir(dir: &std::path::Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
+        Err(_) => {}
+        // 0700 whatever the umask says (one without the owner's bits would
+        // make a directory the check below refuses). Only its owner may
+        // change it, in a sticky directory as in any other.
+        Ok(()) => {
+            if let Err(e) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+                // Made here, empty: nobody else would remove it before a sweep.
+                let _ = std::fs::remove_dir(dir);
+                return Err(e);
+            }
+        }
     }
     match crate::segment_dir::problem(dir, true) {
         Some(_) => Err(Errno::ACCESS.into()),

@@ -11,6 +11,12 @@ use rustix::fs::{FallocateFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use rustix::mm::{Advice, MapFlags, ProtFlags};
 
+/// Flags that keep an open from acting on what it opens should it not be a
+/// segment after all (a file put in its place, a descriptor reused
+/// meanwhile): no terminal becomes the controlling one, no FIFO or serial
+/// line blocks. Neither changes anything for a regular file.
+const INERT: OFlags = OFlags::NOCTTY.union(OFlags::NONBLOCK);
+
 /// What attaching checks of a segment file.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stat {
@@ -50,10 +56,23 @@ impl Fd {
         Self { fd: ManuallyDrop::new(fd), generation: super::fork::generation() }
     }
 
+    /// A file just created: mode 0600 whatever the umask says (one without
+    /// the owner's bits would leave a segment its peers cannot open).
+    fn created(fd: OwnedFd) -> io::Result<Self> {
+        let fd = Self::tracked(fd);
+        rustix::fs::fchmod(&*fd.fd, Mode::RUSR | Mode::WUSR)?;
+        Ok(fd)
+    }
+
     /// Creates `path` exclusively, mode 0600, never following a link.
     pub(crate) fn create(path: &Path) -> io::Result<Self> {
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        Ok(Self::tracked(rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?))
+        let made = Self::created(rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?);
+        if made.is_err() {
+            // Made here: nobody else would remove the name.
+            let _ = std::fs::remove_file(path);
+        }
+        made
     }
 
     /// Creates a file in the directory `dir` that has no name and never can
@@ -64,7 +83,7 @@ impl Fd {
     pub(crate) fn create_unnamed(dir: &Path) -> io::Result<Option<Self>> {
         let flags = OFlags::RDWR | OFlags::TMPFILE | OFlags::EXCL | OFlags::CLOEXEC;
         match rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) {
-            Ok(fd) => Ok(Some(Self::tracked(fd))),
+            Ok(fd) => Self::created(fd).map(Some),
             // EISDIR: a kernel that reads O_TMPFILE as O_DIRECTORY alone.
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => Ok(None),
             Err(e) => Err(e.into()),
@@ -73,17 +92,26 @@ impl Fd {
 
     /// Opens the existing `path` read-write, never following a link.
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
-        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | INERT;
         Ok(Self::tracked(rustix::fs::open(path, flags, Mode::empty())?))
     }
 
     /// Opens the file another process has open, through its
     /// `/proc/<pid>/fd/<fd>` link (which the kernel resolves to the open file
     /// even once its name is gone, and admits only processes that may
-    /// inspect that process: the same user, and the process dumpable).
-    pub(crate) fn open_descriptor(proc_link: &Path) -> io::Result<Self> {
+    /// inspect that process: the same user, and the process dumpable), if
+    /// it still is the regular file `inode`: else `ENOENT`, without opening
+    /// it (the number may name a terminal or a device by now, which an open
+    /// acts on). The caller checks the inode of what it opened again.
+    pub(crate) fn open_descriptor(proc_link: &Path, inode: u64) -> io::Result<Self> {
+        // Follows the link, as the open does.
+        let st = rustix::fs::stat(proc_link)?;
+        #[allow(clippy::useless_conversion)] // the field widths differ between targets
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || u64::from(st.st_ino) != inode {
+            return Err(Errno::NOENT.into());
+        }
         // No O_NOFOLLOW: the /proc entry is a link by design, made by the kernel.
-        let flags = OFlags::RDWR | OFlags::CLOEXEC;
+        let flags = OFlags::RDWR | OFlags::CLOEXEC | INERT;
         Ok(Self::tracked(rustix::fs::open(proc_link, flags, Mode::empty())?))
     }
 
@@ -109,12 +137,18 @@ impl Fd {
         // The kernel takes a signed length; rustix passes larger values on,
         // so refuse them here with the errno libc's `off_t` check gave.
         i64::try_from(len).map_err(|_| Errno::FBIG)?;
+        within_file_size_limit(len)?;
         Ok(rustix::fs::ftruncate(&*self.fd, len)?)
     }
 
     /// Allocates backing memory for `offset..offset + len` now (ENOSPC here, not SIGBUS later).
     pub(crate) fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         i64::try_from(offset).and(i64::try_from(len)).map_err(|_| Errno::FBIG)?;
+        let end = offset.checked_add(len).ok_or(Errno::FBIG)?;
+        // Within the file's length the kernel does not look at the limit.
+        if end > self.stat()?.size {
+            within_file_size_limit(end)?;
+        }
         loop {
             match rustix::fs::fallocate(&*self.fd, FallocateFlags::empty(), offset, len) {
                 Ok(()) => return Ok(()),
@@ -131,6 +165,8 @@ impl Fd {
     /// `posix_fallocate`'s fallback: touches every block of the range.
     #[allow(unsafe_code)]
     fn allocate_by_writing(&self, offset: u64, len: u64) -> io::Result<()> {
+        // Writes look at the limit wherever they land (`SIGXFSZ` too).
+        within_file_size_limit(offset.saturating_add(len))?;
         let off = libc::off_t::try_from(offset).map_err(|_| Errno::FBIG)?;
         let len = libc::off_t::try_from(len).map_err(|_| Errno::FBIG)?;
         loop {
@@ -141,6 +177,17 @@ impl Fd {
                 e => return Err(io::Error::from_raw_os_error(e)),
             }
         }
+    }
+}
+
+/// `EFBIG` if a file of `end` bytes exceeds this process's file size limit
+/// (`ulimit -f`): the kernel would answer `ftruncate` or `fallocate` with
+/// `SIGXFSZ` as well, whose default action kills the process, where the
+/// window's ranks need an error they can all fail with.
+fn within_file_size_limit(end: u64) -> io::Result<()> {
+    match rustix::process::getrlimit(rustix::process::Resource::Fsize).current {
+        Some(limit) if end > limit => Err(Errno::FBIG.into()),
+        _ => Ok(()),
     }
 }
 
