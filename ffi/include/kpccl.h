@@ -372,11 +372,6 @@ typedef struct kpccl_shm_oob_cb_t {
 } kpccl_shm_oob_cb_t;
 
 /**
- * A pointer to out-of-band callbacks.
- */
-typedef struct kpccl_shm_oob_cb_t *kpccl_shm_oob_cb_h;
-
-/**
  * A communicator handle, checked like a window handle (see
  * `kpccl_shm_win_h`): any value may be passed, and a destroyed one is
  * refused as stale even after new communicators were made. One thread at
@@ -467,6 +462,13 @@ typedef struct kpccl_shm_win_t {
  */
 typedef struct kpccl_shm_win_t *kpccl_shm_win_h;
 
+/**
+ * A pointer to out-of-band callbacks (HPCKit's name). `kpccl_shm_comm_create`
+ * takes a `const kpccl_shm_oob_cb_t *`, which this converts to, as does a
+ * pointer to a `const` table of callbacks.
+ */
+typedef struct kpccl_shm_oob_cb_t *kpccl_shm_oob_cb_h;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -512,6 +514,7 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
  * A `nranks` smaller than the callbacks' group (up to 65 536 ranks) fails
  * on every rank: the allgather of this call gathers into room for that
  * many ranks' records, where the callback cannot write past the buffer.
+ * A larger one fails on every rank too, saying how many ranks answered.
  *
  * # Safety
  * `oob` is `NULL` (an error) or points to a readable `kpccl_shm_oob_cb_t`
@@ -521,7 +524,7 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
 int kpccl_shm_comm_create(int nranks,
                           int rank,
                           int local_rank,
-                          kpccl_shm_oob_cb_h oob,
+                          const struct kpccl_shm_oob_cb_t *oob,
                           void *group,
                           kpccl_shm_comm_h *comm);
 
@@ -689,6 +692,10 @@ int kpccl_shm_peer_fence_stream(kpccl_shm_win_h win, int remote_rank, void *stre
  * answer during window creation (pid 1234, …)"). A rank that dies fails it
  * at once on every rank ("rank 2 died during window creation (pid 1234,
  * signal 9)").
+ *
+ * A child forked by the process after this call cannot use the
+ * connection (it would speak for the parent's rank): there this call
+ * fails, and so do the callbacks it gave, sending nothing.
  *
  * # Safety
  * Every pointer is `NULL` (an error) or valid for writes of its type.

@@ -8,7 +8,7 @@ use kpccl_posix::Comm;
 use crate::error::{Error, RangeOf};
 use crate::handle::{self, Exclusive, Kind};
 use crate::log::{self, Level};
-use crate::oob::{CallbackOob, GroupSize, kpccl_shm_oob_cb_h};
+use crate::oob::{CallbackOob, GroupSize, kpccl_shm_oob_cb_t};
 
 /// A communicator (opaque): `nranks` processes, on one node or many, that
 /// create windows together through out-of-band callbacks.
@@ -93,6 +93,7 @@ pub(crate) unsafe fn get<'a>(
 /// A `nranks` smaller than the callbacks' group (up to 65 536 ranks) fails
 /// on every rank: the allgather of this call gathers into room for that
 /// many ranks' records, where the callback cannot write past the buffer.
+/// A larger one fails on every rank too, saying how many ranks answered.
 ///
 /// # Safety
 /// `oob` is `NULL` (an error) or points to a readable `kpccl_shm_oob_cb_t`
@@ -103,7 +104,9 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
     nranks: c_int,
     rank: c_int,
     local_rank: c_int,
-    oob: kpccl_shm_oob_cb_h,
+    // Read only: `const`, so that C may pass a `static const` table of
+    // callbacks (C++ refuses to drop the qualifier, C warns).
+    oob: *const kpccl_shm_oob_cb_t,
     group: *mut c_void,
     comm: *mut kpccl_shm_comm_h,
 ) -> c_int {
@@ -136,12 +139,22 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
                 return Err(e);
             }
         };
-        let comm = Comm::builder(callbacks, rank, n).local_rank(local_rank).build()?;
+        let probe = callbacks.group_size_probe();
+        let made = Comm::builder(callbacks, rank, n).local_rank(local_rank).build();
+        // The probe (an `Rc`) goes before the handle is published: from then
+        // on another thread may destroy the communicator, and its count with it.
+        let group_size = probe.get();
+        drop(probe);
         // Every rank that gathered the records of more ranks than `n` fails
-        // here (those past `n` fail as out of range), the communicator dropped.
-        if let GroupSize::Larger(at_least) = comm.oob().group_size() {
-            return Err(Error::GroupLarger { nranks: n, at_least });
+        // here (those past `n` fail as out of range), the communicator
+        // dropped; every rank that gathered fewer failed in the core, which
+        // takes a missing record for another version's: this says why.
+        match group_size {
+            GroupSize::Larger(at_least) => return Err(Error::GroupLarger { nranks: n, at_least }),
+            GroupSize::Smaller(answered) => return Err(Error::GroupSmaller { nranks: n, answered }),
+            GroupSize::Unchecked | GroupSize::Fits => {}
         }
+        let comm = made?;
         log::log(
             Level::Info,
             format_args!(

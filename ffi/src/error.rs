@@ -80,6 +80,13 @@ pub(crate) enum Error {
         /// How many ranks answered, at least.
         at_least: usize,
     },
+    /// Fewer ranks answered the out-of-band allgather than `nranks` says.
+    GroupSmaller {
+        /// The rank count given.
+        nranks: u32,
+        /// How many ranks answered.
+        answered: usize,
+    },
     /// Another rank's argument was invalid, so the collective failed on every rank.
     PeerArgument {
         /// The rank whose argument was invalid.
@@ -150,6 +157,12 @@ impl fmt::Display for Error {
                 f,
                 "nranks is {nranks}, but at least {at_least} ranks answered the out-of-band allgather: \
                  every rank must pass the size of the callbacks' group (the size of the MPI communicator)"
+            ),
+            Self::GroupSmaller { nranks, answered } => write!(
+                f,
+                "nranks is {nranks}, but only {answered} rank{} answered the out-of-band allgather: every rank \
+                 must pass the size of the callbacks' group (the size of the MPI communicator)",
+                if *answered == 1 { "" } else { "s" }
             ),
             Self::PeerArgument { rank } => write!(
                 f,

@@ -68,6 +68,7 @@ pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
         | Error::Range { .. }
         | Error::Invalid { .. }
         | Error::GroupLarger { .. }
+        | Error::GroupSmaller { .. }
         | Error::PeerArgument { .. } => KPCCL_ERR_INVALID_ARGUMENT,
         Error::NoHandle { .. } => KPCCL_ERR_NO_SPACE,
         Error::Api(e) => e.kind().into(),

@@ -3,6 +3,7 @@
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_long, c_void};
+use std::rc::Rc;
 
 use kpccl_core::{Oob, OobError};
 
@@ -104,7 +105,9 @@ pub struct kpccl_shm_oob_cb_t {
     pub oob_barrier: Option<unsafe extern "C" fn(group: *mut c_void) -> c_int>,
 }
 
-/// A pointer to out-of-band callbacks.
+/// A pointer to out-of-band callbacks (HPCKit's name). `kpccl_shm_comm_create`
+/// takes a `const kpccl_shm_oob_cb_t *`, which this converts to, as does a
+/// pointer to a `const` table of callbacks.
 pub type kpccl_shm_oob_cb_h = *mut kpccl_shm_oob_cb_t;
 
 /// Room, in ranks, of the first allgather's buffer: see [`GroupSize`].
@@ -118,14 +121,19 @@ const FIRST_GATHER_RANKS: usize = 1 << 16;
 /// [`FIRST_GATHER_RANKS`] ranks (allocated lazily, so the room costs only
 /// address space), and a record past the first `nranks` shows a larger
 /// group; later ones, on a group checked not to be larger, gather in place.
+/// A record left zero within the first `nranks` shows a smaller group (the
+/// world's rank count passed with a node's communicator): the core would
+/// read the missing records as another library version's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GroupSize {
     /// No allgather has completed.
     Unchecked,
-    /// No more ranks than `nranks` answered.
+    /// As many ranks as `nranks` answered.
     Fits,
     /// At least this many ranks answered.
     Larger(usize),
+    /// Only this many ranks answered.
+    Smaller(usize),
 }
 
 /// The C callbacks and their group, copied at communicator creation.
@@ -138,7 +146,9 @@ pub(crate) struct CallbackOob {
     /// communicator destroyed), if set; a `Cell` because it is set through
     /// the handle's exclusive (shared-reference) access.
     release: Cell<Option<ReleaseFn>>,
-    group_size: Cell<GroupSize>,
+    /// Shared with the creating call, which reads it also when the
+    /// creation failed (and these callbacks are gone with it).
+    group_size: Rc<Cell<GroupSize>>,
 }
 
 impl CallbackOob {
@@ -162,13 +172,14 @@ impl CallbackOob {
             barrier: cbs.oob_barrier.ok_or(Error::Null("oob->oob_barrier"))?,
             group,
             release: Cell::new(None),
-            group_size: Cell::new(GroupSize::Unchecked),
+            group_size: Rc::new(Cell::new(GroupSize::Unchecked)),
         })
     }
 
-    /// What the first allgather showed about the group's size.
-    pub(crate) fn group_size(&self) -> GroupSize {
-        self.group_size.get()
+    /// What the first allgather showed about the group's size, readable
+    /// also once these callbacks are dropped (by a failed creation).
+    pub(crate) fn group_size_probe(&self) -> Rc<Cell<GroupSize>> {
+        Rc::clone(&self.group_size)
     }
 
     /// The user's allgather of `send` into `recv`, a buffer of `recv_len`
@@ -206,8 +217,14 @@ impl CallbackOob {
         // block per rank for groups of up to `FIRST_GATHER_RANKS` ranks.
         unsafe { self.call_allgather(send, room.as_mut_ptr()) }?;
         // Every record the core gathers has a non-zero magic word.
-        let past = room[recv.len()..].chunks(block).take_while(|b| b.iter().any(|&x| x != 0)).count();
-        let size = if past == 0 { GroupSize::Fits } else { GroupSize::Larger(recv.len() / block + past) };
+        let answered = |b: &[u8]| b.iter().any(|&x| x != 0);
+        let past = room[recv.len()..].chunks(block).take_while(|b| answered(b)).count();
+        let within = room[..recv.len()].chunks(block).filter(|b| answered(b)).count();
+        let size = match (past, within * block < recv.len()) {
+            (0, false) => GroupSize::Fits,
+            (0, true) => GroupSize::Smaller(within),
+            (past, _) => GroupSize::Larger(recv.len() / block + past),
+        };
         self.group_size.set(size);
         recv.copy_from_slice(&room[..recv.len()]);
         Ok(())

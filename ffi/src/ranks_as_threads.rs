@@ -94,10 +94,10 @@ fn two_ranks<R: Send + 'static>(rank: impl Fn(usize, *mut c_void) -> R + Send + 
 }
 
 fn create(rank: usize, group: *mut c_void) -> (c_int, kpccl_shm_comm_h, String) {
-    let mut cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(allgather), oob_barrier: Some(barrier) };
+    let cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(allgather), oob_barrier: Some(barrier) };
     let r = c_int::try_from(rank).unwrap();
     let mut comm = null_mut();
-    let rc = unsafe { kpccl_shm_comm_create(2, r, KPCCL_LOCAL_RANK_AUTO, &mut cbs, group, &mut comm) };
+    let rc = unsafe { kpccl_shm_comm_create(2, r, KPCCL_LOCAL_RANK_AUTO, &cbs, group, &mut comm) };
     (rc, comm, last_error())
 }
 

@@ -24,9 +24,9 @@ fn a_device_window_on_the_simulator() {
         std::env::set_var("KPCCL_ASCEND", "sim");
         std::env::set_var("ASCEND_SIM_DIR", &sim_dir);
     }
-    let mut cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(copy), oob_barrier: Some(barrier) };
+    let cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(copy), oob_barrier: Some(barrier) };
     let mut comm = null_mut();
-    assert_eq!(unsafe { kpccl_shm_comm_create(1, 0, 0, &mut cbs, null_mut(), &mut comm) }, KPCCL_OK);
+    assert_eq!(unsafe { kpccl_shm_comm_create(1, 0, 0, &cbs, null_mut(), &mut comm) }, KPCCL_OK);
     let mut attr = core::mem::MaybeUninit::<kpccl_shm_win_attr_t>::uninit();
     assert_eq!(unsafe { kpccl_shm_win_attr_init(attr.as_mut_ptr()) }, KPCCL_OK);
     let mut attr = unsafe { attr.assume_init() };

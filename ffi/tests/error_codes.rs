@@ -35,12 +35,12 @@ fn failures_are_classified_and_ranges_read_in_words() {
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
 
-    let mut cbs = GOOD;
+    let cbs = GOOD;
     let mut comm = null_mut();
-    assert_eq!(unsafe { kpccl_shm_comm_create(0, 0, 0, &mut cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
+    assert_eq!(unsafe { kpccl_shm_comm_create(0, 0, 0, &cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
     assert!(last_error().ends_with("nranks 0 is out of range: a communicator has 1 to 1024 ranks"), "{}", last_error());
     // A local rank's range is its node's, which is not known yet: said so.
-    assert_eq!(unsafe { kpccl_shm_comm_create(1, 0, 1, &mut cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
+    assert_eq!(unsafe { kpccl_shm_comm_create(1, 0, 1, &cbs, null_mut(), &mut comm) }, KPCCL_ERROR);
     assert_eq!(
         last_error(),
         "kpccl_shm_comm_create: local_rank 1 is out of range: it numbers the caller among the ranks of its node, \

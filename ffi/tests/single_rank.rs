@@ -133,9 +133,9 @@ fn nothing_is_dereferenced_before_it_is_checked() {
 
 #[test]
 fn one_rank_is_one_node() {
-    let mut cbs = GOOD;
+    let cbs = GOOD;
     let mut comm = null_mut();
-    let rc = unsafe { kpccl_shm_comm_create(1, 0, KPCCL_LOCAL_RANK_AUTO, &mut cbs, 0x5eed as *mut c_void, &mut comm) };
+    let rc = unsafe { kpccl_shm_comm_create(1, 0, KPCCL_LOCAL_RANK_AUTO, &cbs, 0x5eed as *mut c_void, &mut comm) };
     assert_eq!(rc, KPCCL_OK, "{}", last_error());
     let mut info = kpccl_shm_comm_info_t::default();
     assert_eq!(unsafe { kpccl_shm_comm_query(comm, &mut info) }, KPCCL_OK);
@@ -163,7 +163,7 @@ fn one_rank_is_one_node() {
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
     assert_eq!(unsafe { kpccl_shm_comm_query(comm, &mut info) }, KPCCL_ERROR);
     // A local rank beyond the node: refused on every rank (here, the only one).
-    let rc = unsafe { kpccl_shm_comm_create(1, 0, -2, &mut cbs, 0x5eed as *mut c_void, &mut comm) };
+    let rc = unsafe { kpccl_shm_comm_create(1, 0, -2, &cbs, 0x5eed as *mut c_void, &mut comm) };
     assert_eq!(rc, KPCCL_ERROR);
     assert!(last_error().contains("local_rank"), "{}", last_error());
 }
@@ -305,5 +305,28 @@ fn put_and_get_may_overlap_the_bytes_they_copy() {
     assert!(last_error().contains("outside") || last_error().contains("out of"), "{}", last_error());
     assert_eq!(seg(), memmove(0, 0, 0));
     assert_eq!(unsafe { kpccl_shm_win_free(win) }, KPCCL_OK);
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+}
+
+/// A rank count larger than the callbacks' group (a job's count given with
+/// a node's communicator) leaves records unwritten: the error says so,
+/// where the core reads a missing record as another library version's. The
+/// callbacks are taken `const`, as a C `static const` table is.
+#[test]
+fn a_rank_count_larger_than_the_group_says_so() {
+    let mut comm = core::ptr::dangling_mut();
+    let group = support::GROUP as *mut c_void;
+    let rc = unsafe { kpccl_shm_comm_create(3, 0, KPCCL_LOCAL_RANK_AUTO, &GOOD, group, &mut comm) };
+    assert_eq!(rc, KPCCL_ERROR);
+    assert!(comm.is_null());
+    assert_eq!(
+        last_error(),
+        "kpccl_shm_comm_create: nranks is 3, but only 1 rank answered the out-of-band allgather: every rank must \
+         pass the size of the callbacks' group (the size of the MPI communicator)"
+    );
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
+    // The right count works.
+    let rc = unsafe { kpccl_shm_comm_create(1, 0, KPCCL_LOCAL_RANK_AUTO, &GOOD, group, &mut comm) };
+    assert_eq!(rc, KPCCL_OK, "{}", last_error());
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
 }

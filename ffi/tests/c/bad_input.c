@@ -23,8 +23,11 @@ static int me, n, bad;
 
 static kpccl_shm_comm_h good_comm(void)
 {
+    /* The callbacks are only read: a const table is taken as it is (C++
+     * refuses to drop the qualifier; C warns, an error under -Werror). */
+    const kpccl_shm_oob_cb_t *read_only = &cbs;
     kpccl_shm_comm_h comm = NULL;
-    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
+    CHECK_OK(kpccl_shm_comm_create(n, me, me, read_only, (void *)world, &comm));
     return comm;
 }
 
@@ -47,6 +50,16 @@ static void library(void)
 #ifdef KPCCL_NO_MPI
     CHECK_OK(kpccl_run_oob(&run, &group, &rank, &nranks));
     CHECK(rank == me && nranks == n, "kpccl_run_oob says rank %d of %d", rank, nranks);
+    /* A C enum holds any int: one that is no datatype fails the call (every
+     * rank makes it, so none waits), not the process. */
+    {
+        long mine = me, all[8] = {0};
+        CHECK(run.oob_allgather(&mine, all, 1, group, (kpccl_shm_datatype_t)-1) != 0, "datatype -1");
+        CHECK(run.oob_allgather(&mine, all, 1, group, (kpccl_shm_datatype_t)7) != 0, "datatype 7");
+        CHECK(all[0] == 0, "nothing gathered: %ld", all[0]);
+        CHECK(run.oob_allgather(&mine, all, 1, group, KPCCL_SHM_DATATYPE_LONG) == 0 && all[n - 1] == n - 1,
+              "a good datatype still gathers");
+    }
 #else
     if (getenv("KPCCL_RUN_SOCKET") == NULL) {
         CHECK_FAILS(kpccl_run_oob(&run, &group, &rank, &nranks), "kpccl_run_oob"); /* not under kpccl-run */
@@ -118,6 +131,19 @@ static void comm_create_collective(void)
         CHECK(strstr(kpccl_last_error(), me == n - 1 ? "is out of range" : "ranks answered the out-of-band allgather") !=
                   NULL,
               "each rank says why: %s", kpccl_last_error());
+        CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "an argument error: class %d",
+              (int)kpccl_last_error_code());
+    }
+    /* A larger one on every rank (a job's count given with a node's group):
+     * records are missing, and every rank says so, not that a library
+     * version differs. */
+    {
+        char answered[96];
+        snprintf(answered, sizeof answered, "nranks is %d, but only %d rank%s answered the out-of-band allgather",
+                 n + 1, n, n == 1 ? "" : "s");
+        rc = kpccl_shm_comm_create(n + 1, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on every rank: rc %d", n + 1, rc);
+        CHECK(strstr(kpccl_last_error(), answered) != NULL, "every rank says why: %s", kpccl_last_error());
         CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "an argument error: class %d",
               (int)kpccl_last_error_code());
     }

@@ -48,10 +48,9 @@ pub fn last_error() -> String {
 
 /// `kpccl_shm_comm_create` of one rank with `cbs` and `group`: its code and handle.
 pub fn create_with(cbs: kpccl_shm_oob_cb_t, group: usize) -> (c_int, kpccl_shm_comm_h) {
-    let mut cbs = cbs;
     let mut comm = null_mut();
     // SAFETY: `cbs` and `comm` are valid; the callbacks ignore the group.
-    let rc = unsafe { kpccl_shm_comm_create(1, 0, 0, &mut cbs, group as *mut c_void, &mut comm) };
+    let rc = unsafe { kpccl_shm_comm_create(1, 0, 0, &cbs, group as *mut c_void, &mut comm) };
     (rc, comm)
 }
 
