@@ -466,6 +466,13 @@ pub enum CollectiveError<F = Failure, M = Field> {
         /// What happened there.
         failure: F,
     },
+    /// Nothing came from `rank` in an out-of-band allgather (its record is
+    /// all zero): the callbacks' group has fewer ranks than `nranks`, or
+    /// their allgather does not fill every rank's part.
+    NoRecord {
+        /// The first rank whose record is empty.
+        rank: u32,
+    },
     /// `rank`'s request disagrees with rank 0's on `field`.
     Mismatch {
         /// The first disagreeing rank.
@@ -510,6 +517,11 @@ impl<F: fmt::Display, M: fmt::Display> fmt::Display for CollectiveError<F, M> {
             Self::Peer { rank, failure } => write!(f, "rank {rank} failed: {failure}"),
             // Rank 0 is found disagreeing only with the rank judging the
             // table (its rank count, its stage), not with itself.
+            Self::NoRecord { rank } => write!(
+                f,
+                "nothing came from rank {rank} in the out-of-band allgather: the callbacks' group has fewer ranks \
+                 than the rank count, or its allgather does not fill every rank's part"
+            ),
             Self::Mismatch { rank: 0, field } => write!(f, "rank 0 disagrees with this rank on the {field}"),
             Self::Mismatch { rank, field } => {
                 write!(f, "rank {rank} disagrees with rank 0 on the {field}")

@@ -505,3 +505,28 @@ fn a_wrong_rank_claim_fails_every_rank_saying_what_was_claimed() {
         assert_eq!(platform.created(), 0);
     }
 }
+
+/// An allgather that fills only this rank's part, as the callbacks of a
+/// group smaller than the rank count given do.
+struct GroupOfOne;
+
+impl kpccl_core::Oob for GroupOfOne {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_core::OobError> {
+        recv.fill(0);
+        recv[..send.len()].copy_from_slice(send);
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), kpccl_core::OobError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_rank_that_sent_nothing_is_named_as_such() {
+    let platform = ThreadPlatform::new(4096);
+    let mut table = vec![Record::default(); 3];
+    let made = create_comm(Collective::new(&platform, &GroupOfOne, 0, 3, &mut table), Placement::alone(0));
+    assert_eq!(made, Err(CollectiveError::NoRecord { rank: 1 }));
+    let text = made.unwrap_err().to_string();
+    assert!(text.contains("nothing came from rank 1") && text.contains("fewer ranks"), "{text}");
+}

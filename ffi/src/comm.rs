@@ -148,7 +148,7 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
         // Every rank that gathered the records of more ranks than `n` fails
         // here (those past `n` fail as out of range), the communicator
         // dropped; every rank that gathered fewer failed in the core, which
-        // takes a missing record for another version's: this says why.
+        // names the first rank that sent nothing: this says how many did.
         match group_size {
             GroupSize::Larger(at_least) => return Err(Error::GroupLarger { nranks: n, at_least }),
             GroupSize::Smaller(answered) => return Err(Error::GroupSmaller { nranks: n, answered }),

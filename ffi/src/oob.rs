@@ -122,8 +122,8 @@ const FIRST_GATHER_RANKS: usize = 1 << 16;
 /// address space), and a record past the first `nranks` shows a larger
 /// group; later ones, on a group checked not to be larger, gather in place.
 /// A record left zero within the first `nranks` shows a smaller group (the
-/// world's rank count passed with a node's communicator): the core would
-/// read the missing records as another library version's.
+/// world's rank count passed with a node's communicator): the core names
+/// only the first rank that sent nothing; this says how many answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GroupSize {
     /// No allgather has completed.

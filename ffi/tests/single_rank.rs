@@ -309,8 +309,8 @@ fn put_and_get_may_overlap_the_bytes_they_copy() {
 }
 
 /// A rank count larger than the callbacks' group (a job's count given with
-/// a node's communicator) leaves records unwritten: the error says so,
-/// where the core reads a missing record as another library version's. The
+/// a node's communicator) leaves records unwritten: the error says how many
+/// ranks answered. The
 /// callbacks are taken `const`, as a C `static const` table is.
 #[test]
 fn a_rank_count_larger_than_the_group_says_so() {

@@ -58,6 +58,7 @@ impl ErrorKind {
         match e {
             CollectiveError::Local(f) | CollectiveError::Peer { failure: f, .. } => Self::of_failure(f),
             CollectiveError::Mismatch { .. }
+            | CollectiveError::NoRecord { .. }
             | CollectiveError::RankClaim { .. }
             | CollectiveError::Layout(_)
             | CollectiveError::LocalRank { .. } => Self::InvalidArgument,

@@ -124,7 +124,8 @@ pub(crate) fn failure_level(e: &Error, me: u32) -> crate::log::Level {
             | CollectiveError::RankClaim { place: rank, .. }
             | CollectiveError::Layout(kpccl_core::LayoutError::TooLarge { rank, .. }),
         ) => about(*rank),
-        Error::Collective(CollectiveError::Layout(_)) => about(0),
+        // Every rank sees it alike: rank 0 says it.
+        Error::Collective(CollectiveError::Layout(_) | CollectiveError::NoRecord { .. }) => about(0),
         _ => Level::Error,
     }
 }

@@ -117,6 +117,9 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
     }
     let first = &table[0];
     for (r, rec) in (0u32..).zip(table) {
+        if *rec == Record::default() {
+            return Err(CollectiveError::NoRecord { rank: r });
+        }
         let field = if !rec.is(stage) {
             Field::Version
         } else if rec.nranks != first.nranks || rec.nranks as usize != table.len() {
