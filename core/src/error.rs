@@ -95,7 +95,7 @@ impl fmt::Display for FenceError {
                 write!(f, "rank {rank} timed out waiting for rank {waited_for} and abandoned the window")
             }
             Self::InvalidRank { rank, nranks } => {
-                write!(f, "rank {rank} is out of range (the window has {nranks} ranks)")
+                write!(f, "rank {rank} is out of range: the window has ranks 0 to {}", nranks.saturating_sub(1))
             }
             Self::RankTableOverwritten { rank } => write!(
                 f,
@@ -597,6 +597,8 @@ mod tests {
         let e = ArgError::Rank { rank: 3, nranks: 3 };
         assert_eq!(e.to_string(), "rank 3 is out of range: the communicator has ranks 0 to 2");
         assert_eq!(ArgError::Rank { rank: 0, nranks: 0 }.to_string(), "rank 0 is out of range: there are no ranks");
+        let e = super::FenceError::InvalidRank { rank: 2, nranks: 2 };
+        assert_eq!(e.to_string(), "rank 2 is out of range: the window has ranks 0 to 1");
     }
 
     /// Rank 0 is only ever found disagreeing with the rank that reads the
