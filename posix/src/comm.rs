@@ -242,11 +242,15 @@ impl<O: Oob> Comm<O> {
         &self.oob
     }
 
-    /// The out-of-band barrier.
+    /// The out-of-band barrier. Its failure names its cause as a creation's
+    /// does: the rank the launcher lost ([`Error::RankLost`]) or the rank of
+    /// this node whose process is gone, else the launcher's code in words
+    /// ([`Error::Launcher`]).
     pub fn barrier(&self) -> Result<(), Error> {
-        self.oob
-            .barrier()
-            .map_err(|e| Error::Collective(kpccl_core::CollectiveError::Local(kpccl_core::Failure::Oob(e))))
+        self.oob.barrier().map_err(|e| {
+            let e = kpccl_core::CollectiveError::Local(kpccl_core::Failure::Oob(e));
+            crate::explain::creation_error(e, "a barrier", &self.nodes.peers, None)
+        })
     }
 
     /// Starts describing a window in which this rank owns `size` bytes; finish
@@ -356,6 +360,8 @@ impl<O: Oob> WindowBuilder<'_, O> {
     }
 
     /// Fence waits give up after `timeout` (default: `KPCCL_TIMEOUT_MS`, else never).
+    /// `None` never gives up, as `KPCCL_TIMEOUT_MS=0` and C's `timeout_ms = 0`
+    /// do; `Some(Duration::ZERO)` gives up as soon as a wait stops spinning.
     pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
         self.timeout = timeout;
         self
@@ -399,7 +405,10 @@ impl<O: Oob> WindowBuilder<'_, O> {
             p.yield_ns = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
         }
         p.timeout_ns = self.timeout.map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX).max(1));
-        p.liveness_ns = u64::try_from(c.config.liveness.as_nanos()).unwrap_or(u64::MAX);
+        // At least a millisecond, as `KPCCL_LIVENESS_MS` is read: at 0 a
+        // sleeping wait would never sleep, reading `/proc` in a loop.
+        let liveness = c.config.liveness.max(Duration::from_millis(1));
+        p.liveness_ns = u64::try_from(liveness.as_nanos()).unwrap_or(u64::MAX);
         p
     }
 

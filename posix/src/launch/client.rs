@@ -4,16 +4,14 @@ use std::borrow::Cow;
 use std::io::{self, Read as _};
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kpccl_core::{Oob, OobError, RankOutOfRange};
-use rustix::event::{PollFd, PollFlags, Timespec};
-use rustix::io::Errno;
 
+use super::deadline::{self, Deadline};
 use super::departure::{self, Departure};
 use super::wire::{self, MAX_DATA, Msg, Reason, VERSION};
 use super::{NRANKS_ENV, RANK_ENV, SOCKET_ENV, TIMEOUT_ENV, addr, code};
-use crate::interrupt;
 use crate::sys::NoSigpipe;
 
 /// Whether this process connected to a launcher: its out-of-band error codes are then [`code`]s.
@@ -41,7 +39,8 @@ const BACKSTOP: Duration = Duration::from_secs(1);
 /// whose rank left the job fails naming it ([`code::RANK_LOST`]); what the
 /// launcher said of that rank is [`last_departure`](super::last_departure).
 /// Every read and write on the connection gives up shortly after the timeout,
-/// so no rank waits forever even for a stuck launcher. A failed collective
+/// at one deadline that signals interrupting it do not restart, so no rank
+/// waits forever even for a stuck launcher. A failed collective
 /// returns an [`OobError`] whose code is one of [`code`](super::code).
 #[derive(Debug)]
 pub struct RunOob {
@@ -82,7 +81,8 @@ impl RunOob {
 
     /// Connects to the hub at `socket` (`@name` for an abstract name, else a
     /// path) as `rank` of `nranks`; `timeout` bounds how long a collective
-    /// waits for the other ranks (at most `u32::MAX` milliseconds).
+    /// waits for the other ranks (at most `u32::MAX` milliseconds), and with
+    /// a second more, how long this waits for the launcher to welcome it.
     pub fn connect(socket: &str, rank: u32, nranks: u32, timeout: Duration) -> io::Result<RunOob> {
         if rank >= nranks {
             let why = RankOutOfRange { what: "rank", value: rank, whose: "the launcher", nranks };
@@ -94,14 +94,16 @@ impl RunOob {
         let context = |e: io::Error| io::Error::new(e.kind(), format!("launcher at {socket}: {e}"));
         let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).max(1);
         let stream = UnixStream::connect_addr(&addr::parse(socket)?).map_err(context)?;
-        stream.set_read_timeout(Some(timeout.saturating_add(BACKSTOP)))?;
-        stream.set_write_timeout(Some(timeout.saturating_add(BACKSTOP)))?;
+        // A few bytes into a new connection's empty buffer: the send does not block.
         Msg::Hello { version: VERSION, rank, nranks, timeout_ms }.write_to(NoSigpipe(&stream)).map_err(context)?;
         let refused = |why: &str| {
             let kind = io::ErrorKind::ConnectionRefused;
             io::Error::new(kind, format!("launcher at {socket} refused rank {rank} of {nranks}: {why}"))
         };
-        match Msg::read_from(&stream).map_err(context)? {
+        // The answer within the timeout and a second, as a collective's reply,
+        // however often signals interrupt the wait (a stopped launcher).
+        let within = timeout.saturating_add(BACKSTOP);
+        match Msg::read_from(Deadline::new(&stream, within)).map_err(context)? {
             Some(Msg::Welcome) => {}
             Some(Msg::Fail { reason: Reason::BadRank, .. }) => return Err(refused("not a rank of its job")),
             Some(Msg::Fail { reason: Reason::Duplicate, .. }) => return Err(refused("another process is that rank")),
@@ -141,11 +143,11 @@ impl RunOob {
     fn exchange(&self, op: &Msg<'_>, recv: &mut [u8]) -> Result<(), i32> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let stream = conn.as_ref().ok_or(code::BROKEN)?;
+        let within = self.timeout.saturating_add(BACKSTOP);
         let result = op
-            .write_to(NoSigpipe(stream))
+            .write_to(Deadline::new(stream, within))
             .map_err(io_code)
-            .and_then(|()| await_reply(stream, self.timeout.saturating_add(BACKSTOP)))
-            .and_then(|()| read_reply(stream, recv, self));
+            .and_then(|()| read_reply(stream, within, recv, self));
         if let Err(c) = result
             && matches!(c, code::IO | code::TIMEOUT | code::DISCONNECTED | code::PROTOCOL | code::INTERRUPTED)
         {
@@ -156,45 +158,16 @@ impl RunOob {
     }
 }
 
-/// Waits for the launcher's reply to begin, for at most `give_up` in all:
-/// the socket's read timeout alone would start again after every signal that
-/// interrupts the read, and a stuck launcher would then hold a rank that
-/// signals often (a profiler's timer) for good. While an interrupt hook is in
-/// force ([`crate::interrupt`]) the wait goes in slices, and its check may
-/// end it ([`code::INTERRUPTED`]).
-fn await_reply(stream: &UnixStream, give_up: Duration) -> Result<(), i32> {
-    let start = Instant::now();
-    loop {
-        if interrupt::ended() {
-            return Err(code::INTERRUPTED);
-        }
-        let left = give_up.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            return Err(code::TIMEOUT);
-        }
-        let every = interrupt::slice();
-        let slice = every.map_or(left, |e| e.min(left));
-        // Only a wait of more than i64::MAX seconds does not convert: a second then.
-        let slice = Timespec::try_from(slice).unwrap_or(Timespec { tv_sec: 1, tv_nsec: 0 });
-        let mut fds = [PollFd::new(stream, PollFlags::IN)];
-        match rustix::event::poll(&mut fds, Some(&slice)) {
-            // Readable, or the launcher hung up (the read reports it).
-            Ok(n) if n > 0 => return Ok(()),
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(e) => return Err(io_code(e.into())),
-        }
-        if every.is_some() && interrupt::check() {
-            return Err(code::INTERRUPTED);
-        }
-    }
-}
-
-fn read_reply(mut stream: &UnixStream, recv: &mut [u8], oob: &RunOob) -> Result<(), i32> {
-    let (tag, len) = wire::read_header(stream).map_err(io_code)?.ok_or(code::DISCONNECTED)?;
+/// Reads the reply: it must begin within `within` (the hub answers at the
+/// timeout, naming a late rank: this only catches a launcher that is itself
+/// stuck), and the rest of it must come within `within` again.
+fn read_reply(stream: &UnixStream, within: Duration, recv: &mut [u8], oob: &RunOob) -> Result<(), i32> {
+    let (tag, len) = wire::read_header(Deadline::new(stream, within)).map_err(io_code)?.ok_or(code::DISCONNECTED)?;
+    let mut rest = Deadline::new(stream, within);
     if wire::is_done(tag) && len == recv.len() {
-        return stream.read_exact(recv).map_err(io_code);
+        return rest.read_exact(recv).map_err(io_code);
     }
-    let body = wire::read_body(stream, len).map_err(io_code)?;
+    let body = wire::read_body(rest, len).map_err(io_code)?;
     match wire::decode(tag, body).map_err(io_code)? {
         Msg::Fail { reason: Reason::Mismatch, .. } => Err(code::MISMATCH),
         Msg::Fail { reason: reason @ (Reason::RankLost | Reason::Timeout), culprit } => {
@@ -210,6 +183,9 @@ fn read_reply(mut stream: &UnixStream, recv: &mut [u8], oob: &RunOob) -> Result<
 }
 
 fn io_code(e: io::Error) -> i32 {
+    if deadline::ended(&e) {
+        return code::INTERRUPTED;
+    }
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => code::TIMEOUT,
         io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => code::DISCONNECTED,
@@ -239,8 +215,11 @@ impl Oob for RunOob {
     }
 }
 
+/// `name`'s value, if it is set and not empty: an empty value is unset, as
+/// the library's own reading of the `KPCCL_*` variables takes it.
 fn env_u64(name: &str) -> io::Result<Option<u64>> {
     match std::env::var(name) {
+        Ok(v) if v.is_empty() => Ok(None),
         Ok(v) => v.trim().parse().map(Some).map_err(|_| bad_env(name, "is not a non-negative integer")),
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(_)) => Err(bad_env(name, "is not UTF-8")),

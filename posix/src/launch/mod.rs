@@ -48,6 +48,7 @@
 pub mod addr;
 mod client;
 pub mod code;
+mod deadline;
 mod departure;
 pub mod runner;
 pub mod wire;

@@ -18,7 +18,9 @@ use crate::platform::PosixPlatform;
 /// A poll never blocks: it tests the slot the blocking form would wait on
 /// and checks what a sleeping waiter checks (the window's poison, the
 /// timeout, the awaited rank's liveness every 50 ms), so it ends with the
-/// same errors. It borrows the window exclusively until it is dropped.
+/// same errors. It borrows the window exclusively until it is dropped, and
+/// may move to another thread meanwhile (as the window may), so a task of a
+/// multi-threaded executor can await it.
 /// Dropping it unfinished abandons it: a pairwise fence or a wait harmlessly
 /// (the peer's side still completes; a wait consumes nothing), a window
 /// fence by poisoning the window if that would break it (ranks left
@@ -59,6 +61,20 @@ impl<'w> PendingFence<'w> {
         self.inner.is_done()
     }
 }
+
+// SAFETY: a `PendingFence<'w>` is made only by `Window::start_*`, which
+// borrow the window mutably for `'w`: for that long it is the only way to
+// the window, so moving it to another thread moves every access there, as
+// moving the `&mut Window` would, and `Window` is `Send` (checked below).
+// Its other borrow, the rank map, is `Sync`. Without this a started fence
+// could not be awaited in a task of a multi-threaded executor.
+#[allow(unsafe_code)]
+unsafe impl Send for PendingFence<'_> {}
+
+const _: () = {
+    const fn send_and_sync_parts<W: Send, N: Sync>() {}
+    send_and_sync_parts::<Window, Nodes>();
+};
 
 impl Future for PendingFence<'_> {
     type Output = Result<(), Error>;
