@@ -530,3 +530,12 @@ fn a_rank_that_sent_nothing_is_named_as_such() {
     let text = made.unwrap_err().to_string();
     assert!(text.contains("nothing came from rank 1") && text.contains("fewer ranks"), "{text}");
 }
+
+#[test]
+fn a_rank_out_of_range_is_told_of_its_own_argument() {
+    // Alone in its group, the record of rank 1 of 1 lands at place 0.
+    let platform = ThreadPlatform::new(4096);
+    let mut table = vec![Record::default(); 1];
+    let made = create_comm(Collective::new(&platform, &GroupOfOne, 1, 1, &mut table), Placement::alone(0));
+    assert_eq!(made, Err(CollectiveError::Local(Failure::Argument(ArgError::Rank { rank: 1, nranks: 1 }))));
+}

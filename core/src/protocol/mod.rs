@@ -113,7 +113,9 @@ fn exchange<O: Oob + ?Sized>(oob: &O, mine: &Record, table: &mut [Record]) -> Re
 /// failing rank's failure, else the first disagreement with rank 0.
 fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveError> {
     if let Some((r, failure)) = lockstep::first_failure(table) {
-        return Err(if r == me { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: r, failure } });
+        // This rank's own record, also where a rank out of range landed.
+        let own = r == me || (me as usize >= table.len() && table[r as usize].rank == me);
+        return Err(if own { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: r, failure } });
     }
     let first = &table[0];
     for (r, rec) in (0u32..).zip(table) {
