@@ -51,6 +51,8 @@ pub struct RunOob {
     conn: Mutex<Option<UnixStream>>,
     /// What the hub last said about a lost rank.
     departure: Mutex<Option<Departure>>,
+    /// The process that connected: a forked child shares its socket.
+    pid: u32,
 }
 
 impl RunOob {
@@ -115,7 +117,8 @@ impl RunOob {
             None => return Err(refused("connection closed")),
         }
         let _ = IN_USE.set(());
-        Ok(RunOob { rank, nranks, timeout, conn: Mutex::new(Some(stream)), departure: Mutex::new(None) })
+        let (conn, departure) = (Mutex::new(Some(stream)), Mutex::new(None));
+        Ok(RunOob { rank, nranks, timeout, conn, departure, pid: std::process::id() })
     }
 
     /// This process's rank.
@@ -141,6 +144,10 @@ impl RunOob {
     /// Sends `op` and reads the reply: a `Done` of exactly `recv.len()` bytes
     /// (written into `recv`) or a `Fail`.
     fn exchange(&self, op: &Msg<'_>, recv: &mut [u8]) -> Result<(), i32> {
+        // Before the lock, which a thread of the parent may have held at the fork.
+        if std::process::id() != self.pid {
+            return Err(code::FORKED);
+        }
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let stream = conn.as_ref().ok_or(code::BROKEN)?;
         let within = self.timeout.saturating_add(BACKSTOP);

@@ -34,6 +34,11 @@ pub const UNRESPONSIVE: i32 = -10;
 /// [`crate::interrupt`]). The connection has been closed, which the other
 /// ranks see as this rank leaving the job ([`RANK_LOST`]).
 pub const INTERRUPTED: i32 = -11;
+/// This process is a child forked from the rank that connected: it shares
+/// the rank's connection, and whatever it sent would be taken for the
+/// rank's part in the job's collectives. Nothing is sent; the connection
+/// stays the parent's.
+pub const FORKED: i32 = -12;
 
 /// A short description of a code, for messages.
 pub fn describe(code: i32) -> &'static str {
@@ -56,6 +61,7 @@ pub fn meaning(code: i32) -> Option<&'static str> {
             "a rank did not reach the collective within the timeout (KPCCL_OOB_TIMEOUT_MS / KPCCL_TIMEOUT_MS)"
         }
         INTERRUPTED => "this rank stopped waiting for the collective (interrupted) and left the job",
+        FORKED => "this process is a forked child of the rank: it cannot take part in the rank's collectives",
         _ => return None,
     })
 }
@@ -78,6 +84,7 @@ mod tests {
             BROKEN,
             UNRESPONSIVE,
             INTERRUPTED,
+            FORKED,
         ];
         for (i, a) in all.iter().enumerate() {
             assert!(*a < 0);
