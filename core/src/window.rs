@@ -34,6 +34,14 @@ pub struct Pending<'w, P: Platform> {
     fence: fence::PendingFence,
 }
 
+// SAFETY: a `Pending<'w, P>` is made only by `Window::start_*`, which borrow
+// the window mutably for `'w`: for that long it is the only way to the
+// window, so moving it to another thread moves every access there, as moving
+// the `&mut Window` would (hence the bound). Without this a started fence
+// could not be awaited in a task of a multi-threaded executor.
+#[allow(unsafe_code)]
+unsafe impl<P: Platform> Send for Pending<'_, P> where Window<P>: Send {}
+
 impl<P: Platform> Pending<'_, P> {
     /// Takes every step that is ready (see [`fence::PendingFence::poll`]).
     pub fn poll(&mut self) -> Poll<Result<(), FenceError>> {

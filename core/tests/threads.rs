@@ -539,3 +539,20 @@ fn a_rank_out_of_range_is_told_of_its_own_argument() {
     let made = create_comm(Collective::new(&platform, &GroupOfOne, 1, 1, &mut table), Placement::alone(0));
     assert_eq!(made, Err(CollectiveError::Local(Failure::Argument(ArgError::Rank { rank: 1, nranks: 1 }))));
 }
+
+#[test]
+fn a_started_fence_moves_between_threads() {
+    // Compiles only if a started fence is `Send` (an executor's task may move).
+    let results = run(2, LIMIT, |rank, oob| {
+        let platform = ThreadPlatform::new(4096);
+        let mut table = vec![Record::default(); 2];
+        create_comm(Collective::new(&platform, &oob, rank, 2, &mut table), Placement::alone(rank)).unwrap();
+        let request = WindowRequest { size: 64, policy: policy(), ..WindowRequest::default() };
+        let mut w =
+            create_window(Collective::new(&platform, &oob, rank, 2, &mut table), NodeRanks::All, &request).unwrap();
+        let fence = w.start_fence().unwrap();
+        let done = std::thread::scope(|s| s.spawn(move || polled(Ok(fence))).join().unwrap());
+        (done, w.free())
+    });
+    assert!(results.iter().all(|r| *r == (Ok(()), Ok(()))), "{results:?}");
+}

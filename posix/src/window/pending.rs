@@ -62,18 +62,11 @@ impl<'w> PendingFence<'w> {
     }
 }
 
-// SAFETY: a `PendingFence<'w>` is made only by `Window::start_*`, which
-// borrow the window mutably for `'w`: for that long it is the only way to
-// the window, so moving it to another thread moves every access there, as
-// moving the `&mut Window` would, and `Window` is `Send` (checked below).
-// Its other borrow, the rank map, is `Sync`. Without this a started fence
-// could not be awaited in a task of a multi-threaded executor.
-#[allow(unsafe_code)]
-unsafe impl Send for PendingFence<'_> {}
-
+// Sent to another thread with the window's only access (see
+// `kpccl_core::Pending`): awaited in a task of a multi-threaded executor.
 const _: () = {
-    const fn send_and_sync_parts<W: Send, N: Sync>() {}
-    send_and_sync_parts::<Window, Nodes>();
+    const fn send<T: Send>() {}
+    send::<PendingFence<'static>>();
 };
 
 impl Future for PendingFence<'_> {
