@@ -229,10 +229,12 @@ impl Drop for Mapping {
     #[allow(unsafe_code)]
     fn drop(&mut self) {
         if self.inherited() {
-            // Not mapped here (`MADV_DONTFORK`): the range may hold another
-            // mapping of this child's by now.
+            // Not mapped here (`MADV_DONTFORK`): the fork handler reserved
+            // the range, inaccessible, and it stays so (past the handler's
+            // slots, the range may hold another mapping of this child's).
             return;
         }
+        super::fork::untrack_mapping(self.base.as_ptr().addr());
         // SAFETY: `base..base+len` was mapped by `map_shared` and is unmapped once,
         // here; nothing borrows it any more (borrows of the window end first).
         // An error could only mean a range we never mapped: nothing to report.
@@ -257,5 +259,6 @@ pub(crate) fn map_shared(fd: &Fd, len: usize) -> io::Result<Mapping> {
     #[allow(unsafe_code)]
     // SAFETY: advice on the range we just mapped; MADV_DONTFORK changes no contents.
     unsafe { rustix::mm::madvise(p, len, Advice::LinuxDontFork) }?;
+    super::fork::track_mapping(p.addr(), len);
     Ok(mapping)
 }
