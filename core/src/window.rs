@@ -413,9 +413,13 @@ impl<P: Platform> Window<P> {
     /// rank's that it has not answered fails (and so does the teardown fence
     /// that rank then misses), rather than both waiting for ever. [`Self::free`]
     /// calls it; a layer whose teardown runs window fences of its own before
-    /// `free` (device windows) calls it before the first.
+    /// `free` (device windows) calls it before the first. Once this rank
+    /// has left ([`Self::leave_in_place`]), or in a forked child, it does
+    /// nothing: a rank that left stays left.
     pub fn start_freeing(&self) {
-        fence::start_freeing(&self.sync, self, self.rank);
+        if self.joined.get() && !self.segment.inherited() {
+            fence::start_freeing(&self.sync, self, self.rank);
+        }
     }
 
     /// Whether this process is a child forked after the window was made,

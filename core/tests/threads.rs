@@ -556,3 +556,28 @@ fn a_started_fence_moves_between_threads() {
     });
     assert!(results.iter().all(|r| *r == (Ok(()), Ok(()))), "{results:?}");
 }
+
+#[test]
+fn a_rank_that_left_stays_left_when_it_frees_again() {
+    // Rank 1 leaves, then (misuse) starts freeing: rank 0's window fence
+    // still fails at once, naming it, rather than wait for its answer.
+    let results = run(2, LIMIT, |rank, oob| {
+        let platform = ThreadPlatform::new(4096);
+        let mut table = vec![Record::default(); 2];
+        create_comm(Collective::new(&platform, &oob, rank, 2, &mut table), Placement::alone(rank)).unwrap();
+        let mut request = WindowRequest { size: 64, policy: policy(), ..WindowRequest::default() };
+        request.policy.timeout_ns = if cfg!(miri) { 0 } else { 5_000_000_000 };
+        let w = create_window(Collective::new(&platform, &oob, rank, 2, &mut table), NodeRanks::All, &request).unwrap();
+        w.fence().unwrap();
+        kpccl_core::Oob::barrier(&oob).unwrap();
+        if rank == 1 {
+            w.leave_in_place();
+            w.start_freeing();
+            kpccl_core::Oob::barrier(&oob).unwrap();
+            return None;
+        }
+        kpccl_core::Oob::barrier(&oob).unwrap();
+        Some(w.fence())
+    });
+    assert_eq!(results[0], Some(Err(FenceError::PeerLeft { rank: 1, waiter: 0 })));
+}
