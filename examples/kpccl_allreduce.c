@@ -71,7 +71,8 @@
  * two buffers, so the buffer it writes was last read two small calls ago,
  * before a fence this rank has since passed.
  *
- *   mpicc -O2 -I include kpccl_allreduce.c -lkpccl -o allreduce
+ *   mpicc -std=c11 -O2 -I ffi/include examples/kpccl_allreduce.c -o allreduce \
+ *       -L target/release -lkpccl -Wl,-rpath,$PWD/target/release
  *   mpirun -np 4 ./allreduce [--max BYTES] [--small BYTES] [--chunk BYTES] [--rounds R] [--results FILE]
  *                            [--copies cached|streamed|auto] [--stream-output BYTES]
  *

@@ -15,7 +15,8 @@
  * small integers, so every order of summing gives exactly the same
  * doubles), and both are timed.
  *
- *   mpicc -I include kpccl_hybrid_allreduce.c -lkpccl -o hybrid
+ *   mpicc -std=c11 -O2 -I ffi/include examples/kpccl_hybrid_allreduce.c -o hybrid \
+ *       -L target/release -lkpccl -Wl,-rpath,$PWD/target/release
  *   mpirun -np 8 ./hybrid [count] [iterations]
  *
  * Nodes are found by kpccl (boot id and hostname); to simulate nodes on one
@@ -62,9 +63,13 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     size_t count = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : (size_t)1 << 20;
     int iters = argc > 2 ? atoi(argv[2]) : 10;
-    if (count == 0 || count > (size_t)1 << 28 || iters < 1) {
-        fprintf(stderr, "usage: %s [count (1..2^28)] [iterations (>= 1)]\n", argv[0]);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+    if (argc > 3 || count == 0 || count > (size_t)1 << 28 || iters < 1) {
+        /* Every rank sees the same arguments: all leave, no abort needed. */
+        if (me == 0) {
+            fprintf(stderr, "usage: %s [count (1..2^28)] [iterations (>= 1)]\n", argv[0]);
+        }
+        MPI_Finalize();
+        return 2;
     }
 
     /* A communicator over every rank, with kpccl_mpi.h's callbacks over

@@ -13,7 +13,9 @@
 #ifndef KPCCL_BENCH_H
 #define KPCCL_BENCH_H
 
+#ifndef _GNU_SOURCE /* a -D_GNU_SOURCE on the command line is no redefinition */
 #define _GNU_SOURCE
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

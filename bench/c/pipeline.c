@@ -54,6 +54,9 @@
  * finished columns, then finished sweeps; the grid follows. */
 enum { HEADER_BYTES = 256, DONE_WORD = 0, SWEEP_WORD = 16 };
 
+/* The most rows and columns (see main). */
+#define MAX_SIDE (1L << 20)
+
 enum { MPI_SEND, MPI_FLAG, KPCCL_FENCE, KPCCL_SIGNAL, UNSYNCED, VARIANTS };
 static const char *const NAMES[VARIANTS] = {"mpi", "mpi-flag", "kpccl-fence", "kpccl-signal", "unsynced"};
 
@@ -95,8 +98,10 @@ static int failed(const struct job *j, const char *what, int variant)
 }
 
 /* mpi-flag: waits until *word reaches want (spinning, then yielding the
- * core: the same policy as kpccl's defaults, so that a poller does not burn
- * the core its descheduled neighbour needs), then a memory barrier. */
+ * core, as kpccl's waits do before they sleep, so that a poller does not
+ * burn the core its descheduled neighbour needs; unlike kpccl's it never
+ * sleeps, and polls 1000 times while every rank has a CPU), then a memory
+ * barrier. */
 static void poll_until(const struct job *j, const uint64_t *word, uint64_t want)
 {
     for (unsigned k = 0; __atomic_load_n(word, __ATOMIC_RELAXED) < want; k++) {
@@ -294,7 +299,7 @@ static int views(struct job *j, int kpccl, struct view *v)
     return 0;
 }
 
-/* Parses "a,b,..." into use[]; non-zero for an unknown name. */
+/* Parses "a,b,..." into use[]; non-zero for an unknown name or none. */
 static int pick(const char *list, int use[VARIANTS])
 {
     char buf[256];
@@ -307,7 +312,10 @@ static int pick(const char *list, int use[VARIANTS])
             return -1;
         use[k] = 1;
     }
-    return 0;
+    for (int k = 0; k < VARIANTS; k++)
+        if (use[k])
+            return 0;
+    return -1; /* nothing to run: nothing would be validated */
 }
 
 int main(int argc, char **argv)
@@ -325,11 +333,13 @@ int main(int argc, char **argv)
         j.sweeps = atol(argv[3]);
         reps = atol(argv[4]);
     }
-    if (argc < 6 || argc > 7 || j.m < j.nranks || j.n < 2 || j.sweeps < 1 || reps < 1 ||
-        pick(argc == 7 ? argv[6] : "mpi,mpi-flag,kpccl-fence,kpccl-signal", use)) {
+    /* M >= 2: with one row the corner is a boundary value and PRK's check
+     * cannot hold; M, N <= 2^20 keep the strips' size from overflowing. */
+    if (argc < 6 || argc > 7 || j.m < 2 || j.m < j.nranks || j.m > MAX_SIDE || j.n < 2 || j.n > MAX_SIDE ||
+        j.sweeps < 1 || reps < 1 || pick(argc == 7 ? argv[6] : "mpi,mpi-flag,kpccl-fence,kpccl-signal", use)) {
         if (j.rank == 0)
             fprintf(stderr, "usage: pipeline M N SWEEPS REPS OUT [mpi,mpi-flag,kpccl-fence,kpccl-signal,unsynced] "
-                            "(M >= ranks, N >= 2, SWEEPS >= 1, REPS >= 1)\n");
+                            "(2 <= M <= 2^20, M >= ranks, 2 <= N <= 2^20, SWEEPS >= 1, REPS >= 1)\n");
         MPI_Finalize();
         return 2;
     }

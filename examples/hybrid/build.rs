@@ -1,12 +1,15 @@
 //! Builds the MPI shim of `kpccl-hybrid` (mpi/hybrid_mpi.c) with the
 //! host's `mpicc`, when there is one and the target is the host; otherwise
-//! `kpccl-hybrid` is built without MPI and says so when run.
+//! `kpccl-hybrid` is built without MPI and says so when run. An `mpicc`
+//! that is there but fails on the shim sets `kpccl_mpi_broken` too, so that
+//! the test fails instead of skipping.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(kpccl_mpi)");
+    println!("cargo::rustc-check-cfg=cfg(kpccl_mpi_broken)");
     println!("cargo::rerun-if-changed=mpi/hybrid_mpi.c");
     println!("cargo::rerun-if-env-changed=KPCCL_NO_MPI");
     let (host, target) = (std::env::var("HOST").unwrap_or_default(), std::env::var("TARGET").unwrap_or_default());
@@ -34,6 +37,7 @@ fn main() {
         .try_compile("kpccl_hybrid_mpi");
     if let Err(e) = built {
         println!("cargo::warning=mpicc is there but the MPI shim did not build ({e}): kpccl-hybrid runs without MPI");
+        println!("cargo::rustc-cfg=kpccl_mpi_broken");
         return;
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -21,10 +21,12 @@
 //!    nodes (`KPCCL_NODE_ID` per rank): every rank must fail, not hang, and
 //!    the clear error be logged once (by the rank it is about).
 //! 6. With MPI, `examples/kpccl_hybrid_allreduce.c` runs on 8 ranks as one
-//!    node, 2 and 4 simulated nodes, verified against `MPI_Allreduce`; the
-//!    time ratio it prints is shown. `examples/kpccl_allreduce.c` runs on 2
+//!    node, 2 and 4 simulated nodes (as its output must say), verified
+//!    against `MPI_Allreduce`; the time ratio it prints is shown. `examples/kpccl_allreduce.c` runs on 2
 //!    and 4 ranks and must verify every size up to 256 KiB, its copies for
-//!    peers made each way, and with its output streamed.
+//!    peers made each way, and with its output streamed. Given bad
+//!    arguments, each must exit non-zero, its usage said once, with no
+//!    `MPI_Abort`.
 //! 7. No `/dev/shm/kpccl-*` entry may be left behind.
 //!
 //! `examples/kpccl_peer_fence.c`, the reference example with its two
@@ -150,10 +152,18 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
         let program = compile(cfg, mpi, &lib, Path::new(HYBRID), &out)?;
         let args = ["1048576", "5"];
         for (nodes, wrap) in [(1, Vec::new()), (2, split_nodes(4)), (4, split_nodes(2))] {
-            let run = verified(cfg, mpi, &program, (8, &wrap), &args, Some(HYBRID_RATIO));
+            let mut run = verified(cfg, mpi, &program, (8, &wrap), &args, Some(HYBRID_RATIO));
+            // Verified on the nodes the row names, not on one (a split that did not take).
+            let saw = format!("8 ranks on {nodes} node");
+            if run.counts.failed == 0 && !run.output.contains(&saw) {
+                run.counts = Counts { passed: 0, failed: 1 };
+                run.verdict = format!("FAILED: verified, but its output does not say {saw:?}");
+            }
             let what = format!("mpirun -np 8 ({nodes} node{})", if nodes == 1 { "" } else { "s" });
             table.record("kpccl_hybrid_allreduce", &what, &run);
         }
+        let run = refused(cfg, mpi, &program, &["0"]);
+        table.record("kpccl_hybrid_allreduce 0", &mpi.describe(4), &run);
         // Up to 256 KiB in chunks of 64 KiB: both of its algorithms, chunks
         // reusing the window, each size checked on three calls.
         let program = compile(cfg, mpi, &lib, Path::new(ALLREDUCE), &out)?;
@@ -168,6 +178,8 @@ pub(crate) fn run(cfg: &CTests) -> Result<Option<Counts>> {
                 table.record(&format!("kpccl_allreduce {}", way.join(" ")), &mpi.describe(n), &run);
             }
         }
+        let run = refused(cfg, mpi, &program, &["--rounds", "0"]);
+        table.record("kpccl_allreduce --rounds 0", &mpi.describe(4), &run);
     }
     if cfg.target.is_none() {
         let mpirun =
@@ -449,6 +461,37 @@ fn verified(
             }
         }
     }
+}
+
+/// An MPI example given bad arguments on 4 ranks: it must exit non-zero,
+/// its usage said once (by rank 0), and leave as every rank saw the same
+/// arguments (MPI_Finalize, not MPI_Abort).
+fn refused(cfg: &CTests, flavor: &Flavor, program: &Path, args: &[&str]) -> Run {
+    let mut argv = command_line(cfg, flavor, program, 4, &[]);
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    let start = Instant::now();
+    let result = bounded(&argv, &[], cfg.timeout());
+    let elapsed = start.elapsed();
+    let (counts, verdict, output) = match result {
+        Err(e) => (Counts { passed: 0, failed: 1 }, format!("FAILED: {e}"), String::new()),
+        Ok(done) => {
+            let output = format!("$ {}\n{}{}", argv.join(" "), done.stdout, done.stderr);
+            let usages = done.stderr.lines().filter(|l| l.starts_with("usage: ")).count();
+            let verdict = if done.timed_out {
+                format!("FAILED: timed out after {}", Secs(cfg.timeout()))
+            } else if done.success {
+                "FAILED: exit 0 although the arguments are bad".to_owned()
+            } else if usages != 1 {
+                format!("FAILED: the usage said {usages} times, not once")
+            } else if output.contains("MPI_ABORT") {
+                "FAILED: MPI_Abort for arguments every rank refuses".to_owned()
+            } else {
+                return Run { counts: Counts { passed: 1, failed: 0 }, verdict: "refused".to_owned(), elapsed, output };
+            };
+            (Counts { passed: 0, failed: 1 }, verdict, output)
+        }
+    };
+    Run { counts, verdict, elapsed, output }
 }
 
 pub(crate) fn run_one(cfg: &CTests, flavor: &Flavor, program: &Path, n: u32) -> Run {

@@ -1,9 +1,11 @@
 /*
  * hybrid_mpi.c: the few MPI calls the Rust hybrid example (kpccl-hybrid)
- * makes, as plain C functions. Compiled by tests/build.rs with the host's
+ * makes, as plain C functions. Compiled by build.rs with the host's
  * mpicc, so that Rust binds no MPI implementation's ABI (Open MPI's handles
  * are pointers, MPICH's are ints): mpicc knows them.
  */
+#include <stddef.h> /* NULL: MPICH's mpi.h does not bring it, Open MPI's does */
+
 #include <mpi.h>
 
 static MPI_Comm leaders = MPI_COMM_NULL;
