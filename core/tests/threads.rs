@@ -540,16 +540,21 @@ fn a_rank_out_of_range_is_told_of_its_own_argument() {
     assert_eq!(made, Err(CollectiveError::Local(Failure::Argument(ArgError::Rank { rank: 1, nranks: 1 }))));
 }
 
+/// `request`'s window over ranks `0..n` of `oob`'s group, made on a
+/// communicator of its own.
+fn window_of(rank: u32, n: u32, oob: &ThreadOob, request: &WindowRequest) -> Window<ThreadPlatform> {
+    let platform = ThreadPlatform::new(4096);
+    let mut table = vec![Record::default(); n as usize];
+    create_comm(Collective::new(&platform, oob, rank, n, &mut table), Placement::alone(rank)).unwrap();
+    create_window(Collective::new(&platform, oob, rank, n, &mut table), NodeRanks::All, request).unwrap()
+}
+
 #[test]
 fn a_started_fence_moves_between_threads() {
     // Compiles only if a started fence is `Send` (an executor's task may move).
     let results = run(2, LIMIT, |rank, oob| {
-        let platform = ThreadPlatform::new(4096);
-        let mut table = vec![Record::default(); 2];
-        create_comm(Collective::new(&platform, &oob, rank, 2, &mut table), Placement::alone(rank)).unwrap();
         let request = WindowRequest { size: 64, policy: policy(), ..WindowRequest::default() };
-        let mut w =
-            create_window(Collective::new(&platform, &oob, rank, 2, &mut table), NodeRanks::All, &request).unwrap();
+        let mut w = window_of(rank, 2, &oob, &request);
         let fence = w.start_fence().unwrap();
         let done = std::thread::scope(|s| s.spawn(move || polled(Ok(fence))).join().unwrap());
         (done, w.free())
@@ -562,12 +567,9 @@ fn a_rank_that_left_stays_left_when_it_frees_again() {
     // Rank 1 leaves, then (misuse) starts freeing: rank 0's window fence
     // still fails at once, naming it, rather than wait for its answer.
     let results = run(2, LIMIT, |rank, oob| {
-        let platform = ThreadPlatform::new(4096);
-        let mut table = vec![Record::default(); 2];
-        create_comm(Collective::new(&platform, &oob, rank, 2, &mut table), Placement::alone(rank)).unwrap();
         let mut request = WindowRequest { size: 64, policy: policy(), ..WindowRequest::default() };
         request.policy.timeout_ns = if cfg!(miri) { 0 } else { 5_000_000_000 };
-        let w = create_window(Collective::new(&platform, &oob, rank, 2, &mut table), NodeRanks::All, &request).unwrap();
+        let w = window_of(rank, 2, &oob, &request);
         w.fence().unwrap();
         kpccl_core::Oob::barrier(&oob).unwrap();
         if rank == 1 {

@@ -7,17 +7,8 @@
 use kpccl_core::Platform;
 use kpccl_core::error::PlatformOp;
 use kpccl_posix::{ErrorKind, PosixPlatform};
-use kpccl_testkit::ScratchDir;
-use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-
-/// Restores the file size limit when dropped, a failed assertion included.
-struct RestoreLimit(Rlimit);
-
-impl Drop for RestoreLimit {
-    fn drop(&mut self) {
-        let _ = setrlimit(Resource::Fsize, self.0);
-    }
-}
+use kpccl_testkit::{LoweredLimit, ScratchDir};
+use rustix::process::Resource;
 
 /// One test in this binary: the limit is the process's.
 #[test]
@@ -25,17 +16,16 @@ fn a_window_past_the_file_size_limit_is_an_error_not_sigxfsz() {
     let dir = ScratchDir::new("fsize", "limit");
     let p = PosixPlatform::new(dir.path());
     // A segment within the limit, then one past it, under a 64 KiB limit.
-    let saved = RestoreLimit(getrlimit(Resource::Fsize));
-    setrlimit(Resource::Fsize, Rlimit { current: Some(64 << 10), maximum: saved.0.maximum }).unwrap();
+    let lowered = LoweredLimit::new(Resource::Fsize, 64 << 10);
     let small = p.create("kpccl-small", 16 << 10).map(|s| kpccl_core::Segment::reserve(&s, 0, 16 << 10));
     let big = p.create("kpccl-big", 1 << 20).map(drop);
     let within = p.create("kpccl-within", 64 << 10).unwrap();
     // A peer with a lower limit may still reserve within the file's length
     // (the kernel does not look there), not past it.
-    setrlimit(Resource::Fsize, Rlimit { current: Some(16 << 10), maximum: saved.0.maximum }).unwrap();
+    lowered.set(16 << 10);
     let inside = kpccl_core::Segment::reserve(&within, 0, 64 << 10);
     let reserved = kpccl_core::Segment::reserve(&within, 32 << 10, 64 << 10);
-    drop(saved);
+    drop(lowered);
     assert!(inside.is_ok(), "{inside:?}");
     assert!(matches!(small, Ok(Ok(()))), "{small:?}");
     let e = big.unwrap_err();

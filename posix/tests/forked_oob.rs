@@ -34,22 +34,9 @@ fn a_forked_child_cannot_speak_for_its_rank() {
     let hub = std::thread::spawn(move || hub(listener));
     let oob = RunOob::connect(path.to_str().unwrap(), 0, 1, Duration::from_secs(10)).unwrap();
     oob.barrier().unwrap();
-    // SAFETY: the child only calls `barrier`, which refuses before it takes
-    // a lock or allocates, and `_exit`s.
-    let child = unsafe { libc::fork() };
-    assert!(child >= 0, "fork failed");
-    if child == 0 {
-        let refused = oob.barrier().is_err_and(|e| e.code == code::FORKED);
-        // SAFETY: ends the child at once, running nothing of the parent's.
-        unsafe { libc::_exit(if refused { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child just made; `status` is writable.
-    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child's barrier was not refused: {status:#x}"
-    );
+    // `barrier` refuses in the child before it takes a lock or allocates.
+    let code = kpccl_testkit::in_forked_child(|| i32::from(!oob.barrier().is_err_and(|e| e.code == code::FORKED)));
+    assert_eq!(code, 0, "the child's barrier was not refused");
     oob.barrier().unwrap();
     drop(oob);
     assert_eq!(hub.join().unwrap(), 2, "only the rank's own barriers reach the hub");

@@ -14,10 +14,7 @@ fn a_forked_childs_copy_of_a_window_range_stays_reserved() {
     let comm = Comm::builder(Solo, 0, 1).config(config).build().unwrap();
     let win = comm.window(1 << 16).alloc().unwrap();
     let addr = win.local_segment().ptr.as_ptr().cast::<libc::c_void>();
-    // SAFETY: the child only calls mmap on a range it does not use, and `_exit`s.
-    let child = unsafe { libc::fork() };
-    assert!(child >= 0, "fork failed");
-    if child == 0 {
+    let code = kpccl_testkit::in_forked_child(|| {
         // SAFETY: asks for a fresh mapping that must not replace anything
         // (MAP_FIXED_NOREPLACE): it is not made there if the range is taken.
         let p = unsafe {
@@ -32,17 +29,9 @@ fn a_forked_childs_copy_of_a_window_range_stays_reserved() {
         };
         // The kernel refuses (EEXIST); qemu-user takes the flag as a hint and
         // maps elsewhere. Either way, nothing of the child's lands there.
-        let taken = p != addr;
-        // SAFETY: ends the child at once, running nothing of the parent's.
-        unsafe { libc::_exit(if taken { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child just made; `status` is writable.
-    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child could map over its copy of the window's range: {status:#x}"
-    );
+        i32::from(p == addr)
+    });
+    assert_eq!(code, 0, "the child could map over its copy of the window's range");
     win.free().unwrap();
     assert_eq!(dir.entries(), Vec::<String>::new());
 }

@@ -30,20 +30,25 @@ fn interrupting_sigusr1() {
     assert_eq!(unsafe { libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()) }, 0);
 }
 
-#[test]
-fn a_silent_launcher_times_out_a_rank_under_a_signal_storm() {
-    let dir = ScratchDir::new("backstop", "hub");
-    let path = dir.path().join("hub.sock");
-    let listener = UnixListener::bind(&path).unwrap();
-    // The launcher: welcomes the rank, then never answers (and keeps the
-    // connection open, as a stopped process would).
-    let hub = std::thread::spawn(move || {
+/// A launcher that welcomes one rank and then stops: it neither reads nor
+/// answers, and keeps the connection open, as a stopped process does.
+fn stopped_launcher(listener: UnixListener) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
         let (conn, _) = listener.accept().unwrap();
         assert!(matches!(Msg::read_from(&conn).unwrap(), Some(Msg::Hello { .. })));
         Msg::Welcome.write_to(&conn).unwrap();
         std::thread::sleep(Duration::from_secs(30));
         drop(conn);
-    });
+    })
+}
+
+#[test]
+fn a_silent_launcher_times_out_a_rank_under_a_signal_storm() {
+    let dir = ScratchDir::new("backstop", "hub");
+    let path = dir.path().join("hub.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    // Never answers (and keeps the connection open, as a stopped process would).
+    let hub = stopped_launcher(listener);
     interrupting_sigusr1();
     let timeout = Duration::from_millis(300);
     let oob = RunOob::connect(path.to_str().unwrap(), 0, 1, timeout).unwrap();
@@ -159,14 +164,8 @@ fn a_launcher_that_stops_reading_times_out_a_rank_under_a_signal_storm() {
     let dir = ScratchDir::new("backstop", "write");
     let path = dir.path().join("hub.sock");
     let listener = UnixListener::bind(&path).unwrap();
-    // The launcher: welcomes the rank, then reads nothing more (stopped).
-    let hub = std::thread::spawn(move || {
-        let (conn, _) = listener.accept().unwrap();
-        assert!(matches!(Msg::read_from(&conn).unwrap(), Some(Msg::Hello { .. })));
-        Msg::Welcome.write_to(&conn).unwrap();
-        std::thread::sleep(Duration::from_secs(30));
-        drop(conn);
-    });
+    // Reads nothing more.
+    let hub = stopped_launcher(listener);
     let timeout = Duration::from_millis(300);
     let oob = RunOob::connect(path.to_str().unwrap(), 0, 1, timeout).unwrap();
     // Far more than the socket's buffers hold: the write blocks.

@@ -4,18 +4,8 @@
 #![allow(missing_docs)]
 
 use kpccl_posix::{Comm, Config};
-use kpccl_testkit::{ScratchDir, Solo};
-use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-
-/// Restores the open-file limit when dropped, a failed assertion included:
-/// the scratch directory's clean-up needs descriptors.
-struct RestoreLimit(Rlimit);
-
-impl Drop for RestoreLimit {
-    fn drop(&mut self) {
-        let _ = setrlimit(Resource::Nofile, self.0);
-    }
-}
+use kpccl_testkit::{LoweredLimit, ScratchDir, Solo, lowest_free_descriptor};
+use rustix::process::Resource;
 
 #[test]
 fn a_segment_that_cannot_be_made_leaves_no_node_directory() {
@@ -27,12 +17,10 @@ fn a_segment_that_cannot_be_made_leaves_no_node_directory() {
     comm.window(64).alloc().expect("a first window").free().expect("its free");
     // Every descriptor from the lowest free one on refused: the segment's
     // open fails with EMFILE, after its node directory was made.
-    let lowest_free = std::fs::File::open("/dev/null").map(|f| std::os::fd::AsRawFd::as_raw_fd(&f)).unwrap();
-    let saved = RestoreLimit(getrlimit(Resource::Nofile));
-    let limit = u64::try_from(lowest_free).unwrap();
-    setrlimit(Resource::Nofile, Rlimit { current: Some(limit), maximum: saved.0.maximum }).unwrap();
+    // Restored before the asserts: the scratch directory's clean-up needs descriptors.
+    let lowered = LoweredLimit::new(Resource::Nofile, lowest_free_descriptor());
     let made = comm.window(64).alloc();
-    drop(saved);
+    drop(lowered);
     let e = made.expect_err("no descriptor for the segment");
     assert!(e.to_string().contains("create the shared segment"), "{e}");
     assert_eq!(dir.entries(), Vec::<String>::new(), "left in the segment directory after: {e}");

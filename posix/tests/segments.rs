@@ -122,15 +122,6 @@ fn solo_comm(case: &str) -> (ScratchDir, kpccl_posix::Comm<kpccl_testkit::Solo>)
     (dir, comm)
 }
 
-/// Waits for the forked `child`; its exit code, failing if it died of a signal.
-fn exit_code(child: libc::pid_t) -> i32 {
-    let mut status = 0;
-    // SAFETY: waits for the child just forked.
-    assert_eq!(unsafe { libc::waitpid(child, &raw mut status, 0) }, child);
-    assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
-    libc::WEXITSTATUS(status)
-}
-
 /// A process forked from a rank (a helper, Python's multiprocessing) holds
 /// no descriptor of a segment: it would keep the window's memory after the
 /// window is freed.
@@ -141,10 +132,7 @@ fn a_forked_child_holds_no_segment_file() {
     let prefix = comm.segment_dir().as_os_str().as_encoded_bytes().to_vec();
     let links: Vec<std::ffi::CString> =
         (0..1024).map(|fd| std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap()).collect();
-    // SAFETY: the child calls only readlink and _exit (async-signal-safe)
-    // on memory prepared before the fork.
-    let child = unsafe { libc::fork() };
-    if child == 0 {
+    let code = kpccl_testkit::in_forked_child(|| {
         let mut target = [0u8; 4096];
         let mut held = 0;
         for link in &links {
@@ -154,10 +142,9 @@ fn a_forked_child_holds_no_segment_file() {
                 held += 1;
             }
         }
-        // SAFETY: ends the child without running the parent's destructors.
-        unsafe { libc::_exit(held) };
-    }
-    assert_eq!(exit_code(child), 0, "the child holds descriptors of the segment");
+        held
+    });
+    assert_eq!(code, 0, "the child holds descriptors of the segment");
     win.fence().unwrap();
     win.free().unwrap();
 }
@@ -172,25 +159,23 @@ fn a_forked_child_drops_the_parents_window_touching_nothing() {
     let win = comm.window(1 << 16).alloc().unwrap();
     assert!(!win.inherited());
     let null = c"/dev/null";
-    // SAFETY: the child opens files, drops the window and exits; glibc's fork
-    // leaves its allocator usable in the child.
-    let child = unsafe { libc::fork() };
-    if child == 0 {
+    // Taken and dropped in the child only.
+    let mut both = Some((win, comm));
+    let code = kpccl_testkit::in_forked_child(|| {
         // The child's own files, on the numbers the fork handler freed.
         // SAFETY: a NUL-terminated path.
         let mine: Vec<i32> = (0..8).map(|_| unsafe { libc::open(null.as_ptr(), libc::O_RDONLY) }).collect();
-        let code = if !win.inherited() {
-            1
-        } else {
-            drop(win);
-            drop(comm);
-            // SAFETY: F_GETFD reads a descriptor's flags; -1 if it was closed.
-            if mine.iter().all(|&fd| fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0) { 0 } else { 2 }
-        };
-        // SAFETY: ends the child without running the harness's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    assert_eq!(exit_code(child), 0, "1: not inherited, 2: the drop closed the child's files");
+        let (win, comm) = both.take().expect("the parent's window");
+        if !win.inherited() {
+            return 1;
+        }
+        drop(win);
+        drop(comm);
+        // SAFETY: F_GETFD reads a descriptor's flags; -1 if it was closed.
+        if mine.iter().all(|&fd| fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0) { 0 } else { 2 }
+    });
+    assert_eq!(code, 0, "1: not inherited, 2: the drop closed the child's files");
+    let (win, _comm) = both.expect("the parent's window");
     win.write(0, 0, &[7u8]).unwrap();
     win.fence().unwrap();
     win.free().unwrap();
@@ -205,11 +190,8 @@ fn a_forked_child_drops_the_parents_window_touching_nothing() {
 fn a_way_in_to_a_reused_descriptor_opens_no_terminal() {
     let dir = ScratchDir::new("segtest", "reused-fd");
     let p = PosixPlatform::new(dir.path());
-    // SAFETY: the child makes a session and a terminal, tries the way in
-    // and exits; glibc's fork leaves its allocator usable in the child.
-    let child = unsafe { libc::fork() };
-    if child == 0 {
-        let code = match new_session_and_terminal() {
+    let code = kpccl_testkit::in_forked_child(|| {
+        match new_session_and_terminal() {
             None => 3,
             Some(tty) => {
                 // SAFETY: getpid has no preconditions and cannot fail.
@@ -224,11 +206,9 @@ fn a_way_in_to_a_reused_descriptor_opens_no_terminal() {
                     (true, true) => 0,
                 }
             }
-        };
-        // SAFETY: ends the child without running the harness's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    assert_eq!(exit_code(child), 0, "1: not refused, 2: the terminal became the child's, 3: no terminal to test with");
+        }
+    });
+    assert_eq!(code, 0, "1: not refused, 2: the terminal became the child's, 3: no terminal to test with");
     assert_eq!(dir.entries(), Vec::<String>::new());
 }
 
@@ -266,13 +246,10 @@ fn a_umask_without_owner_bits_still_makes_usable_segments() {
     let dir = ScratchDir::new("segtest", "umask");
     let node = dir.path().join("kpccl-node-umask-0");
     let p = PosixPlatform::with_node_dir(&node);
-    // SAFETY: the child sets its umask, creates a segment and exits; glibc's
-    // fork leaves its allocator usable in the child.
-    let child = unsafe { libc::fork() };
-    if child == 0 {
+    let code = kpccl_testkit::in_forked_child(|| {
         // SAFETY: umask has no preconditions; the child is the process it changes.
         unsafe { libc::umask(0o277) };
-        let code = match p.create("kpccl-u", 4096) {
+        match p.create("kpccl-u", 4096) {
             Err(_) => 1,
             Ok(seg) => {
                 let node_mode = std::fs::metadata(&node).map_or(0, |m| m.permissions().mode() & 0o777);
@@ -282,10 +259,8 @@ fn a_umask_without_owner_bits_still_makes_usable_segments() {
                 let meta = std::fs::metadata(format!("/proc/self/fd/{fd}")).unwrap();
                 if (node_mode, meta.permissions().mode() & 0o777) == (0o700, 0o600) { 0 } else { 2 }
             }
-        };
-        // SAFETY: ends the child without running the harness's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    assert_eq!(exit_code(child), 0, "1: creation failed, 2: wrong modes");
+        }
+    });
+    assert_eq!(code, 0, "1: creation failed, 2: wrong modes");
     assert_eq!(dir.entries(), Vec::<String>::new());
 }

@@ -3,17 +3,8 @@
 //! it): every other leftover is still removed, and the sweep succeeds.
 #![allow(missing_docs)]
 
-use kpccl_testkit::ScratchDir;
-use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-
-/// Restores the open-file limit when dropped, a failed assertion included.
-struct RestoreLimit(Rlimit);
-
-impl Drop for RestoreLimit {
-    fn drop(&mut self) {
-        let _ = setrlimit(Resource::Nofile, self.0);
-    }
-}
+use kpccl_testkit::{LoweredLimit, ScratchDir, lowest_free_descriptor};
+use rustix::process::Resource;
 
 /// One test in this binary: the limit is the process's.
 #[test]
@@ -28,12 +19,9 @@ fn a_node_directory_that_cannot_be_read_keeps_no_other_leftover() {
     std::fs::create_dir(&node).unwrap();
     std::fs::write(node.join(&dead), b"x").unwrap();
     // One descriptor left: the sweep reads the directory, but not the node's inside it.
-    let lowest_free = std::fs::File::open("/dev/null").map(|f| std::os::fd::AsRawFd::as_raw_fd(&f)).unwrap();
-    let saved = RestoreLimit(getrlimit(Resource::Nofile));
-    let limit = u64::try_from(lowest_free).unwrap() + 1;
-    setrlimit(Resource::Nofile, Rlimit { current: Some(limit), maximum: saved.0.maximum }).unwrap();
+    let lowered = LoweredLimit::new(Resource::Nofile, lowest_free_descriptor() + 1);
     let swept = kpccl_posix::sweep(dir.path());
-    drop(saved);
+    drop(lowered);
     assert_eq!(swept.expect("the sweep of the rest"), vec![dead.clone()]);
     assert!(node.join(&dead).exists(), "the node's leftover waits for the next sweep");
     // With descriptors again, the next sweep takes the node's.

@@ -2,7 +2,8 @@
 //! (or a source file included by path): out-of-band doubles ([`FailingOob`], [`Solo`]),
 //! scratch directories removed on drop ([`ScratchDir`]), a window's sync
 //! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]) or
-//! polled by one thread ([`ManualEnv`]), and, with feature
+//! polled by one thread ([`ManualEnv`]), a resource limit lowered for a
+//! test ([`LoweredLimit`]) and forked children ([`in_forked_child`]), and, with feature
 //! `acl`, the conformance suite of the ACL IPC calls (module `acl`).
 //!
 //! The in-process platform whose ranks are threads is not here: it is
@@ -18,11 +19,13 @@ mod dir;
 pub mod heap;
 mod manual_env;
 mod oob;
+mod process;
 #[cfg(not(loom))]
 mod thread_env;
 
 pub use dir::{ScratchDir, entries};
 pub use manual_env::ManualEnv;
 pub use oob::{FailingOob, INJECTED, Solo, When};
+pub use process::{LoweredLimit, in_forked_child, lowest_free_descriptor};
 #[cfg(not(loom))]
 pub use thread_env::ThreadEnv;
