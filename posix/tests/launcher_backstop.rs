@@ -30,6 +30,17 @@ fn interrupting_sigusr1() {
     assert_eq!(unsafe { libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()) }, 0);
 }
 
+/// A launcher's socket for test `case`, which nothing accepts on yet (a
+/// launcher stopped before it could): its directory, the listener and the
+/// address ranks connect to.
+fn listening(case: &str) -> (ScratchDir, UnixListener, String) {
+    let dir = ScratchDir::new("backstop", case);
+    let path = dir.path().join("hub.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let socket = path.to_str().unwrap().to_owned();
+    (dir, listener, socket)
+}
+
 /// A launcher that welcomes one rank and then stops: it neither reads nor
 /// answers, and keeps the connection open, as a stopped process does.
 fn stopped_launcher(listener: UnixListener) -> std::thread::JoinHandle<()> {
@@ -44,14 +55,12 @@ fn stopped_launcher(listener: UnixListener) -> std::thread::JoinHandle<()> {
 
 #[test]
 fn a_silent_launcher_times_out_a_rank_under_a_signal_storm() {
-    let dir = ScratchDir::new("backstop", "hub");
-    let path = dir.path().join("hub.sock");
-    let listener = UnixListener::bind(&path).unwrap();
+    let (_dir, listener, socket) = listening("hub");
     // Never answers (and keeps the connection open, as a stopped process would).
     let hub = stopped_launcher(listener);
     interrupting_sigusr1();
     let timeout = Duration::from_millis(300);
-    let oob = RunOob::connect(path.to_str().unwrap(), 0, 1, timeout).unwrap();
+    let oob = RunOob::connect(&socket, 0, 1, timeout).unwrap();
     // SAFETY: pthread_self has no preconditions.
     #[allow(unsafe_code)]
     let me = unsafe { libc::pthread_self() };
@@ -122,13 +131,10 @@ fn under_a_signal_storm<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'stati
 
 #[test]
 fn a_launcher_that_never_answers_the_hello_times_out_a_rank_under_a_signal_storm() {
-    let dir = ScratchDir::new("backstop", "hello");
-    let path = dir.path().join("hub.sock");
     // The launcher: listens, but never accepts (stopped before it could):
     // the connection waits in its backlog, the hello unread.
-    let listener = UnixListener::bind(&path).unwrap();
+    let (_dir, listener, socket) = listening("hello");
     let timeout = Duration::from_millis(300);
-    let socket = path.to_str().unwrap().to_owned();
     let outcome = under_a_signal_storm(move || RunOob::connect(&socket, 0, 1, timeout).map(drop));
     let (result, took) = outcome.expect("the signals held the rank in its hello for good");
     let e = result.expect_err("a hello nobody answered was welcomed");
@@ -145,12 +151,10 @@ fn give_up(_: usize) -> bool {
 
 #[test]
 fn an_interrupt_ends_the_wait_for_the_launchers_welcome() {
-    let dir = ScratchDir::new("backstop", "hello-interrupted");
-    let path = dir.path().join("hub.sock");
-    let listener = UnixListener::bind(&path).unwrap();
+    let (_dir, listener, socket) = listening("hello-interrupted");
     let start = Instant::now();
     let joined = interrupt::while_sleeping(Duration::from_millis(5), give_up, 0, || {
-        RunOob::connect(path.to_str().unwrap(), 0, 1, Duration::from_secs(3))
+        RunOob::connect(&socket, 0, 1, Duration::from_secs(3))
     });
     let took = start.elapsed();
     let e = joined.expect_err("a hello nobody answered was welcomed");
@@ -161,13 +165,11 @@ fn an_interrupt_ends_the_wait_for_the_launchers_welcome() {
 
 #[test]
 fn a_launcher_that_stops_reading_times_out_a_rank_under_a_signal_storm() {
-    let dir = ScratchDir::new("backstop", "write");
-    let path = dir.path().join("hub.sock");
-    let listener = UnixListener::bind(&path).unwrap();
+    let (_dir, listener, socket) = listening("write");
     // Reads nothing more.
     let hub = stopped_launcher(listener);
     let timeout = Duration::from_millis(300);
-    let oob = RunOob::connect(path.to_str().unwrap(), 0, 1, timeout).unwrap();
+    let oob = RunOob::connect(&socket, 0, 1, timeout).unwrap();
     // Far more than the socket's buffers hold: the write blocks.
     let outcome = under_a_signal_storm(move || {
         let send = vec![7u8; 16 << 20];
