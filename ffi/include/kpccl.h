@@ -824,8 +824,8 @@ int kpccl_shm_peer_wait(kpccl_shm_win_h win, int remote_rank);
  * a loop of tests on a rank in `kpccl_shm_win_free`, which waits for this
  * rank's free, ends only when a timeout ends that free. It fails at once,
  * too, while another thread of this process is in a call on `win`.
- * Testing oneself sets 1. On failure `*flag` is 0 (when `flag` is not
- * `NULL`) and nothing is consumed.
+ * Testing oneself sets 1. On failure `*flag` is 0 (unless `flag` itself
+ * was refused: `NULL` or misaligned) and nothing is consumed.
  *
  * # Safety
  * `win` is any value (checked: see `kpccl_shm_win_h`); `flag` is `NULL`
