@@ -1,5 +1,5 @@
 //! Builds the MPI shim of `kpccl-hybrid` (mpi/hybrid_mpi.c) with the
-//! host's `mpicc`, when there is one and the target is the host; otherwise
+//! host's `mpicc` (or `$MPICC`), when there is one and the target is the host; otherwise
 //! `kpccl-hybrid` is built without MPI and says so when run. An `mpicc`
 //! that is there but fails on the shim sets `kpccl_mpi_broken` too, so that
 //! the test fails instead of skipping.
@@ -12,14 +12,18 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(kpccl_mpi_broken)");
     println!("cargo::rerun-if-changed=mpi/hybrid_mpi.c");
     println!("cargo::rerun-if-env-changed=KPCCL_NO_MPI");
+    println!("cargo::rerun-if-env-changed=MPICC");
+    // Another MPI first on PATH is another mpicc, whose shim must match its mpirun.
+    println!("cargo::rerun-if-env-changed=PATH");
+    let mpicc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc".to_owned());
     let (host, target) = (std::env::var("HOST").unwrap_or_default(), std::env::var("TARGET").unwrap_or_default());
     if host != target || std::env::var_os("KPCCL_NO_MPI").is_some() {
         return;
     }
     // Open MPI's wrapper answers --showme:link, MPICH's -link_info (with the compiler first).
-    let link = match read("mpicc", &["--showme:link"]) {
+    let link = match read(&mpicc, &["--showme:link"]) {
         Some(words) => words,
-        None => match read("mpicc", &["-link_info"]) {
+        None => match read(&mpicc, &["-link_info"]) {
             Some(words) => words.split_whitespace().skip(1).collect::<Vec<_>>().join(" "),
             None => return,
         },
@@ -27,7 +31,7 @@ fn main() {
     // cc drives the MPI wrapper as the C compiler (flags, archive, `ar`);
     // the link lines are ours, for kpccl-hybrid alone.
     let built = cc::Build::new()
-        .compiler("mpicc")
+        .compiler(&mpicc)
         .file("mpi/hybrid_mpi.c")
         .std("c11")
         .opt_level(2)
