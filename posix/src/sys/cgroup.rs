@@ -35,10 +35,16 @@ fn read(dir: &Path, file: &str) -> Option<String> {
     fs::read_to_string(dir.join(file)).ok()
 }
 
-/// The lowest of `quota` over the group at `path` below `root` and its ancestors.
+/// The lowest of `quota` over the group at `path` below `root` and its
+/// ancestors. None for a group outside the namespace's root (`/../x`, which
+/// a process moved out of its cgroup namespace sees): what lies below
+/// `root` under that name is another group, whose quota is not ours.
 fn lowest_along(root: &Path, path: &str, quota: impl Fn(&Path) -> Option<u32>) -> Option<u32> {
+    if path.split('/').any(|c| c == "..") {
+        return None;
+    }
     let mut dir = root.to_path_buf();
-    dir.extend(path.split('/').filter(|c| !c.is_empty() && *c != ".."));
+    dir.extend(path.split('/').filter(|c| !c.is_empty()));
     let mut lowest = None;
     loop {
         lowest = lowest.into_iter().chain(quota(&dir)).min();
@@ -90,5 +96,7 @@ mod tests {
         assert_eq!(lowest_along(root, "/a/b/c", quota), Some(3));
         assert_eq!(lowest_along(root, "/", quota), Some(5));
         assert_eq!(lowest_along(root, "/x", |_| None), None);
+        // Outside the namespace: `/r/a` is another group's, and the root no ancestor.
+        assert_eq!(lowest_along(root, "/../a/b", quota), None);
     }
 }
