@@ -20,8 +20,9 @@ use std::io::{self, Read, Write};
 const MAGIC: [u8; 4] = *b"KPCR";
 /// Protocol version; the hub refuses any other.
 pub const VERSION: u32 = 2;
-/// Largest frame body: one tag byte plus 1 GiB.
-pub const MAX_BODY: usize = 1 + MAX_DATA;
+/// Largest frame body: one tag byte, an allgather's 8-byte length field and
+/// 1 GiB of data (a one-rank job's largest allgather).
+pub const MAX_BODY: usize = 1 + 8 + MAX_DATA;
 /// Largest payload of one collective (a rank's send, or the whole result).
 pub const MAX_DATA: usize = 1 << 30;
 
@@ -255,6 +256,19 @@ mod tests {
         let got = Msg::read_from(&mut r).unwrap().unwrap();
         assert!(r.is_empty(), "{m:?} left {} bytes", r.len());
         got
+    }
+
+    /// The largest allgather fits a frame (a one-rank job sends what it
+    /// gathers): before, its 8-byte field pushed it past the limit, and
+    /// the rank's connection broke instead of the collective succeeding.
+    #[test]
+    fn the_largest_allgather_fits_a_frame() {
+        // Zeroed pages are mapped lazily: this costs address space, not memory.
+        let data = vec![0u8; MAX_DATA];
+        let largest = Msg::Allgather { recv_len: MAX_DATA as u64, data: Cow::Borrowed(&data) };
+        largest.write_to(io::sink()).expect("within the frame limit");
+        let over = Msg::Allgather { recv_len: 0, data: Cow::Borrowed(&vec![0u8; MAX_DATA + 1]) };
+        assert_eq!(over.write_to(io::sink()).unwrap_err().kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]
