@@ -375,7 +375,7 @@ fn alloc_host<'py>(py: Python<'py>, c: &Comm<PyOob>, o: &Alloc) -> PyResult<Boun
     let b = c.window(o.size).options(&o.window);
     match wait::window_creation(py, || b.alloc())? {
         Ok(w) => PyWindow::create(py, w),
-        Err(e) => Err(oob_error(py, errors::host_kind(&e), e, c.oob())),
+        Err(e) => Err(oob_error(py, errors::creation_kind(&e, c.rank()), e, c.oob())),
     }
 }
 

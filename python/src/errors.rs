@@ -3,7 +3,7 @@
 //! (defined in `kpccl/_errors.py`, so that the latter can also derive from
 //! the built-in `TimeoutError`).
 
-use kpccl_core::{CollectiveError, Failure, FenceError};
+use kpccl_core::{CollectiveError, Failure, FenceError, LayoutError};
 use kpccl_posix::Error as HostError;
 use kpccl_posix::launch::{Ending, code};
 use pyo3::exceptions::PyValueError;
@@ -89,6 +89,19 @@ pub(crate) fn host_kind(e: &HostError) -> Kind {
             Kind::Timeout(*rank)
         }
         _ => Kind::Library,
+    }
+}
+
+/// Which exception a failed window creation is on rank `me`: as
+/// [`host_kind`], but a window too large for this rank's own request is this
+/// rank's argument (`ValueError`, as a size past `isize` is); the others'
+/// failure for it is a library one there.
+pub(crate) fn creation_kind(e: &HostError, me: u32) -> Kind {
+    match e {
+        HostError::Collective(CollectiveError::Layout(LayoutError::TooLarge { rank, .. })) if *rank == me => {
+            Kind::Value
+        }
+        _ => host_kind(e),
     }
 }
 

@@ -45,7 +45,8 @@ def test_bad_arguments():
     for kwargs in ({"nbytes": -1}, {"nbytes": "x"}, {"nbytes": 2**70}, {"nbytes": 8, "layout": "bogus"},
                    {"nbytes": 8, "align": 3}, {"nbytes": 8, "timeout": -1}, {"nbytes": 8, "timeout": 1e20},
                    {"nbytes": 8, "timeout": float("inf")}, {"nbytes": 8, "memory": "gpu"},
-                   {"nbytes": 8, "device": 1}, {"nbytes": 8, "memory": "ascend", "layout": "aligned"}):
+                   {"nbytes": 8, "device": 1}, {"nbytes": 8, "memory": "ascend", "layout": "aligned"},
+                   {"nbytes": 2**63 - 1}):
         with pytest.raises(ValueError):
             comm.alloc(**kwargs)
     with comm.alloc(16) as win:
