@@ -857,3 +857,318 @@ models! {
     a_wait_on_a_rank_that_left_fails_sleeping: wait_on_a_rank_that_left::<FutexStraight>(false);
     a_test_of_a_rank_that_left_answers_no_signal: wait_on_a_rank_that_left::<Yielding>(true);
 }
+
+// ---------------------------------------------------------------------------
+// Paths the models above leave out: a rank that leaves or poisons instead of
+// arriving at a window fence, light wake-ups against a flag another
+// signaller took down, a sleeper whose heavy fence fails, polled waits on a
+// rank that leaves, a timeout that must wake its partner, polled signal
+// counts across their wrap, a poison racing a signal to one sleeper.
+
+/// The window-wide fence `fence` on every rank but the last, which leaves
+/// (`poisons`: poisons the window) instead of arriving: every other rank's
+/// fence fails naming it, never passes and never hangs (a leave or poison
+/// that a sleeper misses is a deadlock loom reports).
+fn fence_without_the_last<E: Mode>(n: u32, fence: WindowFence<E>, poisons: bool) {
+    model(move || {
+        on_every_rank(&World::<E>::new(n, 0), move |w, me| {
+            let last = n - 1;
+            if me == last {
+                if poisons {
+                    poison(&w.area, &w.env, Poison { kind: PoisonKind::Aborted, rank: last });
+                } else {
+                    leave(&w.area, &w.env, last);
+                }
+                return;
+            }
+            match fence(&w.area, &w.env, me, &E::POLICY) {
+                Err(FenceError::Aborted { rank }) if poisons => assert_eq!(rank, last),
+                // The first waiter to find the mark poisons the window, naming itself.
+                Err(FenceError::PeerLeft { rank, waiter }) if !poisons => {
+                    assert_eq!(rank, last);
+                    assert!(waiter < last, "waiter {waiter}");
+                }
+                other => panic!("rank {me}: {other:?}"),
+            }
+        });
+    });
+}
+
+/// [`fence_without_the_last`] with rank 0 polling its fence (a polled flat
+/// fence never sleeps: it must see the mark, or the poison, on a poll).
+fn flat_rank0_polled_without_the_last<E: Mode>(poisons: bool) {
+    fence_without_the_last::<E>(2, flat_rank0_polled, poisons);
+}
+
+/// The flat fence as a teardown: rank 0 frees the window (the freeing
+/// mark, the flat fence, the drop) while ranks 1 and 2 fence once with it
+/// and then leave. Nobody's fence fails: a freeing mark does not end a
+/// window fence's wait, only a pairwise one's.
+///
+/// One rank frees, not two: with ranks 0 and 1 both freeing, loom reports a
+/// lost wake-up of rank 2 that C11 forbids. Rank 1's `notify_all` takes
+/// rank 2's flag down (swap reads 1, writes 0) and rings; rank 0's, late,
+/// swaps a 0 over that 0; rank 2, woken, raises its flag again and fences;
+/// rank 0, the last arrival, fences and reads the 0 its own swap wrote.
+/// In C11 that swap sits right after rank 1's in the flag's modification
+/// order (an RMW reads the store just before it), hence before the raise,
+/// which the fences then make rank 0 see. loom's modification order is
+/// partial and misses that, so it lets rank 0 read the 0 after the raise.
+/// (With the take-down as a `compare_exchange(1, 0)`, which writes nothing
+/// over a 0, loom passes the two-rank form.)
+fn flat_free_three_ranks<E: Mode>() {
+    model(|| {
+        on_every_rank(&World::<E>::new(3, 3), |w, me| {
+            w.data.write(me, 1);
+            if me == 0 {
+                start_freeing(&w.area, &w.env, me);
+            }
+            flat_fence(&w.area, &w.env, me, &E::POLICY).unwrap();
+            for r in (0..3).filter(|&r| r != me) {
+                assert_eq!(w.data.read(r), 1);
+            }
+            leave(&w.area, &w.env, me);
+        });
+    });
+}
+
+/// [`wake_taken_down_by_another_signaller`] with light wake-ups: the
+/// sleeper raises its flag again and runs its heavy fence before each
+/// sleep, so the second signaller's light fence must still find it.
+struct FutexLightSleepy;
+
+impl Mode for FutexLightSleepy {
+    type Env = Futex;
+    const POLICY: WaitPolicy = SLEEPY;
+    fn env() -> Futex {
+        Futex { light: true, ..Futex::new() }
+    }
+}
+
+/// Light wake-ups whose heavy fence fails on the sleeper's side (the
+/// `membarrier` call refused): the sleeper must not block, since a
+/// signaller's light fence alone may miss its flag; it yields and looks
+/// again. `wait` panics here, so a sleeper that blocks fails the model.
+#[derive(Debug)]
+struct NoHeavyFence;
+
+impl WaitEnv for NoHeavyFence {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn yield_now(&self) {
+        thread::yield_now();
+    }
+    fn wait(&self, _word: &AtomicU32, _expected: u32, _deadline_ns: u64) -> WaitOutcome {
+        panic!("a sleeper whose heavy fence failed blocked");
+    }
+    fn wake(&self, _word: &AtomicU32) {}
+    fn is_alive(&self, _rank: u32) -> bool {
+        true
+    }
+    fn light_wakes(&self) -> bool {
+        true
+    }
+    fn heavy_fence(&self) -> bool {
+        false
+    }
+}
+
+impl Mode for NoHeavyFence {
+    type Env = Self;
+    const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
+    fn env() -> Self {
+        NoHeavyFence
+    }
+}
+
+/// A rank polls waits for signals from a rank that signals once and leaves:
+/// the first polled wait takes the signal (the mark must not hide it), the
+/// second fails naming the leaver, and keeps failing on every later poll
+/// without consuming anything.
+fn polled_wait_on_a_rank_that_left<E: Mode>() {
+    model(|| {
+        let world = World::<E>::new(2, 1);
+        on_every_rank(&world, |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            if me == 1 {
+                w.data.write(0, 1);
+                peer_signal(area, env, 1, 0).unwrap();
+                leave(area, env, 1);
+                return;
+            }
+            polled(area, env, PendingFence::wait(area, env, 0, 1, &E::POLICY)).unwrap();
+            assert_eq!(w.data.read(0), 1);
+            let left = Err(FenceError::PeerLeft { rank: 1, waiter: 0 });
+            let mut second = PendingFence::wait(area, env, 0, 1, &E::POLICY).unwrap();
+            loop {
+                match second.poll(area, env) {
+                    Poll::Ready(got) => {
+                        assert_eq!(got, left);
+                        break;
+                    }
+                    Poll::Pending => thread::yield_now(),
+                }
+            }
+            assert_eq!(second.poll(area, env), Poll::Ready(left), "a failed wait stays failed");
+        });
+        assert_eq!(world.area.taken_slot(0, 1).load(Ordering::Relaxed), 1, "one signal taken");
+    });
+}
+
+models! {
+    a_flat_fence_a_rank_left_fails_straight_to_sleep: fence_without_the_last::<FutexStraight>(2, flat_fence, false);
+    a_flat_fence_a_rank_left_fails_three_ranks_sleeping: fence_without_the_last::<Futex>(3, flat_fence, false);
+    a_flat_fence_a_rank_poisoned_fails_three_ranks_sleeping: fence_without_the_last::<Futex>(3, flat_fence, true);
+    a_polled_flat_fence_a_rank_left_fails: flat_rank0_polled_without_the_last::<Yielding>(false);
+    a_polled_flat_fence_a_rank_poisoned_fails: flat_rank0_polled_without_the_last::<Yielding>(true);
+    a_window_fence_a_rank_left_fails_three_ranks_sleeping: fence_without_the_last::<Futex>(3, window_fence, false);
+    a_window_fence_a_rank_poisoned_fails_three_ranks_straight_to_sleep:
+        fence_without_the_last::<FutexStraight>(3, window_fence, true);
+    flat_teardown_three_ranks_one_freeing_sleeping: flat_free_three_ranks::<Futex>();
+    a_wake_taken_down_by_another_signaller_light_wakes: wake_taken_down_by_another_signaller::<FutexLightSleepy>();
+    a_free_fails_a_peer_fence_it_did_not_answer_light_wakes: free_during_a_pairwise_wait::<FutexLight>(false);
+    flat_fences_back_to_back_two_ranks_light_wakes: window::<FutexLight>(2, 2, flat_fence);
+    a_sleeper_whose_heavy_fence_fails_never_blocks: peer_twice::<NoHeavyFence>();
+    signals_with_no_heavy_fence_count_and_publish: signals_count::<NoHeavyFence>();
+    a_polled_wait_on_a_rank_that_left_fails: polled_wait_on_a_rank_that_left::<Yielding>();
+    a_polled_wait_on_a_rank_that_left_fails_against_a_sleeper: polled_wait_on_a_rank_that_left::<FutexStraight>();
+}
+
+/// A futex whose timed sleeps time out at once, moving the clock to their
+/// deadline (a sleep without a deadline blocks as [`Futex`]'s do): a wait
+/// with a timeout gives up, and must wake the ranks that wait on it.
+#[derive(Debug)]
+struct TimedFutex {
+    futex: Futex,
+    /// The clock every rank reads (not loom's: it only moves at a timed
+    /// sleep, the same way in every replay of a schedule).
+    now: std::sync::Mutex<u64>,
+}
+
+impl WaitEnv for TimedFutex {
+    fn now_ns(&self) -> u64 {
+        *self.now.lock().unwrap()
+    }
+    fn yield_now(&self) {
+        thread::yield_now();
+    }
+    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
+        if deadline_ns == u64::MAX {
+            return self.futex.wait(word, expected, deadline_ns);
+        }
+        if word.load(Ordering::SeqCst) != expected {
+            return WaitOutcome::Woken;
+        }
+        let mut now = self.now.lock().unwrap();
+        *now = (*now).max(deadline_ns);
+        drop(now);
+        thread::yield_now();
+        WaitOutcome::TimedOut
+    }
+    fn wake(&self, word: &AtomicU32) {
+        self.futex.wake(word);
+    }
+    fn is_alive(&self, _rank: u32) -> bool {
+        true
+    }
+}
+
+impl Mode for TimedFutex {
+    type Env = Self;
+    const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
+    fn env() -> Self {
+        TimedFutex { futex: Futex::new(), now: std::sync::Mutex::new(0) }
+    }
+}
+
+/// A timeout poisons the window and wakes a sleeper that waits on the rank
+/// that gave up: rank 0 waits, with a timeout, for a signal rank 1 never
+/// sends; rank 1 sleeps, without one, in a wait for rank 0 (`fence`: a
+/// peer fence; else a signal). Rank 0 fails with its timeout, rank 1 with
+/// rank 0's reason, and neither hangs (a poison whose wake-up rank 1
+/// missed would leave it asleep: loom reports a deadlock).
+fn timeout_wakes_the_partner(fence: bool) {
+    model(move || {
+        on_every_rank(&World::<TimedFutex>::new(2, 0), move |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            if me == 0 {
+                let policy = WaitPolicy { timeout_ns: 10, ..STRAIGHT_TO_SLEEP };
+                assert_eq!(peer_wait(area, env, 0, 1, &policy), Err(FenceError::Timeout { peer: 1 }));
+            } else {
+                let got = if fence {
+                    peer_fence(area, env, 1, 0, &STRAIGHT_TO_SLEEP)
+                } else {
+                    peer_wait(area, env, 1, 0, &STRAIGHT_TO_SLEEP)
+                };
+                assert_eq!(got, Err(FenceError::GaveUp { rank: 0, waited_for: 1 }));
+            }
+        });
+    });
+}
+
+/// Polled waits and tests across the wrap of the signal counts: both
+/// counts start at `u64::MAX`, so the first signal wraps them to 0.
+fn polled_signals_wrap<E: Mode>() {
+    model(|| {
+        let world = World::<E>::new(2, 2);
+        world.area.signal_slot(0, 1).store(u64::MAX, Ordering::Relaxed);
+        world.area.taken_slot(1, 0).store(u64::MAX, Ordering::Relaxed);
+        on_every_rank(&world, |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            let k = core::cell::Cell::new(0);
+            two_messages(
+                &w.data,
+                me,
+                || peer_signal(area, env, 0, 1).unwrap(),
+                || {
+                    if k.get() == 0 {
+                        polled(area, env, PendingFence::wait(area, env, 1, 0, &E::POLICY)).unwrap();
+                    } else {
+                        while !peer_test(area, env, 1, 0, || None).unwrap() {
+                            thread::yield_now();
+                        }
+                    }
+                    k.set(1);
+                },
+            );
+        });
+        assert_eq!(peer_test(&world.area, &world.env, 1, 0, || None), Ok(false), "no third signal");
+        assert_eq!(world.area.signal_slot(0, 1).load(Ordering::Relaxed), 1);
+        assert_eq!(world.area.taken_slot(1, 0).load(Ordering::Relaxed), 1);
+    });
+}
+
+models! {
+    a_timeout_wakes_a_partner_sleeping_in_a_wait: timeout_wakes_the_partner(false);
+    a_timeout_wakes_a_partner_sleeping_in_a_peer_fence: timeout_wakes_the_partner(true);
+    polled_and_tested_signal_counts_wrap: polled_signals_wrap::<Yielding>();
+}
+
+/// A poison racing another rank's signal to a sleeper: rank 2 sleeps in a
+/// wait for rank 0, which poisons the window instead of signalling, while
+/// rank 1 signals rank 2 (or finds the poison first). Rank 2's doorbell
+/// then holds two bumps in either order: a sleeper that reads rank 1's bump
+/// after rank 0's must still see the poison (rank 1's bump continues the
+/// poison's release sequence), and one that reads it before must be woken
+/// by rank 0's. Rank 2's wait fails with rank 0's reason; it never hangs.
+fn poison_races_a_signal_to_a_sleeper<E: Mode>() {
+    model(|| {
+        on_every_rank(&World::<E>::new(3, 0), |w, me| match me {
+            0 => {
+                poison(&w.area, &w.env, Poison { kind: PoisonKind::Aborted, rank: 0 });
+            }
+            1 => match peer_signal(&w.area, &w.env, 1, 2) {
+                Ok(()) | Err(FenceError::Aborted { rank: 0 }) => {}
+                other => panic!("rank 1: {other:?}"),
+            },
+            _ => {
+                assert_eq!(peer_wait(&w.area, &w.env, 2, 0, &E::POLICY), Err(FenceError::Aborted { rank: 0 }));
+            }
+        });
+    });
+}
+
+models! {
+    a_poison_racing_a_signal_to_a_sleeper: poison_races_a_signal_to_a_sleeper::<FutexStraight>();
+}

@@ -131,7 +131,11 @@ fn wake_if_sleeping<A: SyncArea + ?Sized, E: WaitEnv + ?Sized>(area: &A, env: &E
     // raises the flag again before it next sleeps. Relaxed load first: the
     // common case (nobody sleeps) stays a plain load, no read-modify-write.
     if sleeping.load(Relaxed) != 0 && sleeping.swap(0, Acquire) != 0 {
-        // Release: see `poison`; the bump itself carries no data.
+        // Release: pairs with the sleeper's Acquire load of the doorbell, so our
+        // swap precedes the flag it raises once woken, and a later look (ours or
+        // another signaller's) that reads our 0 is ordered before that raise's
+        // fence (loom: Relaxed loses a wake-up). Not for a poison's bump: an RMW
+        // continues its release sequence whatever its ordering.
         area.doorbell(target).fetch_add(1, Release);
         env.wake(area.doorbell(target));
     }
@@ -283,7 +287,8 @@ where
     let &Waiter { area, env, me, awaited } = w;
     let doorbell = area.doorbell(me);
     loop {
-        // Acquire: pairs with the Release bumps, so a bump seen here brings the poison with it.
+        // Acquire: pairs with the Release bumps: one seen here brings the poison
+        // with it, or the swap that took our flag down (see `wake_if_sleeping`).
         let seq = doorbell.load(Acquire);
         // Release: pairs with `notify`'s Acquire load (see there).
         area.sleeping(me).store(1, Release);
