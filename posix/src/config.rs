@@ -29,7 +29,8 @@ pub struct Config {
     pub barrier: Option<Barrier>,
     /// When windows' memory is allocated.
     pub reserve: Reserve,
-    /// Liveness check interval of a sleeping waiter.
+    /// Liveness check interval of a sleeping waiter (at least a millisecond
+    /// is used: at 0 a sleeping wait would read `/proc` in a loop).
     pub liveness: Duration,
     /// Log level.
     pub log: Level,
