@@ -28,8 +28,12 @@ use loom::thread;
 use kpccl_testkit::heap::HeapArea as Area;
 
 /// Waiting as a yield: every wait returns at once and the fence polls again.
-#[derive(Debug)]
-struct Yielding;
+#[derive(Debug, Default)]
+struct Yielding {
+    /// Light wake-ups whose heavy fence fails on the sleeper's side (see
+    /// [`NoHeavyFence`]): a sleeper must then never block, so `wait` panics.
+    no_heavy_fence: bool,
+}
 
 impl WaitEnv for Yielding {
     fn now_ns(&self) -> u64 {
@@ -39,6 +43,7 @@ impl WaitEnv for Yielding {
         thread::yield_now();
     }
     fn wait(&self, _word: &AtomicU32, _expected: u32, _deadline_ns: u64) -> WaitOutcome {
+        assert!(!self.no_heavy_fence, "a sleeper whose heavy fence failed blocked");
         thread::yield_now();
         WaitOutcome::Woken
     }
@@ -46,6 +51,10 @@ impl WaitEnv for Yielding {
     fn is_alive(&self, _rank: u32) -> bool {
         true
     }
+    fn light_wakes(&self) -> bool {
+        self.no_heavy_fence
+    }
+    // `heavy_fence` keeps its default: `false`, the fence did not run.
 }
 
 /// Waiting as a real futex: `wait` blocks while the word holds `expected`
@@ -234,7 +243,7 @@ impl Mode for Yielding {
     type Env = Self;
     const POLICY: WaitPolicy = POLICY;
     fn env() -> Self {
-        Yielding
+        Yielding::default()
     }
 }
 
@@ -952,33 +961,11 @@ impl Mode for FutexLightSleepy {
 #[derive(Debug)]
 struct NoHeavyFence;
 
-impl WaitEnv for NoHeavyFence {
-    fn now_ns(&self) -> u64 {
-        0
-    }
-    fn yield_now(&self) {
-        thread::yield_now();
-    }
-    fn wait(&self, _word: &AtomicU32, _expected: u32, _deadline_ns: u64) -> WaitOutcome {
-        panic!("a sleeper whose heavy fence failed blocked");
-    }
-    fn wake(&self, _word: &AtomicU32) {}
-    fn is_alive(&self, _rank: u32) -> bool {
-        true
-    }
-    fn light_wakes(&self) -> bool {
-        true
-    }
-    fn heavy_fence(&self) -> bool {
-        false
-    }
-}
-
 impl Mode for NoHeavyFence {
-    type Env = Self;
+    type Env = Yielding;
     const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
-    fn env() -> Self {
-        NoHeavyFence
+    fn env() -> Yielding {
+        Yielding { no_heavy_fence: true }
     }
 }
 
