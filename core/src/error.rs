@@ -167,7 +167,7 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::RankCount { nranks, max } => write!(f, "rank count {nranks} is outside 1..={max}"),
+            Self::RankCount { nranks, max } => write!(f, "rank count {nranks} is outside 1 to {max}"),
             Self::Alignment { align } => write!(f, "alignment {align} is not a power of two"),
             Self::AlignmentAbovePage { align, page } => {
                 write!(f, "alignment {align} exceeds the page size {page}")
@@ -326,7 +326,9 @@ impl fmt::Display for ArgError {
                 RankOutOfRange { what: "rank", value: rank, whose: "the communicator", nranks }.fmt(f)
             }
             Self::Layout(e) => e.fmt(f),
-            Self::Size { size } => write!(f, "size {size} cannot be mapped"),
+            Self::Size { size } => {
+                write!(f, "size {size} cannot be mapped: a process maps at most {} bytes", isize::MAX)
+            }
             Self::Caller => f.write_str("an argument was refused there (that rank's own error says which)"),
         }
     }
@@ -356,6 +358,12 @@ pub enum AttachError {
         /// The mismatching entry.
         rank: u32,
     },
+    /// The way into the segment that `rank`, its creator, sent is no
+    /// segment name (empty, not UTF-8, or without its terminating NUL).
+    Name {
+        /// The creator that sent it.
+        rank: u32,
+    },
 }
 
 impl fmt::Display for AttachError {
@@ -368,6 +376,11 @@ impl fmt::Display for AttachError {
             Self::Digest => f.write_str("the window's layout digest differs from this rank's"),
             Self::Header => f.write_str("the window header differs from this rank's view"),
             Self::RankTable { rank } => write!(f, "the window's entry for rank {rank} differs from this rank's view"),
+            Self::Name { rank } => write!(
+                f,
+                "rank {rank} sent no usable way into the window's segment (its name is empty, not UTF-8, or \
+                 lacks its terminating NUL)"
+            ),
         }
     }
 }
@@ -428,6 +441,10 @@ pub enum Field {
     MemoryKind,
     /// The window-fence algorithm (an unknown code).
     Barrier,
+    /// The step of creation the record is from: the ranks are in
+    /// different collective calls (a communicator's and a window's, or
+    /// different steps of one).
+    Step,
 }
 
 impl fmt::Display for Field {
@@ -441,6 +458,10 @@ impl fmt::Display for Field {
             Self::User => "user id",
             Self::MemoryKind => "memory kind",
             Self::Barrier => "window-fence algorithm",
+            Self::Step => {
+                "creation step (communicator or window: every rank must make the same collective calls in the \
+                 same order)"
+            }
         })
     }
 }
@@ -599,6 +620,17 @@ mod tests {
         assert_eq!(ArgError::Rank { rank: 0, nranks: 0 }.to_string(), "rank 0 is out of range: there are no ranks");
         let e = super::FenceError::InvalidRank { rank: 2, nranks: 2 };
         assert_eq!(e.to_string(), "rank 2 is out of range: the window has ranks 0 to 1");
+    }
+
+    /// A value refused names the bound it passed, in words a C or Python
+    /// user reads (not Rust's `1..=1024`).
+    #[test]
+    fn a_refused_size_or_rank_count_names_its_bound() {
+        let e = ArgError::Size { size: u64::MAX };
+        let (size, max) = (u64::MAX, isize::MAX);
+        assert_eq!(e.to_string(), std::format!("size {size} cannot be mapped: a process maps at most {max} bytes"));
+        let e = super::LayoutError::RankCount { nranks: 1025, max: 1024 };
+        assert_eq!(e.to_string(), "rank count 1025 is outside 1 to 1024");
     }
 
     /// Rank 0 is only ever found disagreeing with the rank that reads the

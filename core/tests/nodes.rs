@@ -134,3 +134,61 @@ fn one_nodes_oversized_window_fails_every_node() {
     }
     assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
 }
+
+/// `inner`, except that in allgather number `call` (from 1) the segment
+/// name in rank `liar`'s record is replaced by `name` (a name field is
+/// `name.len()` bytes) before this rank reads it.
+struct BadName<O> {
+    inner: O,
+    call: u32,
+    liar: usize,
+    name: &'static [u8],
+    calls: core::cell::Cell<u32>,
+}
+
+impl<O: kpccl_core::Oob> kpccl_core::Oob for BadName<O> {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_core::OobError> {
+        self.inner.allgather(send, recv)?;
+        self.calls.set(self.calls.get() + 1);
+        if self.calls.get() == self.call {
+            let record = &mut recv[self.liar * send.len()..][..send.len()];
+            let at = record.windows(6).position(|w| w == b"kpccl-").expect("the creator's record names its segment");
+            record[at..][..self.name.len()].copy_from_slice(self.name);
+        }
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), kpccl_core::OobError> {
+        self.inner.barrier()
+    }
+}
+
+/// The creator of node 1 (rank 1) sends a segment name that is empty or
+/// lacks its NUL: every rank of every node fails naming it, and no node
+/// waits for the other in an allgather the other never makes.
+#[test]
+fn a_bad_segment_name_fails_every_node() {
+    for name in [&[0u8; 64], &[b'x'; 64]] {
+        let platform = ThreadPlatform::new(4096);
+        let p = platform.clone();
+        // A hang shows as a panic of `run` after this long.
+        let limit = if cfg!(miri) { LIMIT } else { Duration::from_secs(20) };
+        let results = run(4, limit, move |rank, oob| {
+            // Calls: 1 communicator, 2 requests, 3 segment names.
+            let oob = BadName { inner: oob, call: 3, liar: 1, name, calls: core::cell::Cell::new(0) };
+            let mut table = vec![Record::default(); 4];
+            let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), round_robin(rank, 2))?;
+            let ranks = [rank % 2, rank % 2 + 2];
+            let group = NodeRanks::Some { ranks: &ranks, local_rank: info.local_rank };
+            create_window(Collective::new(&p, &oob, rank, 4, &mut table), group, &request(64)).map(drop)
+        });
+        let failure = Failure::Attach(kpccl_core::error::AttachError::Name { rank: 1 });
+        for (r, res) in (0u32..).zip(results) {
+            let want =
+                if r == 3 { CollectiveError::Local(failure) } else { CollectiveError::Peer { rank: 3, failure } };
+            assert_eq!(res, Err(want), "rank {r}, name {:?}", name[0]);
+        }
+        let text = CollectiveError::<Failure>::Peer { rank: 3, failure }.to_string();
+        assert!(text.starts_with("rank 3 failed: rank 1 sent no usable way into"), "{text}");
+        assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
+    }
+}

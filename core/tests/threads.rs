@@ -22,7 +22,7 @@ use kpccl_core::{
     Collective, CollectiveError, Failure, FenceError, LayoutError, LayoutMode, MemoryKind, NodeRanks, Pending,
     Placement, Platform, Record, WaitPolicy, Window, WindowRequest, create_comm, create_window,
 };
-use kpccl_testkit::{FailingOob, INJECTED, When};
+use kpccl_testkit::{FailingOob, INJECTED, Solo, When};
 use support::{check, fill};
 
 /// How long a group of ranks may take. Miri's clock runs with the
@@ -538,6 +538,131 @@ fn a_rank_out_of_range_is_told_of_its_own_argument() {
     let mut table = vec![Record::default(); 1];
     let made = create_comm(Collective::new(&platform, &GroupOfOne, 1, 1, &mut table), Placement::alone(0));
     assert_eq!(made, Err(CollectiveError::Local(Failure::Argument(ArgError::Rank { rank: 1, nranks: 1 }))));
+}
+
+/// Ranks that make different collective calls at once (one a communicator,
+/// the other a window) are told so, not that their library versions differ.
+#[test]
+fn ranks_in_different_collectives_are_told_so() {
+    let platform = ThreadPlatform::new(4096);
+    let p = platform.clone();
+    let results = run(2, LIMIT, move |rank, oob| {
+        let mut table = vec![Record::default(); 2];
+        create_comm(Collective::new(&p, &oob, rank, 2, &mut table), Placement::alone(rank))?;
+        let c = Collective::new(&p, &oob, rank, 2, &mut table);
+        if rank == 0 {
+            create_window(c, NodeRanks::All, &request(64, LayoutMode::Contiguous, 64)).map(drop)
+        } else {
+            create_comm(c, Placement::alone(rank)).map(drop)
+        }
+    });
+    for (r, res) in (0u32..).zip(results) {
+        let other = 1 - r;
+        assert_eq!(res, Err(CollectiveError::Mismatch { rank: other, field: Field::Step }), "rank {r}");
+    }
+    let e = CollectiveError::<Failure>::Mismatch { rank: 1, field: Field::Step }.to_string();
+    assert!(e.starts_with("rank 1 disagrees with rank 0 on the creation step (communicator or window"), "{e}");
+    assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
+}
+
+/// An allgather whose call number `call` (from 1) leaves rank `skip`'s
+/// part of every rank's buffer as it was: that rank's record never came.
+struct Skips {
+    inner: ThreadOob,
+    call: u32,
+    skip: usize,
+    calls: core::cell::Cell<u32>,
+}
+
+impl kpccl_core::Oob for Skips {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        self.calls.set(self.calls.get() + 1);
+        let part = self.skip * send.len()..(self.skip + 1) * send.len();
+        let before = recv[part.clone()].to_vec();
+        self.inner.allgather(send, recv)?;
+        if self.calls.get() == self.call {
+            recv[part].copy_from_slice(&before);
+        }
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
+/// A record that does not come at a later step of creation is told as
+/// nothing sent, not as the rank's record of the step before.
+#[test]
+fn a_rank_that_sent_nothing_later_is_named_as_such() {
+    // Calls: 1 communicator, 2 requests, 3 segment name, 4 attach results.
+    for call in 2..=4 {
+        let platform = ThreadPlatform::new(4096);
+        let p = platform.clone();
+        let results = run(2, LIMIT, move |rank, oob| {
+            let oob = Skips { inner: oob, call, skip: 1, calls: core::cell::Cell::new(0) };
+            let mut table = vec![Record::default(); 2];
+            create_comm(Collective::new(&p, &oob, rank, 2, &mut table), Placement::alone(rank))?;
+            let c = Collective::new(&p, &oob, rank, 2, &mut table);
+            create_window(c, NodeRanks::All, &request(64, LayoutMode::Contiguous, 64)).map(drop)
+        });
+        for (r, res) in results.into_iter().enumerate() {
+            assert_eq!(res, Err(CollectiveError::NoRecord { rank: 1 }), "call {call}, rank {r}");
+        }
+        assert!(platform.leaked().is_empty(), "call {call}: names left behind: {:?}", platform.leaked());
+    }
+}
+
+/// An allgather that records the first record sent, else copies as [`Solo`] does.
+#[derive(Default)]
+struct Recorder(core::cell::RefCell<Vec<u8>>);
+
+impl kpccl_core::Oob for Recorder {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        if self.0.borrow().is_empty() {
+            self.0.borrow_mut().extend_from_slice(send);
+        }
+        Solo.allgather(send, recv)
+    }
+    fn barrier(&self) -> Result<(), OobError> {
+        Ok(())
+    }
+}
+
+/// An allgather whose group puts another process at every place of the
+/// table (its record, `0`): this rank's own record falls outside.
+struct Elsewhere(Vec<u8>);
+
+impl kpccl_core::Oob for Elsewhere {
+    fn allgather(&self, _send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        recv.copy_from_slice(&self.0);
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), OobError> {
+        Ok(())
+    }
+}
+
+/// A rank out of range whose record the out-of-band collective leaves out
+/// of the table (its group is larger than the rank count) finds no failure
+/// there: it is told of its own argument, as at communicator creation, and
+/// does not panic.
+#[test]
+fn a_rank_out_of_range_of_a_window_is_told_of_its_own_argument() {
+    let platform = ThreadPlatform::new(4096);
+    let req = request(64, LayoutMode::Contiguous, 64);
+    // The record rank 0 of 1 sends for its request.
+    let recorder = Recorder::default();
+    let mut table = vec![Record::default(); 1];
+    let w = create_window(Collective::new(&platform, &recorder, 0, 1, &mut table), NodeRanks::All, &req).unwrap();
+    w.free().unwrap();
+    let elsewhere = Elsewhere(recorder.0.take());
+    let made = create_window(Collective::new(&platform, &elsewhere, 1, 1, &mut table), NodeRanks::All, &req);
+    let want = CollectiveError::Local(Failure::Argument(ArgError::Rank { rank: 1, nranks: 1 }));
+    assert_eq!(made.map(drop), Err(want));
+    let refused = Collective::new(&platform, &elsewhere, 0, 1, &mut table).local(Err(ArgError::Caller));
+    let made = create_window(refused, NodeRanks::All, &req);
+    assert_eq!(made.map(drop), Err(CollectiveError::Local(Failure::Argument(ArgError::Caller))));
+    assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
 }
 
 /// `request`'s window over ranks `0..n` of `oob`'s group, made on a

@@ -32,6 +32,9 @@ pub trait LockstepRecord: Pod {
 
 /// Allgathers `mine` into `table` (one record per rank), without a flush.
 pub(crate) fn allgather<O: Oob + ?Sized, R: Pod>(oob: &O, mine: &R, table: &mut [R]) -> Result<(), OobError> {
+    // A part the callback leaves unwritten then reads as nothing sent (all
+    // zero), not as that rank's record of the stage before.
+    table.fill(R::zeroed());
     oob.allgather(bytes_of(mine), cast_slice_mut(table))
 }
 

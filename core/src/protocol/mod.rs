@@ -122,8 +122,10 @@ fn verdict(table: &[Record], me: u32, stage: Stage) -> Result<(), CollectiveErro
         if *rec == Record::default() {
             return Err(CollectiveError::NoRecord { rank: r });
         }
-        let field = if !rec.is(stage) {
+        let field = if !rec.is_ours() {
             Field::Version
+        } else if !rec.is(stage) {
+            Field::Step
         } else if rec.nranks != first.nranks || rec.nranks as usize != table.len() {
             Field::RankCount
         } else if rec.rank != r {
@@ -264,12 +266,15 @@ where
     mine.barrier = request.barrier.code();
     mine.memory_kind = request.memory_kind.0;
     let node_ok = if valid_node { Ok(()) } else { Err(ArgError::Caller) };
-    if let Err(e) = local.and(node_ok).and_then(|()| check_request(rank, nranks, request, page)) {
+    let refused = local.and(node_ok).and_then(|()| check_request(rank, nranks, request, page));
+    if let Err(e) = refused {
         mine.fail(Failure::Argument(e));
     }
     exchange(oob, &mine, table)?;
     platform.checkpoint(Step::Requested, rank);
     verdict(table, rank, Stage::Request)?;
+    // As in `create_comm`: a rank whose record fell outside the table.
+    refused.map_err(|e| CollectiveError::Local(Failure::Argument(e)))?;
     let params = LayoutParams { nranks: local_size, mode: request.mode, align: request.align, page };
     let size_of = |l: u32| table[node.global(l) as usize].size;
     let laid_out = Layout::new(params, size_of);
@@ -329,25 +334,27 @@ where
         unlink(&name);
         return Err(e);
     }
-    let Some(shared_name) = table[leader as usize].name() else {
-        unlink(&name);
-        return Err(CollectiveError::Mismatch { rank: leader, field: Field::Version });
-    };
-    let mut shared: heapless::String<{ NAME_LEN - 1 }> = heapless::String::new();
-    let _ = shared.push_str(shared_name);
+    // A creator's name is judged by its node alone, so a bad one fails the
+    // attach, which every node reports in the next allgather.
+    let way_in = table[leader as usize]
+        .name()
+        .and_then(|n| heapless::String::<{ NAME_LEN - 1 }>::try_from(n).ok())
+        .ok_or(Failure::Attach(AttachError::Name { rank: leader }));
 
     // 4. Everyone attaches to its node's segment.
     let mut mine = Record::new(Stage::Attach, rank, nranks, &who);
     let attached = match created {
         Some(s) => Ok(s),
-        None => platform.open(&shared, layout.total()).map_err(|e| {
-            // The way in may be the creator's own descriptor: if the creator
-            // died after sharing it, that is what went wrong, and whom to name.
-            if platform.is_alive(&table[leader as usize].identity()) {
-                Failure::Platform(e)
-            } else {
-                Failure::Fence(FenceError::PeerDead { rank: leader })
-            }
+        None => way_in.and_then(|way_in| {
+            platform.open(&way_in, layout.total()).map_err(|e| {
+                // The way in may be the creator's own descriptor: if the creator
+                // died after sharing it, that is what went wrong, and whom to name.
+                if platform.is_alive(&table[leader as usize].identity()) {
+                    Failure::Platform(e)
+                } else {
+                    Failure::Fence(FenceError::PeerDead { rank: leader })
+                }
+            })
         }),
     }
     .and_then(|s| {

@@ -103,14 +103,20 @@ impl Record {
         ProcessIdentity { pid: self.pid, start_time: self.start_time, uid: self.uid }
     }
 
-    /// Whether the record belongs to this protocol version and `stage`.
-    pub(crate) fn is(&self, stage: Stage) -> bool {
-        self.magic == RECORD_MAGIC && self.version == VERSION && self.stage == stage as u32
+    /// Whether the record belongs to this protocol and version.
+    pub(crate) fn is_ours(&self) -> bool {
+        self.magic == RECORD_MAGIC && self.version == VERSION
     }
 
-    /// The segment name carried (Create stage), if it is valid UTF-8.
+    /// Whether the record is from `stage`.
+    pub(crate) fn is(&self, stage: Stage) -> bool {
+        self.stage == stage as u32
+    }
+
+    /// The segment name carried (Create stage), if it is non-empty, valid
+    /// UTF-8 and NUL-terminated (at most `NAME_LEN - 1` bytes).
     pub(crate) fn name(&self) -> Option<&str> {
-        let len = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
+        let len = self.name.iter().position(|&b| b == 0)?;
         core::str::from_utf8(&self.name[..len]).ok().filter(|s| !s.is_empty())
     }
 
@@ -209,6 +215,7 @@ fn encode(f: Failure) -> (u32, u32, u64) {
             AttachError::Digest => (4, 2, 0),
             AttachError::Header => (4, 3, 0),
             AttachError::RankTable { rank } => (4, 4, u64::from(rank)),
+            AttachError::Name { rank } => (4, 5, u64::from(rank)),
         },
         Failure::Fence(e) => match e {
             FenceError::Timeout { peer } => (5, 0, u64::from(peer)),
@@ -238,6 +245,7 @@ fn decode(kind: u32, sub: u32, v: u64) -> Option<Failure> {
         (4, 2) => Some(Failure::Attach(AttachError::Digest)),
         (4, 3) => Some(Failure::Attach(AttachError::Header)),
         (4, 4) => Some(Failure::Attach(AttachError::RankTable { rank: v as u32 })),
+        (4, 5) => Some(Failure::Attach(AttachError::Name { rank: v as u32 })),
         (5, 0) => Some(Failure::Fence(FenceError::Timeout { peer: v as u32 })),
         (5, 1) => Some(Failure::Fence(FenceError::PeerDead { rank: v as u32 })),
         (5, 2) => Some(Failure::Fence(FenceError::Aborted { rank: v as u32 })),
@@ -269,6 +277,7 @@ mod tests {
             Failure::Platform(PlatformError { op: PlatformOp::Size, code: 4096 }),
             Failure::Platform(PlatformError { op: PlatformOp::Fit, code: 1 << 40 }),
             Failure::Attach(AttachError::RankTable { rank: 2 }),
+            Failure::Attach(AttachError::Name { rank: 3 }),
             Failure::Attach(AttachError::Version { found: 9, expected: VERSION }),
             Failure::Fence(FenceError::PeerDead { rank: 4 }),
             Failure::Fence(FenceError::GaveUp { rank: 2, waited_for: 7 }),
@@ -291,5 +300,12 @@ mod tests {
         assert_eq!(r.name(), Some("kpccl-0-1-abc"));
         r.set_name(&"x".repeat(200));
         assert_eq!(r.name().map(str::len), Some(NAME_LEN - 1));
+        // A peer's name without its NUL, or empty, or not UTF-8, is none.
+        r.name = [b'x'; NAME_LEN];
+        assert_eq!(r.name(), None);
+        r.set_name("");
+        assert_eq!(r.name(), None);
+        r.name[..2].copy_from_slice(&[0xff, 0xfe]);
+        assert_eq!(r.name(), None);
     }
 }
