@@ -118,9 +118,15 @@ impl AclApi {
     /// Opens the library at `path` (a bare name goes through the loader's search).
     pub fn open(path: &Path) -> Result<Self, LoadError> {
         let shown = path.display().to_string();
+        // Every symbol bound now (`RTLD_NOW`), not at its first call: a runtime
+        // whose dependencies lack a function (another CANN version's) is refused
+        // here, naming it, instead of killing the process mid-call.
+        let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
         // SAFETY: loading runs the library's initialisers; libascendcl (or the
         // simulator) has no initialiser with preconditions on the caller.
-        let lib = unsafe { Library::new(path) }.map_err(|e| LoadError::Library(vec![(shown.clone(), describe(&e))]))?;
+        let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+            .map(Library::from)
+            .map_err(|e| LoadError::Library(vec![(shown.clone(), describe(&e))]))?;
         // SAFETY: only the presence of the marker is tested; it is never called.
         let simulator = unsafe { lib.get::<unsafe extern "C" fn() -> i32>(SIM_MARKER) }.is_ok();
         let mut m = Vec::new();

@@ -59,6 +59,7 @@ fn rank_main() {
     let own_comm: Option<fn(RunOob) -> Result<(), String>> = match case.as_str() {
         "flaky_oob" => Some(flaky_oob),
         "death_in_creation" => Some(death_in_creation),
+        "bad_record" => Some(bad_record),
         _ => None,
     };
     if let Some(case_fn) = own_comm {
@@ -667,5 +668,66 @@ fn a_rank_that_dies_at_any_device_stage_of_creation_fails_the_others_and_leaks_n
         for when in ["before", "after"] {
             launch(3, "death_in_creation", &[("DIE_AT", at), ("DIE_WHEN", when)]);
         }
+    }
+}
+
+/// Rank 1 sends a record that breaks the protocol's rules at allgather
+/// `CORRUPT` (5: `Ident`, its size made `u64::MAX`; 6: `Export`, its key
+/// zeroed) and is otherwise sound.
+struct CorruptingOob {
+    inner: RunOob,
+    at: Option<u32>,
+    calls: core::cell::Cell<u32>,
+}
+
+/// Where the size and the key sit in a creation record (`src/window/record.rs`).
+const RECORD_SIZE_AT: usize = 48;
+const RECORD_KEY: core::ops::Range<usize> = 56..121;
+
+impl Oob for CorruptingOob {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        let call = self.calls.get() + 1;
+        self.calls.set(call);
+        let mut sent = send.to_vec();
+        match self.at {
+            Some(5) if call == 5 => sent[RECORD_SIZE_AT..RECORD_SIZE_AT + 8].copy_from_slice(&u64::MAX.to_le_bytes()),
+            Some(6) if call == 6 => sent[RECORD_KEY].fill(0),
+            _ => {}
+        }
+        self.inner.allgather(&sent, recv)
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
+/// Every rank, rank 1 included, refuses rank 1's record, naming it, instead
+/// of making a window whose copies to rank 1 reach no import.
+fn bad_record(oob: RunOob) -> Result<(), String> {
+    let (rank, n) = (oob.rank(), oob.nranks());
+    let at: u32 = std::env::var("CORRUPT").map_err(|_| "CORRUPT unset")?.parse().map_err(|_| "CORRUPT")?;
+    let corrupt = CorruptingOob { inner: oob, at: (rank == 1).then_some(at), calls: core::cell::Cell::new(0) };
+    let comm = Comm::new(corrupt, rank, n).map_err(|e| e.to_string())?;
+    match DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc() {
+        Ok(w) => {
+            let copied = w.write(1, 8192, &[1; 16]);
+            let _ = w.free();
+            Err(format!("the window was made with rank 1's bad record (a write past its segment: {copied:?})"))
+        }
+        Err(Error::BadRecord { rank: 1, .. }) => {
+            // The ranks are still in step.
+            let w = DeviceWindow::builder(&comm, 4096).device(rank as i32).alloc().map_err(e)?;
+            w.fence().map_err(e)?;
+            w.free().map_err(e)
+        }
+        Err(err) => Err(format!("unexpected error: {err}")),
+    }
+}
+
+#[test]
+fn a_peer_record_with_an_impossible_size_or_a_missing_key_fails_every_rank() {
+    for at in ["5", "6"] {
+        launch(3, "bad_record", &[("CORRUPT", at)]);
     }
 }

@@ -331,10 +331,47 @@ fn copies_outside_device_memory_and_impossible_sizes_are_refused() {
                 assert_eq!(got, ACL_ERROR_RT_PARAM_INVALID, "{n} bytes {src:?} -> {dst:?}, kind {kind}");
             }
             assert_eq!(sync_copy(rt, p, h, 64, ACL_MEMCPY_HOST_TO_DEVICE), ACL_SUCCESS);
-            for size in [usize::MAX, usize::MAX - 40] {
+            // The last: rounded to 32 bytes and padded it fits, to whole pages it does not.
+            for size in [usize::MAX, usize::MAX - 40, usize::MAX - 100] {
                 assert_eq!(code(rt.malloc(size, ACL_MEM_MALLOC_NORMAL_ONLY)), ACL_ERROR_RT_MEMORY_ALLOCATION, "{size}");
             }
             rt.free(p).unwrap();
+        },
+    );
+}
+
+/// The exporter closes or frees memory an importer maps (the driver frees the
+/// importer's pages): the importer's next synchronous copy of it fails as a
+/// synchronised stream reports a faulting copy (507000), and does not crash
+/// the importer on its revoked view.
+#[test]
+fn a_synchronous_copy_of_memory_the_exporter_released_fails_and_does_not_crash() {
+    acl::run(
+        || Some(HostSim::faithful()),
+        |rt| {
+            for frees in [false, true] {
+                let exp = Exported::new(rt, 0, 5, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+                let mut importer = exp.spawn_importer(0, |c, k| {
+                    let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
+                    c.send_i32(1);
+                    let _ = c.recv_i32();
+                    let mut host = vec![0u8; 64];
+                    let h = host.as_mut_ptr().cast::<c_void>();
+                    for (dst, src, kind) in [(h, q, ACL_MEMCPY_DEVICE_TO_HOST), (q, h, ACL_MEMCPY_HOST_TO_DEVICE)] {
+                        assert_eq!(sync_copy(rt, dst, src, 64, kind), ACL_ERROR_RT_INTERNAL_ERROR, "kind {kind}");
+                    }
+                    rt.ipc_mem_close(k).unwrap();
+                });
+                assert_eq!(importer.chan.recv_i32(), 1);
+                if frees {
+                    exp.free()
+                } else {
+                    exp.close()
+                }
+                importer.chan.send_i32(1);
+                importer.join();
+                if frees { exp.close() } else { exp.free() }
+            }
         },
     );
 }

@@ -99,6 +99,17 @@ fn device_sides(p: &state::Proc, dst: usize, src: usize, count: usize, kind: u32
     Ok(())
 }
 
+/// A copy touching an import whose pages the exporter released (closed or
+/// freed) since: the device faults it, and the call reports it as a
+/// synchronised stream reports such a copy (507000), where touching the
+/// revoked view from the host would crash the process.
+fn revoked_side(p: &state::Proc, dst: usize, src: usize) -> AclResult<()> {
+    if [dst, src].into_iter().any(|a| p.import_at(a).is_some_and(|i| i.revoked)) {
+        return fail(ACL_ERROR_RT_INTERNAL_ERROR);
+    }
+    Ok(())
+}
+
 impl HostSim {
     /// The reference page's rules on copies that touch memory imported from
     /// another device (docs/ascend-ipc.md, "Rules of the reference page"):
@@ -274,7 +285,8 @@ impl AclRuntime for HostSim {
             .and_then(|l| l.checked_add(32))
             .ok_or(AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let page_size = mem::page_size(policy, size);
-        let file = mem::create(mem::page_round(len)).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
+        let file =
+            mem::page_round(len).and_then(mem::create).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let map = mem::map_aligned(&file, len, page_size).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let addr = map.addr;
         state::proc().as_mut().expect("state is set by proc()").allocs.push(Alloc {
@@ -334,7 +346,7 @@ impl AclRuntime for HostSim {
             let mut g = state::proc();
             let p = g.as_mut().expect("state is set by proc()");
             let (d, s) = (dst as usize, src as usize);
-            let verdict = self.check_copy(p, cur, &c, true);
+            let verdict = self.check_copy(p, cur, &c, true).and_then(|()| revoked_side(p, d, s));
             if p.import_at(d).is_some() || p.import_at(s).is_some() {
                 copylog::record(p, d, s, count, kind, verdict.err().map_or(ACL_SUCCESS, |e| e.code()));
             }

@@ -38,9 +38,9 @@ pub(crate) fn page_size(policy: u32, size: usize) -> usize {
     }
 }
 
-/// `len` rounded up to whole pages.
-pub(crate) fn page_round(len: usize) -> usize {
-    len.div_ceil(PAGE) * PAGE
+/// `len` rounded up to whole pages; an error past `usize`, where no mapping fits.
+pub(crate) fn page_round(len: usize) -> io::Result<usize> {
+    len.checked_next_multiple_of(PAGE).ok_or_else(|| io::ErrorKind::InvalidInput.into())
 }
 
 /// A new anonymous shared-memory file of `len` bytes.
@@ -64,7 +64,7 @@ pub(crate) fn open_foreign(pid: i32, fd: i32) -> io::Result<File> {
 
 /// Maps `len` bytes of `file` from `offset`, shared and writable.
 pub(crate) fn map(file: &File, offset: usize, len: usize) -> io::Result<Mapping> {
-    let len = page_round(len);
+    let len = page_round(len)?;
     let off = libc::off_t::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: a fresh shared mapping chosen by the kernel; it aliases no Rust object.
     let addr = unsafe { map_shared(file, core::ptr::null_mut(), 0, off, len) }?;
@@ -78,7 +78,7 @@ pub(crate) fn map_aligned(file: &File, len: usize, align: usize) -> io::Result<M
     if align <= PAGE {
         return map(file, 0, len);
     }
-    let len = page_round(len);
+    let len = page_round(len)?;
     let span = len.checked_add(align).ok_or(io::ErrorKind::InvalidInput)?;
     // SAFETY: a fresh private reservation chosen by the kernel, never accessed.
     let base = unsafe {

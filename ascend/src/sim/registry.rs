@@ -205,14 +205,24 @@ fn lock_exclusive(file: &File, path: &Path) -> io::Result<()> {
     }
 }
 
-/// Locks the registry (creating the directory if needed); the lock file is
-/// re-checked after locking so a concurrent removal is never missed.
-fn lock() -> io::Result<File> {
-    let dir = dir();
+/// The held registry lock, released on drop by an explicit unlock: a process
+/// forked meanwhile shares the lock's open file description, so closing this
+/// descriptor alone would leave the lock held for as long as that child lives.
+struct Locked(File);
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        let _ = flock(&self.0, libc::LOCK_UN);
+    }
+}
+
+/// Locks the registry in `dir` (creating the directory if needed); the lock
+/// file is re-checked after locking so a concurrent removal is never missed.
+fn lock(dir: &Path) -> io::Result<Locked> {
     let path = dir.join("registry.lock");
     let mut last = io::Error::other("registry lock: no attempt");
     for _ in 0..10_000 {
-        if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+        if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
             last = e;
             continue;
         }
@@ -224,8 +234,9 @@ fn lock() -> io::Result<File> {
             }
         };
         lock_exclusive(&file, &path)?;
+        let locked = Locked(file);
         match fs::metadata(&path) {
-            Ok(m) if m.ino() == file.metadata()?.ino() => return Ok(file),
+            Ok(m) if m.ino() == locked.0.metadata()?.ino() => return Ok(locked),
             _ => continue,
         }
     }
@@ -235,8 +246,12 @@ fn lock() -> io::Result<File> {
 /// Runs `f` on the swept registry under the lock and writes the result back;
 /// removes the registry directory when no record is left.
 pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
-    let lock = lock()?;
-    let dir = dir();
+    with_in(&dir(), f)
+}
+
+/// [`with`] on the registry in `dir`.
+fn with_in<R>(dir: &Path, f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
+    let lock = lock(dir)?;
     let data = dir.join("registry");
     let mut reg = Registry::parse(&fs::read_to_string(&data).unwrap_or_default());
     if reg.counter == 0 {
@@ -256,7 +271,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
         // else writes it while we hold the lock.
         let _ = fs::remove_file(&tmp);
         let _ = fs::remove_file(dir.join("registry.lock"));
-        let _ = fs::remove_dir(&dir);
+        let _ = fs::remove_dir(dir);
     } else {
         let mut file = File::create(&tmp)?;
         file.write_all(reg.render().as_bytes())?;
@@ -274,6 +289,59 @@ pub fn sweep() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process forked while this one held the registry lock shares the
+    /// lock's open file description: closing this process's descriptor alone
+    /// would leave the lock held for as long as the child lives, and every
+    /// simulator call of the user would wait for it, then fail.
+    #[test]
+    fn the_lock_is_released_even_if_a_forked_child_holds_its_descriptor() {
+        let scratch = kpccl_testkit::ScratchDir::new("sim-fork", "lock");
+        let dir = scratch.path().join("sim");
+        let me = procinfo::own_pid();
+        let key = "fork-holds-the-lock".to_owned();
+        let record = Record {
+            key: key.clone(),
+            creator_tgid: me,
+            creator_pid: me,
+            creator_start: procinfo::start_ticks(me).unwrap(),
+            dev: 0,
+            fd: 0,
+            offset: 0,
+            size: 0,
+            need_wlist: false,
+            p2p: false,
+            valid: true,
+            revoked: false,
+            wlist: Vec::new(),
+            importers: Vec::new(),
+        };
+        // A record keeps the lock file (and its inode) in place.
+        with_in(&dir, |reg| reg.records.push(record)).unwrap();
+        let child = with_in(&dir, |_| {
+            // SAFETY: the child only sleeps and exits (async-signal-safe calls).
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: a plain sleep in the forked child.
+                unsafe { libc::sleep(30) };
+                // SAFETY: ends the child without running the parent's handlers.
+                unsafe { libc::_exit(0) };
+            }
+            pid
+        })
+        .unwrap();
+        assert!(child > 0, "fork failed");
+        let file = File::open(dir.join("registry.lock")).unwrap();
+        let free = flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_ok();
+        drop(file);
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+        // SAFETY: reaps our own child; a NULL status is allowed.
+        unsafe { libc::waitpid(child, core::ptr::null_mut(), 0) };
+        with_in(&dir, |reg| reg.records.retain(|r| r.key != key)).unwrap();
+        assert!(!dir.exists(), "registry left in {}", dir.display());
+        assert!(free, "the registry lock stayed held by a child forked while it was held");
+    }
 
     #[test]
     fn round_trip() {

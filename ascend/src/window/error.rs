@@ -171,6 +171,41 @@ impl fmt::Display for Setting {
     }
 }
 
+/// What is wrong with a creation record that keeps to the protocol's form
+/// but not to its rules: a peer of another build, or a corrupted out-of-band
+/// exchange. Acting on it would copy to an address no import backs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordFlaw {
+    /// A segment of more bytes than an address space can map (`isize::MAX`).
+    SizeTooLarge {
+        /// The size announced.
+        size: u64,
+    },
+    /// A segment of `size` bytes, and no export key for it.
+    NoKey {
+        /// The size announced.
+        size: u64,
+    },
+    /// An export key for an empty segment.
+    KeyWithoutSegment,
+    /// An export key without a NUL in its 65 bytes.
+    UnterminatedKey,
+}
+
+impl fmt::Display for RecordFlaw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::SizeTooLarge { size } => {
+                write!(f, "announced a device segment of {size} bytes, more than an address space can map")
+            }
+            Self::NoKey { size } => write!(f, "announced a device segment of {size} bytes but sent no export key"),
+            Self::KeyWithoutSegment => write!(f, "sent an export key for an empty device segment"),
+            Self::UnterminatedKey => write!(f, "sent an export key without a NUL in its 65 bytes"),
+        }
+    }
+}
+
 /// How a device window's creation failed across its ranks: this rank
 /// (`Local`), another (`Peer`), a disagreement with rank 0 (`Mismatch`), or a
 /// wrong rank number (`RankClaim`) — the shape and wording of host
@@ -217,6 +252,14 @@ pub enum Error {
     SizeTooLarge {
         /// The size given.
         size: u64,
+    },
+    /// Rank `rank`'s creation record breaks the protocol's rules (every rank
+    /// reads the same table, so every rank refuses it alike).
+    BadRecord {
+        /// The rank that sent it.
+        rank: u32,
+        /// What is wrong with it.
+        flaw: RecordFlaw,
     },
     /// Two ranks run in one process: device memory is shared between
     /// processes (ACL imports another process's export; a process does not
@@ -294,6 +337,11 @@ impl fmt::Display for Error {
                 f,
                 "the communicator spans {nnodes} nodes: device windows need a communicator of one node \
                  (device memory does not cross nodes)"
+            ),
+            Self::BadRecord { rank, flaw } => write!(
+                f,
+                "device window creation: rank {rank} {flaw} (a peer of another build, or a corrupted \
+                 out-of-band exchange)"
             ),
             Self::SharedProcess { ranks: [a, b], tgid } => write!(
                 f,

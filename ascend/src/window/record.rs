@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use kpccl_core::OobError;
 use kpccl_core::protocol::lockstep::{self, LockstepRecord};
 
-use super::error::{Call, Collective, Error, Failure, Setting};
+use super::error::{Call, Collective, Error, Failure, RecordFlaw, Setting};
 use crate::codes::ACL_IPC_KEY_LEN;
 use crate::runtime::IpcKey;
 
@@ -168,6 +168,39 @@ pub(crate) fn verdict(table: &[Record], stage: Stage, local: Option<Error>) -> R
     Ok(())
 }
 
+/// The segment sizes of an `Ident` table, each one a size this process can
+/// map; else the first rank whose size is not.
+pub(crate) fn sizes(table: &[Record]) -> Result<Vec<usize>, Error> {
+    (0u32..)
+        .zip(table)
+        .map(|(rank, rec)| {
+            usize::try_from(rec.size)
+                .ok()
+                .filter(|&s| isize::try_from(s).is_ok())
+                .ok_or(Error::BadRecord { rank, flaw: RecordFlaw::SizeTooLarge { size: rec.size } })
+        })
+        .collect()
+}
+
+/// The export keys of an `Export` table, one for each non-empty segment of
+/// `sizes` (else `None`), each NUL-terminated; else the first rank whose key
+/// breaks that rule.
+pub(crate) fn keys(table: &[Record], sizes: &[usize]) -> Result<Vec<Option<IpcKey>>, Error> {
+    (0u32..)
+        .zip(table.iter().zip(sizes))
+        .map(|(rank, (rec, &size))| {
+            let flaw = match (rec.key(), size) {
+                (None, 0) => return Ok(None),
+                (Some(key), 1..) if key.as_bytes().contains(&0) => return Ok(Some(key)),
+                (Some(_), 1..) => RecordFlaw::UnterminatedKey,
+                (Some(_), 0) => RecordFlaw::KeyWithoutSegment,
+                (None, size) => RecordFlaw::NoKey { size: size as u64 },
+            };
+            Err(Error::BadRecord { rank, flaw })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +242,38 @@ mod tests {
         assert!(matches!(e, Error::Collective(c) if c == want), "{e:?}");
         assert_eq!(e.to_string(), "rank 0 disagrees with this rank on the rank count");
         assert!(verdict(&said(&[0, 1, 2], 3), Stage::Ident, None).is_ok());
+    }
+
+    /// A buggy peer's size or key is refused, naming it: no copy may reach an
+    /// address no import backs, and no unterminated key reaches the runtime.
+    #[test]
+    fn impossible_sizes_and_keys_name_their_rank() {
+        let mut table = vec![Record::new(Stage::Ident, 0, 3); 3];
+        table[1].size = 4096;
+        table[2].size = u64::MAX;
+        let e = sizes(&table).unwrap_err();
+        assert!(matches!(e, Error::BadRecord { rank: 2, flaw: RecordFlaw::SizeTooLarge { size: u64::MAX } }), "{e:?}");
+        table[2].size = 0;
+        let sizes = sizes(&table).unwrap();
+        let mut key = [b'a'; ACL_IPC_KEY_LEN];
+        key[64] = 0;
+        let with = |rank: usize, key: [u8; ACL_IPC_KEY_LEN]| {
+            let mut t = vec![Record::new(Stage::Export, 0, 3); 3];
+            t[rank].set_key(&IpcKey::from_bytes(key));
+            keys(&t, &sizes)
+        };
+        assert_eq!(with(1, key).unwrap(), vec![None, Some(IpcKey::from_bytes(key)), None]);
+        let flaw = |r: Result<_, Error>| match r {
+            Err(Error::BadRecord { rank, flaw }) => (rank, flaw),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(flaw(with(0, key)), (0, RecordFlaw::KeyWithoutSegment));
+        assert_eq!(flaw(with(2, key)), (1, RecordFlaw::NoKey { size: 4096 }));
+        assert_eq!(flaw(with(1, [b'a'; ACL_IPC_KEY_LEN])), (1, RecordFlaw::UnterminatedKey));
+        let mut t = vec![Record::new(Stage::Export, 0, 3); 3];
+        t[1].set_key(&IpcKey::from_bytes(key));
+        t[2].set_key(&IpcKey::from_bytes(key));
+        assert_eq!(flaw(keys(&t, &sizes)), (2, RecordFlaw::KeyWithoutSegment));
     }
 
     #[test]

@@ -87,9 +87,10 @@ pub(crate) fn create<O: Oob>(
     if let Some((ranks, tgid)) = shared_process(&tgids) {
         return Err(Error::SharedProcess { ranks, tgid });
     }
-    for (seg, rec) in state.segs.iter_mut().zip(&table) {
+    let sizes = record::sizes(&table)?;
+    for ((seg, rec), &len) in state.segs.iter_mut().zip(&table).zip(&sizes) {
         seg.device = rec.device;
-        seg.len = usize::try_from(rec.size).unwrap_or(usize::MAX);
+        seg.len = len;
     }
 
     // 3. Export.
@@ -101,7 +102,7 @@ pub(crate) fn create<O: Oob>(
     }
     lockstep::exchange(oob, &mine, &mut table, poison).map_err(Error::local)?;
     record::verdict(&table, Stage::Export, local)?;
-    let keys: Vec<_> = table.iter().map(Record::key).collect();
+    let keys = record::keys(&table, &sizes)?;
 
     // 4. Import.
     let mut mine = Record::new(Stage::Import, me, n);
