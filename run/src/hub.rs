@@ -552,19 +552,32 @@ fn evaluate(ops: &[Op], nranks: u32) -> Outcome {
     }
 }
 
-/// "rank 0 allgather 8 of 32 bytes, rank 1 barrier, …" (the first 8 ranks).
+/// "rank 0 allgather 8 of 32 bytes, rank 5 barrier, …": rank 0's operation
+/// and those of the first 7 ranks whose operation differs from it, so that
+/// the odd rank is named in a job of any size (the first 8 ranks if none
+/// differs: they then all disagree with the rank count).
 fn describe(ops: &[Op]) -> String {
+    let shape = |op: &Op| match op {
+        Op::Allgather { recv_len, data } => (0, *recv_len, data.len()),
+        Op::Barrier => (1, 0, 0),
+        Op::Invalid => (2, 0, 0),
+    };
+    let first = ops.first().map(shape);
+    let odd: Vec<usize> = (1..ops.len()).filter(|&r| Some(shape(&ops[r])) != first).collect();
+    let shown: Vec<usize> =
+        if odd.is_empty() { (0..ops.len()).take(8).collect() } else { [0].into_iter().chain(odd).take(8).collect() };
     let mut s = String::new();
-    for (r, op) in ops.iter().enumerate().take(8) {
-        let sep = if r == 0 { "" } else { ", " };
-        let _ = match op {
+    for (i, &r) in shown.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = match &ops[r] {
             Op::Allgather { recv_len, data } => write!(s, "{sep}rank {r} allgather {} of {recv_len} bytes", data.len()),
             Op::Barrier => write!(s, "{sep}rank {r} barrier"),
             Op::Invalid => write!(s, "{sep}rank {r} invalid arguments"),
         };
     }
-    if ops.len() > 8 {
-        s.push_str(", …");
+    let others = ops.len().saturating_sub(shown.len());
+    if others > 0 {
+        let _ = write!(s, " (and {others} more ranks)");
     }
     s
 }
@@ -611,6 +624,23 @@ mod tests {
             assert!(matches!(evaluate(&ops, 2), Outcome::Fail(Reason::Mismatch, None)), "{what}");
         }
         assert!(describe(&[Op::Barrier, ag(b"x", 2)]).contains("rank 1 allgather 1 of 2 bytes"));
+    }
+
+    /// In a job of 12 ranks, rank 10's odd length is named, not hidden
+    /// behind the first 8 ranks, which agree (before: "rank 0 … rank 7, …").
+    #[test]
+    fn a_disagreement_names_the_odd_rank_in_a_large_job() {
+        let mut ops: Vec<Op> = (0..12).map(|_| ag(b"abcd", 48)).collect();
+        ops[10] = ag(b"abc", 48);
+        assert!(matches!(evaluate(&ops, 12), Outcome::Fail(Reason::Mismatch, None)));
+        assert_eq!(
+            describe(&ops),
+            "rank 0 allgather 4 of 48 bytes, rank 10 allgather 3 of 48 bytes (and 10 more ranks)"
+        );
+        // Every rank wrong alike (a receive length for another rank count): the first 8.
+        let same: Vec<Op> = (0..12).map(|_| ag(b"ab", 4)).collect();
+        assert!(describe(&same).starts_with("rank 0 allgather 2 of 4 bytes, rank 1 allgather"));
+        assert!(describe(&same).ends_with("rank 7 allgather 2 of 4 bytes (and 4 more ranks)"));
     }
 
     #[test]

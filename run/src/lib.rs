@@ -33,6 +33,8 @@ mod ranks;
 mod signals;
 mod spawn;
 mod tree;
+#[allow(unsafe_code)]
+mod watchdog;
 
 pub use bind::Binding;
 pub use hub::Hub;

@@ -12,12 +12,14 @@
 //! dies of a signal, the launcher sweeps the segment directory afterwards
 //! (as `--sweep` does). `SIGINT`, `SIGTERM` or `SIGHUP` to the launcher is
 //! passed on to the ranks, which are killed `--abort-after` seconds later
-//! (at once on a second signal); the ranks die with the launcher however
-//! it ends.
+//! (at once on a second signal), unless kpccl-run was started ignoring it
+//! (`nohup`): then it stays ignored, by the ranks too. The ranks, and what
+//! they started, die with the launcher however it ends.
 #![allow(clippy::std_instead_of_core)]
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -78,18 +80,21 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("--sweep") {
-        return sweep(std::env::args().nth(2));
+    // `args_os`: `args` panics on a word that is not UTF-8, even the
+    // program's own path (an install directory named in Latin-1).
+    let first = std::env::args_os().nth(1);
+    if first.as_deref() == Some(OsStr::new("--sweep")) {
+        return sweep(std::env::args_os().nth(2).map(PathBuf::from));
     }
-    if std::env::args().nth(1).as_deref() == Some("--list") {
-        let rest: Vec<String> = std::env::args().skip(2).collect();
+    if first.as_deref() == Some(OsStr::new("--list")) {
+        let rest: Vec<OsString> = std::env::args_os().skip(2).collect();
         let remove = rest.iter().any(|a| a == "--remove-stale");
-        let dirs: Vec<&String> = rest.iter().filter(|a| *a != "--remove-stale").collect();
-        if dirs.len() > 1 || dirs.iter().any(|d| d.starts_with('-')) {
+        let dirs: Vec<&OsString> = rest.iter().filter(|a| *a != "--remove-stale").collect();
+        if dirs.len() > 1 || dirs.iter().any(|d| d.as_encoded_bytes().starts_with(b"-")) {
             say_err!("kpccl-run: --list takes [--remove-stale] and one directory at most\n{USAGE}");
             return ExitCode::from(2);
         }
-        return list(dirs.first().map(|d| (*d).clone()), remove);
+        return list(dirs.first().map(PathBuf::from), remove);
     }
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(Some(a)) => a,
@@ -189,14 +194,13 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
 }
 
 /// `dir`, else `KPCCL_SHM_DIR`, else `/dev/shm`.
-fn shm_dir(dir: Option<String>) -> std::path::PathBuf {
-    dir.or_else(|| std::env::var("KPCCL_SHM_DIR").ok().filter(|d| !d.is_empty()))
-        .unwrap_or_else(|| kpccl_posix::DEFAULT_SHM_DIR.to_owned())
-        .into()
+fn shm_dir(dir: Option<PathBuf>) -> PathBuf {
+    dir.or_else(|| std::env::var_os("KPCCL_SHM_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| kpccl_posix::DEFAULT_SHM_DIR.into())
 }
 
 /// `kpccl-run --sweep [DIR]`.
-fn sweep(dir: Option<String>) -> ExitCode {
+fn sweep(dir: Option<PathBuf>) -> ExitCode {
     let path = shm_dir(dir);
     let dir = path.display();
     match kpccl_posix::sweep(&path) {
@@ -215,7 +219,7 @@ fn sweep(dir: Option<String>) -> ExitCode {
 }
 
 /// `kpccl-run --list [--remove-stale] [DIR]`.
-fn list(dir: Option<String>, remove_stale: bool) -> ExitCode {
+fn list(dir: Option<PathBuf>, remove_stale: bool) -> ExitCode {
     let path = shm_dir(dir.clone());
     match kpccl_posix::inventory::list(&path) {
         Ok(segments) => {

@@ -1,5 +1,6 @@
 //! No rank outlives its launcher. Each rank is killed by the kernel when the
-//! launcher dies, however it dies (`PR_SET_PDEATHSIG`, even for `SIGKILL`);
+//! launcher dies, however it dies (`PR_SET_PDEATHSIG`, even for `SIGKILL`;
+//! what the rank started, by the launcher's watchdog: see `watchdog.rs`);
 //! and a launch that forwards signals ([`Launch::forward_signals`](crate::Launch::forward_signals))
 //! catches `SIGINT`, `SIGTERM` and `SIGHUP` instead of dying of them, so
 //! that it can pass them on to its ranks, wait for them and report.
@@ -53,7 +54,8 @@ pub(crate) fn die_with_launcher(cmd: &mut Command) {
 }
 
 /// `SIGINT`, `SIGTERM` and `SIGHUP` caught (for the whole process) while
-/// this lives; the previous dispositions come back when it is dropped.
+/// this lives, but for those the process ignores; the previous dispositions
+/// come back when it is dropped.
 pub(crate) struct Caught {
     previous: Vec<(libc::c_int, libc::sigaction)>,
     /// `ARRIVED` when it was installed.
@@ -65,6 +67,11 @@ impl Caught {
         // Acquire: see `note`.
         let mut caught = Caught { previous: Vec::new(), base: ARRIVED.load(Ordering::Acquire) };
         for sig in CAUGHT {
+            if ignored(sig)? {
+                // `nohup`, or a script's `&`: it stays ignored, by the
+                // launcher and by the ranks, which inherit it.
+                continue;
+            }
             // SAFETY: a zeroed sigaction is a valid "default, no flags, empty mask" value.
             let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
             action.sa_sigaction =
@@ -97,6 +104,17 @@ impl Caught {
         let from_terminal = FROM_KERNEL.load(Ordering::Relaxed) != 0;
         Received { count, last, from_terminal }
     }
+}
+
+/// Whether the process ignores `sig` (`SIG_IGN`).
+fn ignored(sig: libc::c_int) -> io::Result<bool> {
+    // SAFETY: a zeroed sigaction is a valid value for the kernel to overwrite.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: reads the disposition into a live local; changes nothing.
+    if unsafe { libc::sigaction(sig, std::ptr::null(), &raw mut current) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(current.sa_sigaction == libc::SIG_IGN)
 }
 
 /// What [`Caught::received`] saw.

@@ -14,6 +14,7 @@ use rustix::pipe::PipeFlags;
 use rustix::process::Signal;
 
 use crate::signals::{self, Caught};
+use crate::watchdog::Watchdog;
 use crate::{Binding, Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
 
 /// Longest pause between two looks at the children.
@@ -35,7 +36,10 @@ pub const DEFAULT_ABORT_AFTER: Duration = Duration::from_secs(10);
 /// running [`DEFAULT_ABORT_AFTER`] later are killed, as `mpirun` kills a job
 /// when a rank fails (see [`Launch::abort_after`]). No rank outlives the
 /// launcher: the kernel kills each (`SIGKILL`) when the thread that called
-/// [`Launch::run`] ends, however it ends. Under qemu-user the
+/// [`Launch::run`] ends, however it ends, and if the process dies meanwhile
+/// (even of `SIGKILL`), a watchdog process it started kills what the ranks
+/// started (every process of its user whose environment has this job's
+/// `KPCCL_RUN_SOCKET`). Under qemu-user the
 /// program goes through the target runner (`KPCCL_RUNNER`, or on aarch64
 /// `CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER`, split on whitespace).
 ///
@@ -99,7 +103,8 @@ impl Launch {
     /// [`Launch::abort_after`] later if still running (at once on a second
     /// signal), and the [`Report`] says so. For a launcher program such as
     /// `kpccl-run`: handlers of its own for these signals are replaced
-    /// while the launch runs.
+    /// while the launch runs. A signal the process ignores (`nohup`, a
+    /// script's `cmd &`) stays ignored, by it and by the ranks.
     pub fn forward_signals(mut self, forward: bool) -> Launch {
         self.forward_signals = forward;
         self
@@ -134,6 +139,10 @@ impl Launch {
             Binding::None => None,
             Binding::Cpu => Some(crate::bind::allowed_cpus()?),
         };
+        // Before the first rank, and dropped after the last is reaped (or
+        // killed, on an early return): it acts only if the launcher dies.
+        let _watchdog = Watchdog::start(hub.socket())
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start the launcher's watchdog: {e}")))?;
         let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
         for rank in 0..self.nranks {
             let mut cmd = match runner.split_first() {
@@ -327,22 +336,25 @@ impl Ranks {
         Ok((ended, signal.map(|(s, passed_on)| (s.as_raw(), passed_on))))
     }
 
+    /// The pids of the ranks still running.
+    fn running(&self) -> Vec<u32> {
+        self.0.iter().filter(|r| r.status.is_none()).map(|r| r.child.id()).collect()
+    }
+
     /// Passes `signal` on to every rank still running, with what it started.
     fn signal_running(&self, signal: Signal) {
-        for r in self.0.iter().filter(|r| r.status.is_none()) {
-            crate::tree::signal_tree(r.child.id(), signal);
-        }
+        crate::tree::signal_trees(&self.running(), signal);
     }
 
     /// What every rank still running is doing, from `/proc`, marking those
     /// in `never_connected`.
     fn describe_running(&self, never_connected: &[u32]) -> Vec<String> {
-        (0..)
-            .zip(&self.0)
-            .filter(|(_, r)| r.status.is_none())
-            .map(|(rank, r)| {
+        let running = (0..).zip(&self.0).filter(|(_, r)| r.status.is_none()).map(|(rank, _)| rank);
+        running
+            .zip(crate::tree::describe(&self.running()))
+            .map(|(rank, what)| {
                 let note = if never_connected.contains(&rank) { " (never connected)" } else { "" };
-                format!("rank {rank}{note}: {}", crate::tree::describe(r.child.id()))
+                format!("rank {rank}{note}: {what}")
             })
             .collect()
     }
@@ -351,11 +363,9 @@ impl Ranks {
     /// ranks that died of it (a rank may exit by itself meanwhile, e.g. on
     /// hearing from the hub that a killed peer is gone).
     fn kill_rest(&mut self, hub: &Hub) -> io::Result<Vec<u32>> {
-        for r in self.0.iter_mut().filter(|r| r.status.is_none()) {
-            // With what it started (a wrapper's program); if it exited
-            // meanwhile, wait() below reaps it either way.
-            crate::tree::kill_tree(r.child.id());
-        }
+        // With what they started (a wrapper's program); one that exited
+        // meanwhile is reaped below either way.
+        crate::tree::kill_trees(&self.running());
         let mut killed = Vec::new();
         for (rank, r) in (0..).zip(self.0.iter_mut()) {
             if r.status.is_none() {
@@ -373,11 +383,9 @@ impl Ranks {
 
 impl Drop for Ranks {
     fn drop(&mut self) {
-        for r in &mut self.0 {
-            if r.status.is_none() {
-                crate::tree::kill_tree(r.child.id());
-                let _ = r.child.wait();
-            }
+        crate::tree::kill_trees(&self.running());
+        for r in self.0.iter_mut().filter(|r| r.status.is_none()) {
+            let _ = r.child.wait();
         }
     }
 }
@@ -550,6 +558,29 @@ mod tests {
         assert!(reached_exec(&watch));
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// Ending a job whose ranks are all stuck takes a fixed number of looks
+    /// at `/proc` (to describe them, then to kill them with what they
+    /// started), not a few per rank: 512 ranks took 6 s to end at their
+    /// timeout, and the time grew with the square of their number.
+    #[test]
+    fn ending_many_ranks_looks_at_proc_a_few_times_not_once_per_rank() {
+        const N: u32 = 8;
+        let hub = Hub::bind(N).unwrap();
+        let mut ranks = Ranks(Vec::new());
+        for _ in 0..N {
+            let (exec_watch, _) = rustix::pipe::pipe().unwrap();
+            let child = Command::new("sleep").arg("60").stdin(Stdio::null()).spawn().unwrap();
+            ranks.0.push(Rank { child, status: None, exec_watch });
+        }
+        let looks = || crate::tree::tests::LOOKS.with(std::cell::Cell::get);
+        let before = looks();
+        let stuck = ranks.describe_running(&[]);
+        let killed = ranks.kill_rest(&hub).unwrap();
+        assert_eq!((stuck.len(), killed.len()), (N as usize, N as usize));
+        assert!(stuck[3].starts_with("rank 3: pid ") && stuck[3].contains("sleep"), "{stuck:?}");
+        assert!(looks() - before <= 3, "{} looks at /proc for {N} ranks", looks() - before);
     }
 
     fn report(codes: &[i32], killed: &[u32]) -> Report {

@@ -3,7 +3,7 @@
 //! processes: killing its root alone would leave the program running,
 //! adopted by init, while the launcher reported it killed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::Path;
 
@@ -13,19 +13,24 @@ use rustix::process::{Pid, Signal, kill_process};
 /// being stopped (each pass stops the children of the stopped ones).
 const PASSES: usize = 32;
 
-/// Stops the process `root` and everything below it, then kills them all
-/// with `SIGKILL`. The tree is frozen before anything dies: a process that
-/// forks meanwhile is stopped with its child in a later pass, so none
+/// Stops the processes `roots` and everything below them, then kills them
+/// all with `SIGKILL`. The trees are frozen before anything dies: a process
+/// that forks meanwhile is stopped with its child in a later pass, so none
 /// escapes by being orphaned. Processes already gone are skipped; only the
-/// root is the caller's child, to reap.
-pub(crate) fn kill_tree(root: u32) {
-    let Some(root) = i32::try_from(root).ok().and_then(Pid::from_raw) else { return };
-    // An error means it is gone already: its descendants are still looked for.
-    let _ = kill_process(root, Signal::STOP);
-    let mut frozen = vec![root];
+/// roots are the caller's children, to reap. One look at `/proc` per pass
+/// serves every root (a look per root made a job of 1 024 ranks take
+/// seconds to end).
+pub(crate) fn kill_trees(roots: &[u32]) {
+    let roots: Vec<Pid> = roots.iter().filter_map(|&r| i32::try_from(r).ok().and_then(Pid::from_raw)).collect();
+    for &root in &roots {
+        // An error means it is gone already: its descendants are still looked for.
+        let _ = kill_process(root, Signal::STOP);
+    }
+    let mut frozen: HashSet<Pid> = roots.iter().copied().collect();
     for _ in 0..PASSES {
         let children = children_by_parent();
-        let fresh: Vec<Pid> = below(&children, root).into_iter().filter(|p| !frozen.contains(p)).collect();
+        let fresh: Vec<Pid> =
+            roots.iter().flat_map(|&root| below(&children, root)).filter(|p| !frozen.contains(p)).collect();
         if fresh.is_empty() {
             break;
         }
@@ -39,14 +44,16 @@ pub(crate) fn kill_tree(root: u32) {
     }
 }
 
-/// Sends `signal` to the process `root` and everything below it (a rank
-/// run through a wrapper hears it as a program run alone would).
-pub(crate) fn signal_tree(root: u32, signal: Signal) {
-    let Some(root) = i32::try_from(root).ok().and_then(Pid::from_raw) else { return };
-    let _ = kill_process(root, signal);
-    for p in below(&children_by_parent(), root) {
-        // An error means it is gone already.
-        let _ = kill_process(p, signal);
+/// Sends `signal` to the processes `roots` and everything below them (a
+/// rank run through a wrapper hears it as a program run alone would).
+pub(crate) fn signal_trees(roots: &[u32], signal: Signal) {
+    let children = children_by_parent();
+    for root in roots.iter().filter_map(|&r| i32::try_from(r).ok().and_then(Pid::from_raw)) {
+        let _ = kill_process(root, signal);
+        for p in below(&children, root) {
+            // An error means it is gone already.
+            let _ = kill_process(p, signal);
+        }
     }
 }
 
@@ -66,6 +73,8 @@ fn below(children: &HashMap<i32, Vec<i32>>, root: Pid) -> Vec<Pid> {
 /// The processes of the system by parent, from `/proc/<pid>/stat` (those
 /// that end while it is read are left out).
 fn children_by_parent() -> HashMap<i32, Vec<i32>> {
+    #[cfg(test)]
+    tests::LOOKS.with(|n| n.set(n.get() + 1));
     let mut map: HashMap<i32, Vec<i32>> = HashMap::new();
     let Ok(dir) = fs::read_dir("/proc") else { return map };
     for entry in dir.flatten() {
@@ -93,17 +102,23 @@ fn after_name(stat: &str, n: usize) -> Option<&str> {
     stat[stat.rfind(')')? + 1..].split_whitespace().nth(n)
 }
 
-/// What process `pid` and the processes below it are doing, from `/proc`,
-/// for a report on a rank that was killed: an emulator or wrapper that never
-/// started the program (a forked child still showing its parent's command
-/// line) tells apart from a program stuck in its code. For example
-/// `pid 812 qemu-aarch64 [qemu-aarch64 -L aarch64-linux-gnu prog] (S in futex_wait_queue, 3 threads)`.
-pub(crate) fn describe(pid: u32) -> String {
-    let Some(root) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return format!("pid {pid}") };
-    let mut pids = vec![root];
-    pids.extend(below(&children_by_parent(), root));
-    let shown: Vec<String> = pids.iter().map(|p| one(p.as_raw_nonzero().get())).collect();
-    shown.join(" > ")
+/// What each process of `pids` and the processes below it are doing, from
+/// `/proc`, for a report on ranks about to be killed: an emulator or
+/// wrapper that never started the program (a forked child still showing its
+/// parent's command line) tells apart from a program stuck in its code. For
+/// example `pid 812 qemu-aarch64 [qemu-aarch64 -L aarch64-linux-gnu prog] (S
+/// in futex_wait_queue, 3 threads)`.
+pub(crate) fn describe(pids: &[u32]) -> Vec<String> {
+    let children = children_by_parent();
+    pids.iter()
+        .map(|&pid| {
+            let Some(root) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return format!("pid {pid}") };
+            let mut tree = vec![root];
+            tree.extend(below(&children, root));
+            let shown: Vec<String> = tree.iter().map(|p| one(p.as_raw_nonzero().get())).collect();
+            shown.join(" > ")
+        })
+        .collect()
 }
 
 /// Words of a command line shown, at most.
@@ -150,8 +165,13 @@ fn command_line(raw: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    thread_local! {
+        /// Looks at the whole of `/proc` this thread made.
+        pub(crate) static LOOKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     #[test]
     fn the_parent_is_read_past_a_name_with_spaces_and_parentheses() {
@@ -164,7 +184,7 @@ mod tests {
     #[test]
     fn a_process_is_described_by_its_name_state_and_threads() {
         let me = std::process::id();
-        let text = describe(me);
+        let text = describe(&[me]).remove(0);
         // The main thread mostly sleeps waiting for this test's, but runs
         // when another test ends (qemu-user makes up its own
         // /proc/self/stat: state and threads "0").

@@ -140,6 +140,33 @@ fn kpccl_run_exits_like_its_first_failing_rank() {
     assert_eq!(hung.status.code(), Some(128 + 9), "{hung:?}");
 }
 
+/// `kpccl-run` run from a path that is not UTF-8 (an install directory
+/// named in Latin-1) works, and its commands take such directories. Before,
+/// it panicked (exit 101) reading its own arguments.
+#[test]
+fn kpccl_run_takes_words_that_are_not_utf8() {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let words = kpccl_run_words();
+    let latin1 = std::ffi::OsStr::from_bytes(b"/opt/caf\xe9/bin/kpccl-run");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new(&words[0]);
+        if words.len() == 1 {
+            cmd.arg0(latin1);
+        }
+        cmd.args(&words[1..]).args(args).output().unwrap()
+    };
+    let ok = run(&["-n".as_ref(), "1".as_ref(), "--".as_ref(), "true".as_ref()]);
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    let dir = std::ffi::OsStr::from_bytes(b"/nonexistent-\xe9");
+    for command in ["--sweep", "--list"] {
+        let out = run(&[command.as_ref(), dir]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {out:?}");
+        assert!(stderr.contains("/nonexistent-\u{fffd}: No such file"), "{command}: {stderr}");
+    }
+}
+
 #[test]
 fn kpccl_run_usage_errors_exit_2() {
     for args in [

@@ -42,6 +42,19 @@ fn launcher() -> Command {
     cmd
 }
 
+/// Whether process `pid` was started with `entry` (`NAME=value`) in its environment.
+fn has_env(pid: u32, entry: &str) -> bool {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    environ.split(|&b| b == 0).any(|e| e == entry.as_bytes())
+}
+
+/// The ranks among the launcher's children (its watchdog is one too), once
+/// they run the program: their environment names their rank.
+fn ranks_of(launcher: u32) -> Vec<u32> {
+    let rank = |pid: u32| (0..2).any(|r| has_env(pid, &format!("KPCCL_RANK={r}")));
+    children_of(launcher).into_iter().filter(|&p| rank(p)).collect()
+}
+
 /// `kpccl-run -n 2 extra… -- rank…`, and the ranks' pids once both started.
 #[allow(clippy::zombie_processes)] // returned: every caller waits for it
 fn start(extra: &[&str], rank: &[&str]) -> (Child, Vec<u32>) {
@@ -57,7 +70,7 @@ fn start(extra: &[&str], rank: &[&str]) -> (Child, Vec<u32>) {
         .unwrap();
     let started = Instant::now();
     loop {
-        let ranks = children_of(launcher.id());
+        let ranks = ranks_of(launcher.id());
         if ranks.len() == 2 {
             // Let each reach `exec` (and a wrapper start its child).
             std::thread::sleep(Duration::from_millis(200));
@@ -100,6 +113,53 @@ fn a_launcher_killed_outright_takes_its_ranks_with_it() {
     assert_eq!(survivors(&ranks), Vec::<u32>::new(), "ranks left running after the launcher was killed");
 }
 
+/// The kernel kills each rank with its launcher, but only orphans what a
+/// rank started (`sh -c 'sleep 60; :'` runs `sleep` as the shell's child):
+/// the launcher's watchdog kills that. Before, the sleeps ran on.
+#[test]
+fn a_launcher_killed_outright_takes_what_its_ranks_started_with_it() {
+    // `; :` keeps the shell from replacing itself with the sleep.
+    let (mut launcher, ranks) = start(&[], &["sh", "-c", "sleep 60; :"]);
+    let started = Instant::now();
+    let mut grandchildren = Vec::new();
+    while grandchildren.len() < 2 && started.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(10));
+        grandchildren = ranks.iter().flat_map(|&r| children_of(r)).collect();
+    }
+    signal(&launcher, libc::SIGKILL);
+    launcher.wait().unwrap();
+    assert_eq!(grandchildren.len(), 2, "each shell started its sleep");
+    assert_eq!(survivors(&ranks), Vec::<u32>::new(), "ranks left running");
+    assert_eq!(survivors(&grandchildren), Vec::<u32>::new(), "what the ranks started outlived the launcher");
+}
+
+/// A launcher that ends its job itself sends its watchdog away, reaped, and
+/// the watchdog kills nothing: a process a rank left running on purpose stays.
+#[test]
+fn a_job_that_ends_leaves_no_watchdog_and_keeps_what_a_rank_left_running() {
+    let tag = format!("KPCCL_TEST_WATCHDOG={}-{:?}", std::process::id(), Instant::now());
+    let (name, value) = tag.split_once('=').unwrap();
+    let out = launcher()
+        .args(["-n", "1", "--", "sh", "-c", "sleep 30 > /dev/null 2>&1 & echo $!"])
+        .env(name, value)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let left: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let kept = runs(left);
+    let tagged: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| p != left && runs(p) && has_env(p, &tag))
+        .collect();
+    // SAFETY: a plain kill(2) of the sleep this test's rank started.
+    unsafe { libc::kill(i32::try_from(left).unwrap(), libc::SIGKILL) };
+    assert!(kept, "the watchdog killed a process a rank left running on purpose");
+    assert_eq!(tagged, Vec::<u32>::new(), "processes of the launcher left after it ended (its watchdog?)");
+}
+
 #[test]
 fn a_terminated_launcher_ends_its_ranks_reports_and_exits_with_the_signal() {
     for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
@@ -140,6 +200,51 @@ fn ranks_that_ignore_the_forwarded_signal_are_killed_after_the_grace_or_a_second
     assert!(stderr.contains("killed at the launcher's second signal 15"), "{stderr}");
 }
 
+/// Whether process `pid` ignores `sig`, from `/proc/<pid>/status`.
+fn ignores(pid: u32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).map(str::trim).unwrap_or("0");
+    u64::from_str_radix(mask, 16).unwrap_or(0) & (1 << (sig - 1)) != 0
+}
+
+/// `nohup kpccl-run … &`, then the terminal closes: a launcher started
+/// ignoring `SIGHUP` keeps ignoring it, and so do its ranks, as any
+/// program's children would. Before, it caught the hang-up, passed it on to
+/// ranks that no longer ignored it, and the job died.
+#[test]
+fn a_signal_the_launcher_was_started_ignoring_stays_ignored_by_it_and_the_ranks() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = launcher();
+    cmd.args(["-n", "2", "--", "sleep", "60"]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let like_nohup = || {
+        // SAFETY: sets a disposition to `SIG_IGN`, as `nohup` does.
+        unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+        Ok(())
+    };
+    // SAFETY: the closure runs in the child before exec: one system call.
+    unsafe { cmd.pre_exec(like_nohup) };
+    let mut launcher = cmd.spawn().unwrap();
+    let started = Instant::now();
+    let mut ranks = ranks_of(launcher.id());
+    while ranks.len() < 2 && started.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(10));
+        ranks = ranks_of(launcher.id());
+    }
+    let ranks_ignore = ranks.len() == 2 && ranks.iter().all(|&r| ignores(r, libc::SIGHUP));
+    signal(&launcher, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    let ran_on = launcher.try_wait().unwrap().is_none() && ranks.iter().all(|&r| runs(r));
+    if ran_on {
+        signal(&launcher, libc::SIGTERM);
+    }
+    let out = launcher.wait_with_output().unwrap();
+    assert_eq!(survivors(&ranks), Vec::<u32>::new());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(ranks_ignore, "the ranks do not ignore SIGHUP as their launcher was started to: {stderr}");
+    assert!(ran_on, "a SIGHUP the launcher was started ignoring ended the job: {stderr}");
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+}
+
 /// A pseudo-terminal: (master, slave).
 fn pty() -> (std::fs::File, std::os::fd::OwnedFd) {
     use std::os::fd::FromRawFd;
@@ -166,8 +271,9 @@ fn a_terminals_ctrl_c_reaches_each_rank_once() {
     use std::io::Write;
     use std::os::unix::process::CommandExt;
 
-    let dir = std::env::temp_dir().join(format!("kpccl-ctrl-c-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed however the test ends.
+    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "ctrl-c", "signals");
+    let dir = scratch.path();
     let d = dir.display();
     // Each rank counts the SIGINTs it gets, after saying that it is ready.
     let script =
@@ -203,5 +309,4 @@ fn a_terminals_ctrl_c_reaches_each_rank_once() {
     }
     assert!(stderr.contains("the launcher and the ranks got signal 2 from the terminal"), "{stderr}");
     assert!(stderr.contains("killed 0.500s after the launcher got signal 2"), "{stderr}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

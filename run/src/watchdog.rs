@@ -1,0 +1,339 @@
+//! What a launcher killed outright leaves behind. Each rank dies with the
+//! launcher (`PR_SET_PDEATHSIG`), but what a rank started does not: `sh -c
+//! 'prog; true'` runs `prog` as the shell's child, which is only orphaned
+//! when the shell dies, and runs on, adopted by init, waiting for peers that
+//! may never come.
+//!
+//! Every process of a job was started with its hub's `KPCCL_RUN_SOCKET` in
+//! its environment (inherited from its rank), a name no other job has. The
+//! watchdog, a process forked before the first rank, waits on a pipe that
+//! only the launcher writes to. A launcher that ends its job itself tells it
+//! to go; one that dies says nothing, and the watchdog then kills every
+//! process of the launcher's user whose environment holds the job's entry,
+//! pass after pass until none is left (a process killed cannot fork again;
+//! one forked just before is found by the next pass). The ranks stay in the
+//! launcher's process group, so a terminal's Ctrl-C and rank 0's reads of
+//! the terminal work as before.
+
+use std::ffi::CStr;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use rustix::pipe::PipeFlags;
+use rustix::process::{Pid, Signal, WaitOptions};
+
+use crate::SOCKET_ENV;
+
+/// Passes over `/proc` at most (each kills what the one before missed).
+const PASSES: usize = 64;
+/// How long a launcher waits for its watchdog to leave before killing it.
+const LEAVE_BOUND: Duration = Duration::from_secs(2);
+/// The signals that ask a job to stop: the launcher handles them (or dies of
+/// them, and then the watchdog has work to do).
+const IGNORED: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE];
+
+/// A job's watchdog, from before its first rank starts until the launcher
+/// drops it (which tells it to go, and reaps it).
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    pid: Pid,
+    /// The pipe's only write end (close-on-exec: no rank holds it).
+    to_watchdog: Option<OwnedFd>,
+}
+
+impl Watchdog {
+    /// Starts the watchdog of the job whose hub is `socket`. Call it before
+    /// any rank starts, and before the hub serves (no thread of the hub runs
+    /// yet).
+    pub(crate) fn start(socket: &str) -> io::Result<Watchdog> {
+        let entry = format!("{SOCKET_ENV}={socket}").into_bytes();
+        let uid = rustix::process::geteuid().as_raw();
+        let (low_read, low_write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+        // Above the standard streams, which a launcher started without them
+        // would have given to the pipe (and the watchdog keeps stderr).
+        let read = rustix::io::fcntl_dupfd_cloexec(&low_read, 3)?;
+        let write = rustix::io::fcntl_dupfd_cloexec(&low_write, 3)?;
+        drop((low_read, low_write));
+        // SAFETY: in the child, `watch` makes system calls only (no
+        // allocation, no lock another thread could have held at the fork, no
+        // panic) and ends with `_exit`, as a child of a threaded process must.
+        match unsafe { libc::fork() } {
+            -1 => Err(io::Error::last_os_error()),
+            0 => watch(&read, write.as_raw_fd(), &entry, uid),
+            pid => {
+                let pid = Pid::from_raw(pid).ok_or(io::ErrorKind::Other)?;
+                Ok(Watchdog { pid, to_watchdog: Some(write) })
+            }
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    /// The launcher ended its job itself: the watchdog goes, killing nothing
+    /// (what a rank left running on purpose stays, as without a watchdog).
+    fn drop(&mut self) {
+        if let Some(w) = self.to_watchdog.take() {
+            // One byte into an empty pipe: it does not block.
+            let _ = rustix::io::write(&w, &[1]);
+        }
+        let until = Instant::now() + LEAVE_BOUND;
+        loop {
+            match rustix::process::waitpid(Some(self.pid), WaitOptions::NOHANG) {
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(1)),
+                // Stuck (a fork gone wrong under an emulator): not left behind.
+                Ok(None) => {
+                    let _ = rustix::process::kill_process(self.pid, Signal::KILL);
+                    let _ = rustix::process::waitpid(Some(self.pid), WaitOptions::empty());
+                    return;
+                }
+                // Reaped, or reaped by someone else (a `wait` for any child).
+                Ok(Some(_)) | Err(_) => return,
+            }
+        }
+    }
+}
+
+/// The watchdog: waits for the launcher's word or its end, then kills the
+/// job's processes if it ended without a word.
+fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
+    for sig in IGNORED {
+        // SAFETY: sets a disposition to `SIG_IGN`; no handler runs.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
+    // SAFETY: the launcher's write end, of which this is a copy: closed so
+    // that the launcher's is the only one.
+    unsafe { libc::close(write) };
+    close_all_but(read.as_raw_fd());
+    quiet_stdin_stdout();
+    let _ = rustix::process::chdir(c"/");
+    let mut byte = [0u8; 1];
+    let heard = loop {
+        match rustix::io::read(read, &mut byte) {
+            Err(Errno::INTR) => {}
+            other => break other,
+        }
+    };
+    if heard == Ok(0) {
+        let mut killed = Killed { pids: [0; 1024], len: 0 };
+        for _ in 0..PASSES {
+            if !kill_pass(entry, uid, &mut killed) {
+                break;
+            }
+            // Let the killed die before the next look.
+            let _ = rustix::thread::nanosleep(&rustix::thread::Timespec { tv_sec: 0, tv_nsec: 1_000_000 });
+        }
+        say_killed(killed.len);
+    }
+    // SAFETY: ends the process without running the launcher's exit handlers.
+    unsafe { libc::_exit(0) }
+}
+
+/// Closes every descriptor above the standard streams but `keep` (the
+/// launcher's other descriptors, such as another thread's pipe to a child,
+/// whose reader waits for all of them to close), as `/proc/self/fd` lists them.
+fn close_all_but(keep: RawFd) {
+    let Ok(dir) =
+        rustix::fs::open(c"/proc/self/fd", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+    else {
+        return;
+    };
+    let mut space = [MaybeUninit::<u8>::uninit(); 2048];
+    let mut entries = rustix::fs::RawDir::new(&dir, &mut space);
+    while let Some(Ok(entry)) = entries.next() {
+        let Some(fd) = number(entry.file_name()).and_then(|n| RawFd::try_from(n).ok()) else { continue };
+        if fd > 2 && fd != keep && fd != dir.as_raw_fd() {
+            // SAFETY: nothing in this process uses the descriptor after this
+            // (the watchdog holds only `keep` and `dir`).
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Points stdin and stdout at `/dev/null`: the watchdog reads and writes
+/// neither (a reader of the launcher's stdout is not kept waiting by it).
+fn quiet_stdin_stdout() {
+    let Ok(null) = rustix::fs::open(c"/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()) else { return };
+    for fd in [0, 1] {
+        // SAFETY: replaces a standard stream the watchdog does not use with `/dev/null`.
+        unsafe { libc::dup2(null.as_raw_fd(), fd) };
+    }
+}
+
+/// The processes killed so far (without allocating: past the first 1 024,
+/// every one counts as new).
+struct Killed {
+    pids: [i32; 1024],
+    len: usize,
+}
+
+impl Killed {
+    /// Notes `pid`; whether it was not killed before (a process takes a
+    /// while to die, and until then its environment still reads).
+    fn note(&mut self, pid: Pid) -> bool {
+        let pid = pid.as_raw_nonzero().get();
+        let known = self.pids.get(..self.len).unwrap_or_default();
+        if known.contains(&pid) {
+            return false;
+        }
+        if let Some(slot) = self.pids.get_mut(self.len) {
+            *slot = pid;
+        }
+        self.len += 1;
+        true
+    }
+}
+
+/// One pass over `/proc`: kills every process of `uid` whose environment
+/// holds `entry`; whether one of them had not been killed before.
+fn kill_pass(entry: &[u8], uid: u32, killed: &mut Killed) -> bool {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Ok(proc) = rustix::fs::open(c"/proc", flags, Mode::empty()) else { return false };
+    let mut space = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut entries = rustix::fs::RawDir::new(&proc, &mut space);
+    let mut fresh = false;
+    while let Some(Ok(e)) = entries.next() {
+        let Some(pid) = number(e.file_name()).and_then(|n| i32::try_from(n).ok()).and_then(Pid::from_raw) else {
+            continue;
+        };
+        // Opened once: the environment read and the signal sent are the same process's.
+        let Ok(process) = rustix::fs::openat(&proc, e.file_name(), flags, Mode::empty()) else { continue };
+        if rustix::fs::fstat(&process).map_or(true, |s| s.st_uid != uid) {
+            continue;
+        }
+        let Ok(environ) = rustix::fs::openat(&process, c"environ", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        else {
+            continue;
+        };
+        if holds(&environ, entry) && kill(&process, pid) {
+            fresh |= killed.note(pid);
+        }
+    }
+    fresh
+}
+
+/// `SIGKILL` to the process whose `/proc` directory is `process`: by that
+/// descriptor (so a pid reused meanwhile is not hit), by pid on a kernel
+/// without `pidfd_send_signal` (before 5.1).
+fn kill(process: &OwnedFd, pid: Pid) -> bool {
+    match rustix::process::pidfd_send_signal(process, Signal::KILL) {
+        Ok(()) => true,
+        Err(Errno::SRCH) => false,
+        Err(_) => rustix::process::kill_process(pid, Signal::KILL).is_ok(),
+    }
+}
+
+/// Whether the environment block `fd` reads (entries each ended by a NUL)
+/// holds the entry `entry`, read in pieces without allocating. A zombie's
+/// reads as empty.
+fn holds(fd: impl AsFd, entry: &[u8]) -> bool {
+    let mut buf = [0u8; 4096];
+    // How much of `entry` the entry being read matches so far; `None`: it differs.
+    let mut at = Some(0);
+    loop {
+        let n = match rustix::io::read(&fd, &mut buf) {
+            Ok(0) | Err(_) => return at == Some(entry.len()),
+            Ok(n) => n,
+        };
+        for &b in buf.get(..n).unwrap_or_default() {
+            at = match at {
+                _ if b == 0 && at == Some(entry.len()) => return true,
+                _ if b == 0 => Some(0),
+                Some(i) if entry.get(i) == Some(&b) => Some(i + 1),
+                _ => None,
+            };
+        }
+    }
+}
+
+/// A directory entry's name as a number, if it is one.
+fn number(name: &CStr) -> Option<u64> {
+    let digits = name.to_bytes();
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        let digit = d.checked_sub(b'0').filter(|&d| d < 10)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+/// Tells stderr how many processes the watchdog killed, if any (formatted
+/// without allocating).
+fn say_killed(killed: usize) {
+    if killed == 0 {
+        return;
+    }
+    let (digits, n) = decimal(killed);
+    for part in [
+        &b"kpccl-run: the launcher died; its watchdog killed "[..],
+        digits.get(n..).unwrap_or_default(),
+        b" process(es) of its job\n",
+    ] {
+        // SAFETY: writes initialised bytes of a live slice to stderr.
+        unsafe { libc::write(2, part.as_ptr().cast(), part.len()) };
+    }
+}
+
+/// `n` in decimal: its digits are `.0[.1..]`.
+fn decimal(mut n: usize) -> ([u8; 20], usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    while let Some(slot) = at.checked_sub(1).and_then(|i| digits.get_mut(i)) {
+        *slot = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        at -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    (digits, at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(block: &[u8], entry: &str) -> bool {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let writer = std::thread::spawn({
+            let block = block.to_vec();
+            move || rustix::io::write(&w, &block).unwrap()
+        });
+        let found = holds(&r, entry.as_bytes());
+        writer.join().unwrap();
+        found
+    }
+
+    #[test]
+    fn an_environment_holds_the_entry_only_whole() {
+        let e = "KPCCL_RUN_SOCKET=@job";
+        assert!(held(b"A=1\0KPCCL_RUN_SOCKET=@job\0B=2\0", e));
+        assert!(held(b"KPCCL_RUN_SOCKET=@job\0", e));
+        assert!(held(b"KPCCL_RUN_SOCKET=@job", e), "a last entry without its NUL");
+        assert!(!held(b"KPCCL_RUN_SOCKET=@job2\0", e), "another job's");
+        assert!(!held(b"X_KPCCL_RUN_SOCKET=@job\0", e));
+        assert!(!held(b"A=KPCCL_RUN_SOCKET=@job\0", e));
+        assert!(!held(b"", e), "a zombie's");
+        // Across the reader's 4096-byte pieces.
+        let mut long = vec![b'x'; 4090];
+        long.extend_from_slice(b"\0KPCCL_RUN_SOCKET=@job\0");
+        assert!(held(&long, e));
+    }
+
+    #[test]
+    fn numbers_and_digits() {
+        assert_eq!(number(c"1234"), Some(1234));
+        assert_eq!(number(c"self"), None);
+        assert_eq!(number(c""), None);
+        assert_eq!(number(c"99999999999999999999999"), None);
+        let text = |n| {
+            let (d, at) = decimal(n);
+            String::from_utf8(d[at..].to_vec()).unwrap()
+        };
+        assert_eq!((text(0), text(4096), text(usize::MAX)), ("0".into(), "4096".into(), usize::MAX.to_string()));
+    }
+}
