@@ -26,7 +26,7 @@ use std::{
 };
 
 use crate::{
-    c_tests::{CFLAGS, CTests, DIR, EXAMPLE, Flavor, Run, run_one},
+    c_tests::{CFLAGS, CTests, DIR, EXAMPLE, Flavor, Run, page_casts, run_one},
     cmd::{Cmd, Result, bail, err, which},
     install,
     report::Counts,
@@ -263,6 +263,7 @@ fn from_build_tree(out: &Path) -> Result<PathBuf> {
     let program = out.join("kpccl_peer_fence-build-tree");
     Cmd::new("mpicc")
         .args(CFLAGS)
+        .args(page_casts(Path::new(EXAMPLE)))
         .args(["-I", "ffi/include"])
         .arg(EXAMPLE)
         .arg("-o")

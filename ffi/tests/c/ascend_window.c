@@ -231,7 +231,7 @@ int main(int argc, char **argv)
     setenv("ASCEND_SIM_DIR", sim_dir, 1);
 
     kpccl_shm_comm_h comm = NULL;
-    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
+    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, &world, &comm));
     if (comm != NULL) {
         handoff(comm, KPCCL_SHM_PID_VALIDATION_DEFAULT);
         bad_device(comm);

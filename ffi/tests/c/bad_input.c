@@ -27,7 +27,7 @@ static kpccl_shm_comm_h good_comm(void)
      * refuses to drop the qualifier; C warns, an error under -Werror). */
     const kpccl_shm_oob_cb_t *read_only = &cbs;
     kpccl_shm_comm_h comm = NULL;
-    CHECK_OK(kpccl_shm_comm_create(n, me, me, read_only, (void *)world, &comm));
+    CHECK_OK(kpccl_shm_comm_create(n, me, me, read_only, &world, &comm));
     return comm;
 }
 
@@ -71,18 +71,18 @@ static void library(void)
 static void comm_create_local(void)
 {
     kpccl_shm_comm_h comm = (kpccl_shm_comm_h)&comm;
-    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, NULL, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, NULL, &world, &comm), "kpccl_shm_comm_create");
     CHECK(comm == NULL, "a failed create leaves NULL");
 
     kpccl_shm_oob_cb_t half = cbs;
     half.oob_allgather = NULL;
-    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, &half, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, &half, &world, &comm), "kpccl_shm_comm_create");
     half = cbs;
     half.oob_barrier = NULL;
-    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, &half, (void *)world, &comm), "kpccl_shm_comm_create");
-    CHECK_FAILS(kpccl_shm_comm_create(0, me, me, &cbs, (void *)world, &comm), "kpccl_shm_comm_create");
-    CHECK_FAILS(kpccl_shm_comm_create(-1, me, me, &cbs, (void *)world, &comm), "kpccl_shm_comm_create");
-    CHECK_FAILS(kpccl_shm_comm_create(1 << 20, me, me, &cbs, (void *)world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(n, me, me, &half, &world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(0, me, me, &cbs, &world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(-1, me, me, &cbs, &world, &comm), "kpccl_shm_comm_create");
+    CHECK_FAILS(kpccl_shm_comm_create(1 << 20, me, me, &cbs, &world, &comm), "kpccl_shm_comm_create");
     CHECK(comm == NULL, "a failed create leaves NULL");
 }
 
@@ -92,7 +92,7 @@ static void comm_create_collective(void)
     kpccl_shm_comm_h comm = NULL;
     int rc;
 
-    rc = kpccl_shm_comm_create(n, me == bad ? n : me, me, &cbs, (void *)world, &comm);
+    rc = kpccl_shm_comm_create(n, me == bad ? n : me, me, &cbs, &world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "rank %d out of range on rank %d: rc %d", n, bad, rc);
     if (me == bad) {
         CHECK(strstr(kpccl_last_error(), "is out of range: the communicator has ranks 0 to") != NULL,
@@ -102,21 +102,21 @@ static void comm_create_collective(void)
     }
     CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "every rank: class %d",
           (int)kpccl_last_error_code());
-    rc = kpccl_shm_comm_create(n, me == bad ? -1 : me, me, &cbs, (void *)world, &comm);
+    rc = kpccl_shm_comm_create(n, me == bad ? -1 : me, me, &cbs, &world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "rank -1 on rank %d: rc %d", bad, rc);
-    rc = kpccl_shm_comm_create(n, me, me == bad ? n + 5 : me, &cbs, (void *)world, &comm);
+    rc = kpccl_shm_comm_create(n, me, me == bad ? n + 5 : me, &cbs, &world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "local_rank out of range on rank %d: rc %d", bad, rc);
-    rc = kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, me == bad ? NULL : &comm);
+    rc = kpccl_shm_comm_create(n, me, me, &cbs, &world, me == bad ? NULL : &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "NULL comm on rank %d: rc %d", bad, rc);
     if (n > 1) {
-        rc = kpccl_shm_comm_create(n, me == bad ? 0 : me, me, &cbs, (void *)world, &comm);
+        rc = kpccl_shm_comm_create(n, me == bad ? 0 : me, me, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "two ranks 0: rc %d", rc);
         /* A larger nranks on one rank. */
-        rc = kpccl_shm_comm_create(me == bad ? n + 1 : n, me, me, &cbs, (void *)world, &comm);
+        rc = kpccl_shm_comm_create(me == bad ? n + 1 : n, me, me, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on rank %d: rc %d", n + 1, bad, rc);
         /* A smaller one on rank 0: the callback gathers more records than that
          * rank's count (the library gives the first allgather room for them). */
-        rc = kpccl_shm_comm_create(me == 0 ? n - 1 : n, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)world, &comm);
+        rc = kpccl_shm_comm_create(me == 0 ? n - 1 : n, me, KPCCL_LOCAL_RANK_AUTO, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on rank 0: rc %d", n - 1, rc);
         /* Rank 0 finds a peer's count among its records, or (with 2 ranks)
          * only its own, and then the records past them. */
@@ -126,7 +126,7 @@ static void comm_create_collective(void)
                   "rank 0 says its count is wrong: %s", kpccl_last_error());
         }
         /* A smaller one on every rank: the last is then out of range. */
-        rc = kpccl_shm_comm_create(n - 1, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)world, &comm);
+        rc = kpccl_shm_comm_create(n - 1, me, KPCCL_LOCAL_RANK_AUTO, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on every rank: rc %d", n - 1, rc);
         CHECK(strstr(kpccl_last_error(), me == n - 1 ? "is out of range" : "ranks answered the out-of-band allgather") !=
                   NULL,
@@ -141,7 +141,7 @@ static void comm_create_collective(void)
         char answered[96];
         snprintf(answered, sizeof answered, "nranks is %d, but only %d rank%s answered the out-of-band allgather",
                  n + 1, n, n == 1 ? "" : "s");
-        rc = kpccl_shm_comm_create(n + 1, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)world, &comm);
+        rc = kpccl_shm_comm_create(n + 1, me, KPCCL_LOCAL_RANK_AUTO, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on every rank: rc %d", n + 1, rc);
         CHECK(strstr(kpccl_last_error(), answered) != NULL, "every rank says why: %s", kpccl_last_error());
         CHECK(kpccl_last_error_code() == KPCCL_ERR_INVALID_ARGUMENT, "an argument error: class %d",

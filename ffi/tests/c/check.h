@@ -86,12 +86,12 @@ static int check_allgather(const void *sendbuf, void *recvbuf, int size, void *g
         kpccl_error("not support datatype %d", (int)datatype);
         return KPCCL_ERROR;
     }
-    return MPI_Allgather(sendbuf, size, type, recvbuf, size, type, (MPI_Comm)group);
+    return MPI_Allgather(sendbuf, size, type, recvbuf, size, type, *(MPI_Comm *)group);
 }
 
 static int check_barrier(void *group)
 {
-    return MPI_Barrier((MPI_Comm)group);
+    return MPI_Barrier(*(MPI_Comm *)group);
 }
 
 /* MPI_Init; this rank's number and the job's size in MPI_COMM_WORLD (which

@@ -208,7 +208,7 @@ int main(int argc, char **argv)
     check_init(&argc, &argv, &me, &n, &cbs);
     MPI_Comm world = MPI_COMM_WORLD;
     kpccl_shm_comm_h comm = NULL;
-    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
+    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, &world, &comm));
 
     /* Rank 0's seed, for everyone. */
     uint64_t seed = (uint64_t)env_int("KPCCL_STRESS_SEED", (int)(time(NULL) & 0x7fffffff));

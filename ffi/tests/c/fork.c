@@ -72,7 +72,7 @@ int main(int argc, char **argv)
 
     check_init(&argc, &argv, &me, &n, &cbs);
     world = MPI_COMM_WORLD;
-    CHECK_OK(kpccl_shm_comm_create(n, me, KPCCL_LOCAL_RANK_AUTO, &cbs, (void *)world, &comm));
+    CHECK_OK(kpccl_shm_comm_create(n, me, KPCCL_LOCAL_RANK_AUTO, &cbs, &world, &comm));
     CHECK_OK(kpccl_shm_win_alloc(64, comm, &base, &win));
     if (comm == NULL || win == NULL) {
         return check_finish(world);

@@ -78,7 +78,7 @@ static void split(int k, int rr)
     }
 
     kpccl_shm_comm_h comm = NULL;
-    CHECK_OK(kpccl_shm_comm_create(n, me, rr ? KPCCL_LOCAL_RANK_AUTO : local, &cbs, (void *)world, &comm));
+    CHECK_OK(kpccl_shm_comm_create(n, me, rr ? KPCCL_LOCAL_RANK_AUTO : local, &cbs, &world, &comm));
     if (comm == NULL) {
         return;
     }
@@ -211,7 +211,7 @@ static void bad_local_ranks(int k)
 {
     set_node(k, 0);
     kpccl_shm_comm_h comm = (kpccl_shm_comm_h)&comm;
-    int rc = kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm);
+    int rc = kpccl_shm_comm_create(n, me, me, &cbs, &world, &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "local_rank = rank on %d nodes: rc %d", k, rc);
     CHECK(says("kpccl_shm_comm_create") && says("says local_rank") && says("local ranks must be 0 to"),
           "the error says what is wrong");

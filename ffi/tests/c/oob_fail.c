@@ -88,13 +88,13 @@ int main(int argc, char **argv)
     for (int c = 0; c < 3; c++) {
         kpccl_shm_comm_h comm = NULL;
         arm(culprits[c], 1, BEFORE);
-        int rc = kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm);
+        int rc = kpccl_shm_comm_create(n, me, me, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "comm_create, rank %d's callback fails: rc %d", culprits[c], rc);
         CHECK(names_the_culprit(culprits[c]), "comm_create, rank %d's callback fails", culprits[c]);
     }
     kpccl_shm_comm_h comm = NULL;
     arm(-1, 0, BEFORE);
-    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, (void *)world, &comm));
+    CHECK_OK(kpccl_shm_comm_create(n, me, me, &cbs, &world, &comm));
     if (comm == NULL) {
         return check_finish(world);
     }
