@@ -1,8 +1,9 @@
 //! The crate's system calls, through rustix's safe wrappers: `unsafe` is left
-//! only around what rustix itself marks unsafe (mmap, munmap, madvise in
-//! `shm.rs`; the memory views are in `window/access.rs`), around the
-//! one instruction that reads the thread pointer (`thread.rs`), and around
-//! the fork handler that closes segment files in a child (`fork.rs`).
+//! only around what rustix itself marks unsafe or lacks (mmap, munmap,
+//! madvise, `posix_fallocate` and the close of a segment file in `shm.rs`;
+//! the memory views are in `window/access.rs`), around the one instruction
+//! that reads the thread pointer (`thread.rs`), and around the fork handler
+//! that closes segment files in a child (`fork.rs`).
 
 mod cgroup;
 mod fork;
