@@ -13,64 +13,10 @@ use core::time::Duration;
 
 use kpccl_core::layout::shared::{Header, RankEntry};
 use kpccl_core::protocol::Record;
-use kpccl_core::sync::AtomicU32;
-use kpccl_core::threads::{HeapSegment, ThreadPlatform, run};
-use kpccl_core::{LayoutMode, Platform, PlatformError, ProcessIdentity, Segment, WaitOutcome, WindowRequest};
+use kpccl_core::threads::{HeapSegment, run};
+use kpccl_core::{LayoutMode, Segment, WindowRequest};
+use kpccl_testkit::{Hooked, Mapped};
 use proptest::prelude::*;
-
-/// A thread platform that flips bits of one byte of a segment when it is opened.
-#[derive(Clone, Debug)]
-struct Corrupting {
-    inner: ThreadPlatform,
-    offset: usize,
-    xor: u8,
-}
-
-impl Platform for Corrupting {
-    type Segment = HeapSegment;
-    fn create(&self, name: &str, len: u64) -> Result<HeapSegment, PlatformError> {
-        self.inner.create(name, len)
-    }
-    fn open(&self, name: &str, len: u64) -> Result<HeapSegment, PlatformError> {
-        let s = self.inner.open(name, len)?;
-        assert!(self.offset < s.len());
-        // SAFETY: in bounds (asserted).
-        let byte = unsafe { s.base().as_ptr().add(self.offset) };
-        // SAFETY: a byte of the header or rank table, which no rank writes after creation.
-        unsafe { *byte ^= self.xor };
-        Ok(s)
-    }
-    fn unlink(&self, name: &str) -> Result<(), PlatformError> {
-        self.inner.unlink(name)
-    }
-    fn page_size(&self) -> u64 {
-        self.inner.page_size()
-    }
-    fn cpu_count(&self) -> u32 {
-        self.inner.cpu_count()
-    }
-    fn now_ns(&self) -> u64 {
-        self.inner.now_ns()
-    }
-    fn random(&self, buf: &mut [u8]) -> Result<(), PlatformError> {
-        self.inner.random(buf)
-    }
-    fn identity(&self) -> ProcessIdentity {
-        self.inner.identity()
-    }
-    fn is_alive(&self, who: &ProcessIdentity) -> bool {
-        self.inner.is_alive(who)
-    }
-    fn yield_now(&self) {
-        self.inner.yield_now();
-    }
-    fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome {
-        self.inner.wait(word, expected, deadline_ns)
-    }
-    fn wake(&self, word: &AtomicU32) {
-        self.inner.wake(word);
-    }
-}
 
 const NRANKS: u32 = 2;
 const HEADER: usize = size_of::<Header>();
@@ -90,7 +36,17 @@ fn matters(offset: usize) -> bool {
 /// Creates a 2-rank window with rank 1's view corrupted at `offset`; returns
 /// whether each rank got a window.
 fn attach_with_corruption(offset: usize, xor: u8) -> Vec<bool> {
-    let platform = Corrupting { inner: ThreadPlatform::new(4096), offset, xor };
+    // Flips bits of one byte of the segment when rank 1 opens it.
+    let platform = Hooked::new(4096, move |made, s: HeapSegment| {
+        if made == Mapped::Opened {
+            assert!(offset < s.len());
+            // SAFETY: in bounds (asserted).
+            let byte = unsafe { s.base().as_ptr().add(offset) };
+            // SAFETY: a byte of the header or rank table, which no rank writes after creation.
+            unsafe { *byte ^= xor };
+        }
+        s
+    });
     let probe = platform.clone();
     let made = run(NRANKS, Duration::from_secs(20), move |rank, oob| {
         let mut table = vec![Record::default(); NRANKS as usize];

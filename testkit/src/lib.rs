@@ -3,7 +3,8 @@
 //! scratch directories removed on drop ([`ScratchDir`]), a window's sync
 //! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]) or
 //! polled by one thread ([`ManualEnv`]), a resource limit lowered for a
-//! test ([`LoweredLimit`]) and forked children ([`in_forked_child`]), and, with feature
+//! test ([`LoweredLimit`]), forked children ([`in_forked_child`]), the
+//! in-process platform with a hook on the segments it maps ([`Hooked`]), and, with feature
 //! `acl`, the conformance suite of the ACL IPC calls (module `acl`).
 //!
 //! The in-process platform whose ranks are threads is not here: it is
@@ -17,6 +18,8 @@
 pub mod acl;
 mod dir;
 pub mod heap;
+#[cfg(not(loom))]
+mod hooked;
 mod manual_env;
 mod oob;
 mod process;
@@ -24,6 +27,8 @@ mod process;
 mod thread_env;
 
 pub use dir::{ScratchDir, entries};
+#[cfg(not(loom))]
+pub use hooked::{Hooked, Mapped};
 pub use manual_env::ManualEnv;
 pub use oob::{FailingOob, INJECTED, Solo, When};
 pub use process::{LoweredLimit, in_forked_child, lowest_free_descriptor};

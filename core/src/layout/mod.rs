@@ -39,10 +39,13 @@ const _: () = assert!(MAX_RANKS <= crate::fence::NAMEABLE_RANKS, "two ranks fit 
 /// segment, a file sized by `ftruncate`, whose length is an `off_t`: a
 /// signed 64-bit file offset, so no file holds more than `i64::MAX` bytes
 /// (asking for more fails there with `EINVAL` or `EFBIG`, on the creator
-/// alone). Every rank maps the whole window, so it must fit a `usize` too
-/// (less on 32-bit targets).
-pub const MAX_TOTAL: u64 =
-    if (usize::MAX as u64) < i64::MAX.unsigned_abs() { usize::MAX as u64 } else { i64::MAX.unsigned_abs() };
+/// alone). Every rank maps the whole window and reaches into it with
+/// pointer offsets, which past `isize::MAX` are undefined behaviour
+/// (`ptr::add`), so it must fit an `isize` too (less on 32-bit targets).
+pub const MAX_TOTAL: u64 = {
+    let isize_max = isize::MAX.unsigned_abs() as u64;
+    if isize_max < i64::MAX.unsigned_abs() { isize_max } else { i64::MAX.unsigned_abs() }
+};
 
 /// The smallest alignment of a data segment in contiguous mode.
 pub const MIN_SEGMENT_ALIGN: u64 = 64;

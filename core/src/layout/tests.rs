@@ -300,10 +300,11 @@ fn a_window_beyond_a_segment_names_the_largest_request() {
         // Each fits a segment, the sum does not: the tie goes to the lower rank.
         let e = Layout::new(params(3), |r| [64, 1 << 62, 1 << 62][r as usize]).unwrap_err();
         let LayoutError::TooLarge { rank: 1, size, total, max } = e else { panic!("{e:?}") };
-        assert_eq!((size, max), (1 << 62, i64::MAX.unsigned_abs()));
+        assert_eq!((size, max), (1 << 62, MAX_TOTAL));
         assert!(total > u128::from(max) && total < 1 << 64, "{total}");
     }
-    let e = LayoutError::TooLarge { rank: 1, size: i64::MAX.unsigned_abs(), total: 1 << 63, max: MAX_TOTAL };
+    let max = i64::MAX.unsigned_abs();
+    let e = LayoutError::TooLarge { rank: 1, size: max, total: 1 << 63, max };
     assert_eq!(
         std::string::ToString::to_string(&e),
         "rank 1 asked for 9223372036854775807 bytes: the window's total of 9223372036854775808 bytes is more than \
@@ -326,6 +327,23 @@ fn the_largest_window_is_laid_out_and_one_byte_more_is_refused() {
     let more = [0, last - base + 1, 0];
     let want = LayoutError::TooLarge { rank: 1, size: more[1], total: u128::from(last) + 65536, max: MAX_TOTAL };
     assert_eq!(build_and_check(params, &more), Err(want));
+}
+
+/// An offset past `isize::MAX` into a mapping is undefined behaviour
+/// (`ptr::add`): no window may span more, on 32-bit targets too (where a
+/// `usize` holds more than an `isize`).
+#[test]
+fn no_window_spans_more_than_an_isize() {
+    let isize_max = isize::MAX.unsigned_abs() as u64;
+    assert!(MAX_TOTAL <= isize_max, "{MAX_TOTAL} > {isize_max}");
+    // On 64-bit targets what a file offset holds is the bound.
+    if cfg!(target_pointer_width = "64") {
+        assert_eq!(MAX_TOTAL, i64::MAX.unsigned_abs());
+    }
+    let params = LayoutParams { nranks: 2, mode: LayoutMode::Contiguous, align: 64, page: 4096 };
+    let sizes = [0, isize_max];
+    let e = Layout::new(params, at(&sizes)).unwrap_err();
+    assert!(matches!(e, LayoutError::TooLarge { rank: 1, size, .. } if size == isize_max), "{e:?}");
 }
 
 #[test]

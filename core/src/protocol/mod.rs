@@ -358,6 +358,7 @@ where
         }),
     }
     .and_then(|s| {
+        whole(&s, &layout).map_err(Failure::Platform)?;
         let w = Window::new(platform.clone(), s, layout, me, own, request.policy, barrier);
         verify(&w, &layout, &header)?;
         claim(&w, &layout, me, own).map_err(Failure::Platform)?;
@@ -500,7 +501,7 @@ fn create_segment<P: Platform>(
     // GiB): a platform that drops the name here leaves nothing to a crash.
     way_in.clear();
     let prefix = layout.shared_prefix();
-    let published = platform.publish(&segment, name, way_in);
+    let published = whole(&segment, layout).and_then(|()| platform.publish(&segment, name, way_in));
     if let Err(e) = published.and_then(|()| segment.reserve(prefix.offset, prefix.len)) {
         drop(segment);
         let _ = platform.unlink(name);
@@ -513,6 +514,16 @@ fn create_segment<P: Platform>(
         mem.write(layout.rank_entry(r), e);
     }
     Ok(segment)
+}
+
+/// Refuses a mapping shorter than the window (a platform that broke the
+/// contract of `create` or `open`): the window's views would panic on it.
+fn whole<S: Segment>(segment: &S, layout: &Layout) -> Result<(), PlatformError> {
+    let len = segment.len();
+    if u64::try_from(len).is_ok_and(|len| len >= layout.total()) {
+        return Ok(());
+    }
+    Err(PlatformError { op: crate::error::PlatformOp::Size, code: i64::try_from(len).unwrap_or(i64::MAX) })
 }
 
 /// Checks the shared header and rank table against this rank's own view.
