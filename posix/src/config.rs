@@ -80,12 +80,14 @@ fn invalid(var: &'static str, value: String, expected: &'static str) -> Error {
     Error::Config { var, value, expected }
 }
 
-/// `name`'s value read as a `T`, if it is set.
-fn parsed<T: FromStr>(name: &'static str, expected: &'static str) -> Result<Option<T>, Error> {
+/// `name`'s value read as a `T`, if it is set: the one reading of the
+/// `KPCCL_*` numbers, the launcher's client's included (so both refuse alike).
+pub(crate) fn parsed<T: FromStr>(name: &'static str, expected: &'static str) -> Result<Option<T>, Error> {
     var(name).map(|v| v.trim().parse().map_err(|_| invalid(name, v, expected))).transpose()
 }
 
-fn millis(name: &'static str) -> Result<Option<u64>, Error> {
+/// `name`'s value in milliseconds, if it is set.
+pub(crate) fn millis(name: &'static str) -> Result<Option<u64>, Error> {
     parsed(name, "milliseconds (a whole number from 0)")
 }
 

@@ -25,10 +25,17 @@ use std::time::{Duration, Instant};
 
 use crate::cred;
 use kpccl_posix::launch::addr;
-use kpccl_posix::launch::wire::{Culprit, Msg, Reason, VERSION};
+use kpccl_posix::launch::wire::{Culprit, MAX_DATA, Msg, Reason, VERSION};
 
-/// How long a fresh connection may take to say hello.
+/// How long a fresh connection may take to say hello, in all.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a refused peer has, in all, to finish writing and read the
+/// refusal: a trickle must not hold a thread and two descriptors for long.
+const REFUSAL_TIME: Duration = Duration::from_secs(2);
+/// Connections not yet welcomed nor refused, at most, beyond one per rank:
+/// a flood of strays (another user's) waits in the listen backlog instead
+/// of costing a thread and two descriptors each.
+const SPARE_GREETINGS: u32 = 64;
 /// Stack of a connection thread (it only moves buffers that live on the heap).
 const THREAD_STACK: usize = 256 * 1024;
 /// How long a rank whose process died may wait for the launcher to reap it,
@@ -93,6 +100,8 @@ struct State {
     conns: HashMap<u64, UnixStream>,
     /// Connections accepted so far.
     accepted: u64,
+    /// Connections accepted whose hello is not yet answered.
+    greeting: u32,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -167,6 +176,7 @@ impl Hub {
                 stopping: false,
                 conns: HashMap::new(),
                 accepted: 0,
+                greeting: 0,
                 threads: Vec::new(),
             }),
             changed: Condvar::new(),
@@ -267,8 +277,11 @@ impl Drop for Hub {
 }
 
 fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
+    let most_greeting = shared.nranks.saturating_add(SPARE_GREETINGS);
     for conn in listener.incoming() {
-        let mut st = shared.lock();
+        let st = shared.lock();
+        let too_many = |st: &mut State| st.greeting >= most_greeting && !st.stopping;
+        let mut st = shared.changed.wait_while(st, too_many).unwrap_or_else(PoisonError::into_inner);
         if st.stopping || st.gone == shared.nranks {
             return;
         }
@@ -291,13 +304,18 @@ fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
         if let Ok(t) = spawned {
             st.conns.insert(id, clone);
             st.threads.push(t);
+            st.greeting += 1;
         }
     }
 }
 
 /// One connection, from hello to end of stream.
 fn serve(shared: &Shared, stream: &UnixStream) {
-    let Some(rank) = welcome(shared, stream) else { return };
+    let rank = welcome(shared, stream);
+    shared.lock().greeting -= 1;
+    // The acceptor may wait for a greeting to end.
+    shared.changed.notify_all();
+    let Some(rank) = rank else { return };
     loop {
         let op = match Msg::read_from(stream) {
             Ok(Some(Msg::Allgather { recv_len, data })) => Op::Allgather { recv_len, data: data.into_owned() },
@@ -336,21 +354,23 @@ const LINGER_BYTES: u64 = 64 << 10;
 
 fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
     let refuse = |reason| {
+        // One deadline for all of it, however the peer trickles.
+        let until = Within::new(stream, REFUSAL_TIME);
+        let _ = stream.set_write_timeout(Some(REFUSAL_TIME));
         let _ = Msg::fail(reason).write_to(stream);
         // Closed with the peer's hello unread, the connection would be reset
         // under it (its write fails, the refusal unread): let it finish
-        // writing and read to its end, within the hello's time.
+        // writing and read to its end, within the refusal's time.
         let _ = stream.shutdown(Shutdown::Write);
-        let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
-        let _ = io::copy(&mut Read::take(stream, LINGER_BYTES), &mut io::sink());
+        let _ = io::copy(&mut Read::take(until, LINGER_BYTES), &mut io::sink());
         None
     };
     let (uid, pid) = cred::peer(stream).ok()?;
     if uid != shared.uid {
         return refuse(Reason::Foreign);
     }
-    stream.set_read_timeout(Some(HELLO_TIMEOUT)).ok()?;
-    let Ok(Some(Msg::Hello { version, rank, nranks, timeout_ms })) = Msg::read_from(stream) else { return None };
+    let hello = Msg::read_from(Within::new(stream, HELLO_TIMEOUT));
+    let Ok(Some(Msg::Hello { version, rank, nranks, timeout_ms })) = hello else { return None };
     if version != VERSION {
         return refuse(Reason::BadVersion);
     }
@@ -376,6 +396,31 @@ fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
         return None;
     }
     Some(rank)
+}
+
+/// Reads from a stream until one deadline, however the reads are split
+/// (a socket's own timeout starts again at each read).
+struct Within<'s> {
+    stream: &'s UnixStream,
+    until: Instant,
+}
+
+impl<'s> Within<'s> {
+    fn new(stream: &'s UnixStream, within: Duration) -> Self {
+        Within { stream, until: Instant::now() + within }
+    }
+}
+
+impl Read for Within<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut stream = self.stream;
+        stream.read(buf)
+    }
 }
 
 impl Shared {
@@ -404,8 +449,14 @@ impl Shared {
         if st.arrived == self.nranks {
             let ops: Vec<Op> = st.pending.iter_mut().map(|p| p.take().unwrap_or(Op::Invalid)).collect();
             let outcome = evaluate(&ops, self.nranks);
-            if let Outcome::Fail(..) = outcome {
-                st.record(|| format!("collective #{mine}: the ranks disagree: {}", describe(&ops)));
+            match outcome {
+                Outcome::Fail(Reason::TooLarge, _) => st.record(|| {
+                    format!("collective #{mine}: {}: the result is over the {MAX_DATA}-byte limit", describe(&ops))
+                }),
+                Outcome::Fail(..) => {
+                    st.record(|| format!("collective #{mine}: the ranks disagree: {}", describe(&ops)))
+                }
+                Outcome::Done(_) => {}
             }
             st.arrived = 0;
             st.seq += 1;
@@ -540,6 +591,10 @@ fn evaluate(ops: &[Op], nranks: u32) -> Outcome {
             if !agree {
                 return Outcome::Fail(Reason::Mismatch, None);
             }
+            // A reply that cannot be framed would break every connection.
+            if total.is_none_or(|t| t > MAX_DATA as u64) {
+                return Outcome::Fail(Reason::TooLarge, None);
+            }
             let mut out = Vec::with_capacity(len * ops.len());
             for o in ops {
                 if let Op::Allgather { data, .. } = o {
@@ -641,6 +696,19 @@ mod tests {
         let same: Vec<Op> = (0..12).map(|_| ag(b"ab", 4)).collect();
         assert!(describe(&same).starts_with("rank 0 allgather 2 of 4 bytes, rank 1 allgather"));
         assert!(describe(&same).ends_with("rank 7 allgather 2 of 4 bytes (and 4 more ranks)"));
+    }
+
+    /// Ranks that agree on an allgather whose result is over the 1 GiB
+    /// frame limit (a hand-written client's) all get `TooLarge`. Before,
+    /// the hub built the reply, failed to write it and dropped every rank.
+    #[test]
+    fn an_allgather_over_the_frame_limit_fails_as_too_large() {
+        // 8 bytes from each of 2^28 ranks (one op stands for all: `evaluate`
+        // takes the rank count apart), 2 GiB in all.
+        let ranks = 1 << 28;
+        assert!(matches!(evaluate(&[ag(b"12345678", 8 << 28)], ranks), Outcome::Fail(Reason::TooLarge, None)));
+        let exact = MAX_DATA as u64;
+        assert!(matches!(evaluate(&[ag(b"1234", exact)], ranks), Outcome::Done(d) if d == b"1234"));
     }
 
     #[test]

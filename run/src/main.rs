@@ -84,7 +84,13 @@ fn main() -> ExitCode {
     // program's own path (an install directory named in Latin-1).
     let first = std::env::args_os().nth(1);
     if first.as_deref() == Some(OsStr::new("--sweep")) {
-        return sweep(std::env::args_os().nth(2).map(PathBuf::from));
+        let dirs: Vec<OsString> = std::env::args_os().skip(2).collect();
+        // Not the first of several silently: the user meant them all.
+        if dirs.len() > 1 || dirs.iter().any(|d| d.as_encoded_bytes().starts_with(b"-")) {
+            say_err!("kpccl-run: --sweep takes one directory at most\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        return sweep(dirs.first().map(PathBuf::from));
     }
     if first.as_deref() == Some(OsStr::new("--list")) {
         let rest: Vec<OsString> = std::env::args_os().skip(2).collect();
@@ -159,19 +165,18 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
             }
             "--timeout" => {
                 let v = value("--timeout")?;
-                let secs: f64 = v.parse().map_err(|_| format!("--timeout {v}: not a number of seconds"))?;
-                let t = Duration::try_from_secs_f64(secs).ok().filter(|t| !t.is_zero());
-                timeout = Some(t.ok_or(format!("--timeout {v}: must be a positive number of seconds"))?);
+                let t = seconds(&v).map_err(|why| format!("--timeout {v}: {why}"))?;
+                if t.is_zero() {
+                    return Err(format!("--timeout {v}: must be a positive number of seconds"));
+                }
+                timeout = Some(t);
             }
             "--abort-after" => {
                 let v = value("--abort-after")?;
                 abort_after = if v == "never" {
                     None
                 } else {
-                    let secs: f64 =
-                        v.parse().map_err(|_| format!("--abort-after {v}: not a number of seconds, nor never"))?;
-                    let g = Duration::try_from_secs_f64(secs).ok();
-                    Some(g.ok_or(format!("--abort-after {v}: must be 0 or more seconds"))?)
+                    Some(seconds(&v).map_err(|why| format!("--abort-after {v}: {why} (or never)"))?)
                 };
             }
             "--bind-to" => {
@@ -191,6 +196,16 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
     };
     let nranks = nranks.ok_or("-n N is required")?;
     Ok(Some(Args { nranks, timeout, abort_after, binding, program, args: argv.collect() }))
+}
+
+/// A number of seconds, 0 or more, that a `Duration` holds.
+fn seconds(v: &str) -> Result<Duration, String> {
+    let secs: f64 = v.parse().map_err(|_| "not a number of seconds".to_owned())?;
+    if secs.is_nan() || secs < 0.0 {
+        return Err("must be 0 or more seconds".into());
+    }
+    // Only a value past the largest fails now: say so, not "negative".
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("too large: at most {} seconds", Duration::MAX.as_secs()))
 }
 
 /// `dir`, else `KPCCL_SHM_DIR`, else `/dev/shm`.
@@ -285,5 +300,20 @@ mod tests {
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// A value too large is called that, with the bound; before, `1e300`
+    /// "must be 0 or more seconds".
+    #[test]
+    fn durations_out_of_range_say_which_way() {
+        let why = |flag: &str, v: &str| p(&["-n", "2", flag, v, "prog"]).unwrap_err();
+        let most = "too large: at most 18446744073709551615 seconds";
+        assert_eq!(why("--abort-after", "1e300"), format!("--abort-after 1e300: {most} (or never)"));
+        assert_eq!(why("--timeout", "inf"), format!("--timeout inf: {most}"));
+        assert_eq!(why("--abort-after", "-1"), "--abort-after -1: must be 0 or more seconds (or never)");
+        assert_eq!(why("--abort-after", "NaN"), "--abort-after NaN: must be 0 or more seconds (or never)");
+        assert_eq!(why("--abort-after", "soon"), "--abort-after soon: not a number of seconds (or never)");
+        assert_eq!(why("--timeout", "0"), "--timeout 0: must be a positive number of seconds");
+        assert_eq!(why("--timeout", "-2"), "--timeout -2: must be 0 or more seconds");
     }
 }

@@ -8,14 +8,16 @@
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::time::Duration;
 
-use kpccl_core::sync::{AtomicU32, Ordering};
+use kpccl_core::sync::{AtomicU32, AtomicU64, Ordering};
 use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal};
 
 /// The signals a forwarding launch catches: those that ask a job to stop.
 const CAUGHT: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// How many caught signals arrived (since the process started).
+/// How many caught signals arrived (since the process started), each
+/// request once (see `SAME_REQUEST`).
 static ARRIVED: AtomicU32 = AtomicU32::new(0);
 /// The last caught signal.
 static LAST: AtomicU32 = AtomicU32::new(0);
@@ -23,15 +25,58 @@ static LAST: AtomicU32 = AtomicU32::new(0);
 /// terminal's Ctrl-C or hang-up, which the kernel sends to the whole
 /// foreground process group, the ranks included.
 static FROM_KERNEL: AtomicU32 = AtomicU32::new(0);
+/// The sender (`si_pid`) of the last signal a process sent (`SI_USER`), 0 for none.
+static LAST_SENDER: AtomicU32 = AtomicU32::new(0);
+/// When that signal arrived, in `CLOCK_MONOTONIC` nanoseconds.
+static LAST_SENT_AT: AtomicU64 = AtomicU64::new(0);
+
+/// A signal that comes again from the same process within this time is the
+/// same request sent twice, not a second one: GNU `timeout` signals its
+/// child, then its whole process group, the child included.
+const SAME_REQUEST: Duration = Duration::from_millis(100);
 
 extern "C" fn note(sig: libc::c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
     // SAFETY: the kernel passes an `SA_SIGINFO` handler a valid `siginfo_t`.
-    let from_kernel = unsafe { (*info).si_code } == libc::SI_KERNEL;
-    // Relaxed, both: published by the Release increment below.
-    FROM_KERNEL.store(u32::from(from_kernel), Ordering::Relaxed);
-    LAST.store(u32::try_from(sig).unwrap_or(0), Ordering::Relaxed);
+    let info = unsafe { &*info };
+    let code = info.si_code;
+    // SAFETY: as above; `si_pid` is the sender's for `SI_USER`, the only
+    // code it is used for.
+    let sender = unsafe { info.si_pid() };
+    let sig = u32::try_from(sig).unwrap_or(0);
+    let sender = u32::try_from(sender).unwrap_or(0);
+    let at = monotonic_ns();
+    if code == libc::SI_USER && again(sig, sender, at) {
+        return;
+    }
+    // Relaxed, all: the handler's own state (it runs with the caught
+    // signals blocked, one at a time), or published by the Release below.
+    let (user_sender, user_at) = if code == libc::SI_USER { (sender, at) } else { (0, 0) };
+    LAST_SENDER.store(user_sender, Ordering::Relaxed);
+    LAST_SENT_AT.store(user_at, Ordering::Relaxed);
+    FROM_KERNEL.store(u32::from(code == libc::SI_KERNEL), Ordering::Relaxed);
+    LAST.store(sig, Ordering::Relaxed);
     // Release: pairs with the Acquire load in `Caught::received`, which then reads `LAST`.
     ARRIVED.fetch_add(1, Ordering::Release);
+}
+
+/// Whether `sig` from process `sender` at `at` repeats the last caught
+/// signal (same number, same sending process, within `SAME_REQUEST`).
+fn again(sig: u32, sender: u32, at: u64) -> bool {
+    // Relaxed, all: only the handler writes them, one signal at a time.
+    let same = LAST.load(Ordering::Relaxed) == sig && LAST_SENDER.load(Ordering::Relaxed) == sender;
+    let since = at.wrapping_sub(LAST_SENT_AT.load(Ordering::Relaxed));
+    same && sender != 0 && ARRIVED.load(Ordering::Relaxed) > 0 && u128::from(since) < SAME_REQUEST.as_nanos()
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe: one system call).
+fn monotonic_ns() -> u64 {
+    // SAFETY: a zeroed timespec is a valid value for the kernel to overwrite.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: writes the live local; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut t) };
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
 /// Makes the process `cmd` starts die (`SIGKILL`) when the thread that
@@ -66,6 +111,9 @@ impl Caught {
     pub(crate) fn install() -> io::Result<Caught> {
         // Acquire: see `note`.
         let mut caught = Caught { previous: Vec::new(), base: ARRIVED.load(Ordering::Acquire) };
+        // Relaxed: no handler of ours is installed yet. A signal of an
+        // earlier launch is not this one's request.
+        LAST_SENDER.store(0, Ordering::Relaxed);
         for sig in CAUGHT {
             if ignored(sig)? {
                 // `nohup`, or a script's `&`: it stays ignored, by the
@@ -79,6 +127,8 @@ impl Caught {
             // Restarted: the hub's threads and the launcher's waits go on.
             // With its origin: see `FROM_KERNEL`.
             action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
+            // One handler at a time: each reads what the one before stored.
+            action.sa_mask = signal_set(&CAUGHT);
             // SAFETY: as above.
             let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
             // SAFETY: both pointers are to live locals; the handler only
@@ -104,6 +154,19 @@ impl Caught {
         let from_terminal = FROM_KERNEL.load(Ordering::Relaxed) != 0;
         Received { count, last, from_terminal }
     }
+}
+
+/// The set of `signals`.
+pub(crate) fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: a zeroed sigset is valid for `sigemptyset` to initialise.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: initialises the live local.
+    unsafe { libc::sigemptyset(&raw mut set) };
+    for &sig in signals {
+        // SAFETY: adds a valid signal number to the live local.
+        unsafe { libc::sigaddset(&raw mut set, sig) };
+    }
+    set
 }
 
 /// Whether the process ignores `sig` (`SIG_IGN`).

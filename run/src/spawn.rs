@@ -19,6 +19,10 @@ use crate::{Binding, Hub, NRANKS_ENV, RANK_ENV, SOCKET_ENV};
 
 /// Longest pause between two looks at the children.
 const MAX_POLL: Duration = Duration::from_millis(10);
+/// How long the launcher looks whether a signal it got was sent to its whole
+/// process group (the ranks got it then, and need no other) before it
+/// passes it on: GNU `timeout` signals the launcher, then the group.
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// How long the ranks still running may go on after one fails, by default:
 /// long enough for survivors to report the failure themselves (they hear
@@ -98,10 +102,13 @@ impl Launch {
     /// While [`Launch::run`] runs, catches `SIGINT`, `SIGTERM` and `SIGHUP`
     /// (for the whole process; the previous dispositions come back after)
     /// instead of dying of them: the first is passed on to every rank still
-    /// running (and what each started; not a terminal's Ctrl-C or hang-up,
-    /// which the kernel sends to the ranks too), which are killed
-    /// [`Launch::abort_after`] later if still running (at once on a second
-    /// signal), and the [`Report`] says so. For a launcher program such as
+    /// running (and what each started; not one sent to the launcher's whole
+    /// process group, which the ranks are in and got it from: a terminal's
+    /// Ctrl-C or hang-up, GNU `timeout`, `kill -TERM -PGID`), which are
+    /// killed [`Launch::abort_after`] later if still running (at once on a
+    /// second signal: not the same signal again from the same process
+    /// within a tenth of a second, as `timeout` sends it), and the [`Report`]
+    /// says so. For a launcher program such as
     /// `kpccl-run`: handlers of its own for these signals are replaced
     /// while the launch runs. A signal the process ignores (`nohup`, a
     /// script's `cmd &`) stays ignored, by it and by the ranks.
@@ -141,7 +148,7 @@ impl Launch {
         };
         // Before the first rank, and dropped after the last is reaped (or
         // killed, on an early return): it acts only if the launcher dies.
-        let _watchdog = Watchdog::start(hub.socket())
+        let watchdog = Watchdog::start(hub.socket())
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the launcher's watchdog: {e}")))?;
         let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
         for rank in 0..self.nranks {
@@ -177,7 +184,7 @@ impl Launch {
         }
         hub.serve()?;
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
-        let (ended, signal) = ranks.wait(&hub, deadline, self.abort_after, caught.as_ref())?;
+        let (ended, signal) = ranks.wait(&hub, deadline, self.abort_after, caught.as_ref(), &watchdog)?;
         let timed_out = ended == Ended::Deadline;
         let abandoned = match ended {
             Ended::Abandoned { failed } => Some(failed),
@@ -269,32 +276,47 @@ impl Ranks {
     /// passes after the first rank that failed or after the first signal
     /// `caught`, or a second signal comes; the first signal (and whether it
     /// was passed on to the ranks still running) comes with why it returned.
+    /// Whether the first was sent to the launcher's whole process group, the
+    /// ranks included, the `watchdog` (in that group) tells.
     fn wait(
         &mut self,
         hub: &Hub,
         deadline: Option<Instant>,
         grace: Option<Duration>,
         caught: Option<&Caught>,
+        watchdog: &Watchdog,
     ) -> io::Result<(Ended, Option<(i32, bool)>)> {
         let mut pause = Duration::from_millis(1);
         let mut abort: Option<(Abort, Instant)> = None;
+        // The first signal, from a terminal or not, and when it was seen.
+        let mut first: Option<(Signal, bool, Instant)> = None;
+        // The first signal, once it is known whether the ranks got it.
         let mut signal: Option<(Signal, bool)> = None;
         let ended = loop {
             if let Some(got) = caught.map(Caught::received)
                 && got.count > 0
             {
-                if signal.is_some() && got.count > 1 {
+                if first.is_some() && got.count > 1 {
                     break Ended::SignalledAgain;
                 }
-                if signal.is_none() {
-                    signal = Some((got.last, !got.from_terminal));
-                    // Not twice: a Python rank would raise again in its cleanup.
-                    if !got.from_terminal {
-                        self.signal_running(got.last);
-                    }
-                    let at = grace.and_then(|g| Instant::now().checked_add(g));
+                if first.is_none() {
+                    let now = Instant::now();
+                    first = Some((got.last, got.from_terminal, now));
+                    let at = grace.and_then(|g| now.checked_add(g));
                     if let Some(at) = at.filter(|&at| abort.is_none_or(|(_, sooner)| at < sooner)) {
                         abort = Some((Abort::Signalled, at));
+                    }
+                }
+            }
+            if let Some((sig, from_terminal, seen)) = first
+                && signal.is_none()
+            {
+                // Not twice: a Python rank would raise again in its cleanup.
+                let to_group = from_terminal || watchdog.got(sig);
+                if to_group || seen.elapsed() >= SETTLE {
+                    signal = Some((sig, !to_group));
+                    if !to_group {
+                        self.signal_running(sig);
                     }
                 }
             }
@@ -333,6 +355,8 @@ impl Ranks {
             std::thread::sleep(pause.min(left));
             pause = (pause * 2).min(MAX_POLL);
         };
+        // A second signal before the first was passed on: it was not.
+        let signal = signal.or(first.map(|(s, ..)| (s, false)));
         Ok((ended, signal.map(|(s, passed_on)| (s.as_raw(), passed_on))))
     }
 
@@ -460,8 +484,9 @@ impl Report {
 pub struct Interrupted {
     /// The first signal.
     pub signal: i32,
-    /// Whether the launcher passed it on to the ranks: not when it came
-    /// from a terminal (Ctrl-C), which sent it to the ranks too.
+    /// Whether the launcher passed it on to the ranks: not when it was sent
+    /// to the launcher's whole process group (a terminal's Ctrl-C, `kill
+    /// -TERM -PGID`), which the ranks got it from too.
     pub passed_on: bool,
     /// Whether a second one came (and killed the ranks still running).
     pub again: bool,
@@ -516,7 +541,7 @@ impl fmt::Display for Report {
                 write!(f, "; the launcher got signal {signal} and passed it on to the ranks")?
             }
             Some(Interrupted { signal, passed_on: false, .. }) => {
-                write!(f, "; the launcher and the ranks got signal {signal} from the terminal")?
+                write!(f, "; the launcher and the ranks got signal {signal}, sent to their process group")?
             }
             None => {}
         }

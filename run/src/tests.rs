@@ -251,3 +251,51 @@ impl ExeCopy {
         self.0.path().join("test")
     }
 }
+
+/// A raw connection to `hub`, as a hand-written client would open one.
+fn raw(hub: &Hub) -> std::os::unix::net::UnixStream {
+    let addr = kpccl_posix::launch::addr::parse(hub.socket()).unwrap();
+    std::os::unix::net::UnixStream::connect_addr(&addr).unwrap()
+}
+
+/// A refused peer that trickles bytes after its hello (one every 100 ms)
+/// is cut off at one deadline of a few seconds. Before, each read had 30 s
+/// and up to 64 KiB were read: a thread and two descriptors held for days.
+#[test]
+fn a_refused_peer_that_trickles_is_cut_off_within_seconds() {
+    use kpccl_posix::launch::wire::{Msg, Reason, VERSION};
+    use std::io::Write as _;
+    let hub = Hub::start(2).unwrap();
+    let mut peer = raw(&hub);
+    Msg::Hello { version: VERSION + 1, rank: 0, nranks: 2, timeout_ms: 0 }.write_to(&peer).unwrap();
+    assert_eq!(Msg::read_from(&peer).unwrap(), Some(Msg::fail(Reason::BadVersion)));
+    let start = Instant::now();
+    while hub.connections().1 > 0 && start.elapsed() < 2 * T {
+        let _ = peer.write_all(b"x");
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(hub.connections().1, 0, "the refused connection is still held after {:?}", start.elapsed());
+}
+
+/// Strays that never say hello (another user's flood) are served at most
+/// 64 more than the job's ranks at a time; the rest wait in the listen
+/// backlog. Before, each got a thread and two descriptors, without bound.
+#[test]
+fn connections_awaiting_their_hello_are_bounded() {
+    let hub = Hub::start(1).unwrap();
+    let strays: Vec<_> = (0..80).map(|_| raw(&hub)).collect();
+    let start = Instant::now();
+    while hub.connections().0 < 65 && start.elapsed() < T {
+        thread::sleep(Duration::from_millis(5));
+    }
+    // Time for the acceptor to take more, if it would.
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(hub.connections(), (65, 65), "(accepted, held)");
+    drop(strays);
+    let start = Instant::now();
+    while hub.connections() != (80, 0) && start.elapsed() < T {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(hub.connections(), (80, 0), "(accepted, held) once the strays left");
+    connect(&hub, 0).barrier().unwrap();
+}

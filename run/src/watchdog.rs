@@ -36,6 +36,11 @@ const LEAVE_BOUND: Duration = Duration::from_secs(2);
 /// them, and then the watchdog has work to do).
 const IGNORED: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE];
 
+/// The signals the watchdog keeps pending (blocked): one sent to the
+/// launcher's whole process group reaches the watchdog too, and the
+/// launcher then sees it there ([`Watchdog::got`]).
+const GROUP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
 /// A job's watchdog, from before its first rank starts until the launcher
 /// drops it (which tells it to go, and reaps it).
 #[derive(Debug)]
@@ -72,6 +77,26 @@ impl Watchdog {
     }
 }
 
+impl Watchdog {
+    /// Whether the watchdog got `sig`: as it is in the launcher's process
+    /// group and nobody signals it alone, the signal was sent to the whole
+    /// group (a terminal's Ctrl-C, `kill -TERM -PGID`, GNU `timeout`), so
+    /// the ranks, which stay in the group, got it too. It stays pending
+    /// there, blocked (ignored, it would be dropped); under an emulator
+    /// that keeps its guests' pending signals to itself, this says no.
+    pub(crate) fn got(&self, sig: Signal) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid.as_raw_nonzero()));
+        let Ok(status) = status else { return false };
+        let bit = 1u64 << (sig.as_raw() - 1);
+        // Sent to the process (shared) or, by `tgkill`, to its one thread.
+        let pending = |field: &str| status.lines().find_map(|l| l.strip_prefix(field)).map(str::trim);
+        ["ShdPnd:", "SigPnd:"]
+            .into_iter()
+            .filter_map(pending)
+            .any(|mask| u64::from_str_radix(mask, 16).is_ok_and(|m| m & bit != 0))
+    }
+}
+
 impl Drop for Watchdog {
     /// The launcher ended its job itself: the watchdog goes, killing nothing
     /// (what a rank left running on purpose stays, as without a watchdog).
@@ -104,6 +129,7 @@ fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
         // SAFETY: sets a disposition to `SIG_IGN`; no handler runs.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
+    block(&GROUP_SIGNALS);
     // SAFETY: the launcher's write end, of which this is a copy: closed so
     // that the launcher's is the only one.
     unsafe { libc::close(write) };
@@ -130,6 +156,14 @@ fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
     }
     // SAFETY: ends the process without running the launcher's exit handlers.
     unsafe { libc::_exit(0) }
+}
+
+/// Blocks `signals` for the calling thread (the watchdog's only one).
+fn block(signals: &[libc::c_int]) {
+    // Stores into a local: no allocation, as the forked watchdog may not.
+    let set = crate::signals::signal_set(signals);
+    // SAFETY: adds the live local's signals to the calling thread's mask (a system call).
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut()) };
 }
 
 /// Closes every descriptor above the standard streams but `keep` (the

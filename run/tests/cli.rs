@@ -175,6 +175,9 @@ fn kpccl_run_usage_errors_exit_2() {
         &["-n", "0", "--", "true"],
         &["-n", "100000", "--", "true"],
         &["-n", "2", "--frobnicate", "true"],
+        // Before, the second directory (or the flag) was ignored, or swept as a directory.
+        &["--sweep", "/nonexistent/kpccl-a", "/nonexistent/kpccl-b"],
+        &["--sweep", "--remove-stale"],
     ] {
         let out = kpccl_run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

@@ -307,6 +307,96 @@ fn a_terminals_ctrl_c_reaches_each_rank_once() {
         let got = std::fs::read_to_string(dir.join(format!("int.{r}"))).unwrap_or_default();
         assert_eq!(got.lines().count(), 1, "rank {r}'s SIGINTs; {stderr}");
     }
-    assert!(stderr.contains("the launcher and the ranks got signal 2 from the terminal"), "{stderr}");
+    assert!(stderr.contains("the launcher and the ranks got signal 2, sent to their process group"), "{stderr}");
     assert!(stderr.contains("killed 0.500s after the launcher got signal 2"), "{stderr}");
+}
+
+/// A launcher of two ranks that each count the `SIGTERM`s they get, in
+/// `dir`, through `wrap` (words before the launcher's, such as `timeout`),
+/// and in a process group of its own; the ranks are killed 0.5 s after the
+/// launcher's first signal. Returns once both ranks are ready.
+fn counting_terms(dir: &std::path::Path, wrap: &[&str]) -> Child {
+    use std::os::unix::process::CommandExt;
+    let d = dir.display();
+    let script =
+        format!("trap 'echo >> {d}/term.$KPCCL_RANK' TERM; : > {d}/ready.$KPCCL_RANK; while :; do sleep 0.02; done");
+    let inner = launcher();
+    let mut cmd = Command::new(wrap.first().map_or(inner.get_program(), |w| std::ffi::OsStr::new(w)));
+    cmd.args(wrap.iter().skip(1));
+    if !wrap.is_empty() {
+        cmd.arg(inner.get_program());
+    }
+    cmd.args(inner.get_args())
+        .env("KPCCL_RUNNER", "")
+        .args(["-n", "2", "--abort-after", "0.5", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let launcher = cmd.spawn().unwrap();
+    let started = Instant::now();
+    while !(0..2).all(|r| dir.join(format!("ready.{r}")).exists()) {
+        assert!(started.elapsed() < BOUND, "the ranks did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    launcher
+}
+
+/// Whether the launcher runs under an emulator (qemu-user keeps its guests'
+/// pending signals to itself: the launcher cannot see that its watchdog got
+/// a signal sent to the process group, and passes it on as before).
+fn emulated() -> bool {
+    let emulated = !kpccl_posix::launch::runner::from_env().is_empty();
+    if emulated {
+        eprintln!("skipped: the launcher runs under an emulator");
+    }
+    emulated
+}
+
+/// How many `SIGTERM`s each rank of [`counting_terms`] got.
+fn terms(dir: &std::path::Path) -> Vec<usize> {
+    (0..2).map(|r| std::fs::read_to_string(dir.join(format!("term.{r}"))).unwrap_or_default().lines().count()).collect()
+}
+
+/// `kill -TERM -PGID`: the launcher and the ranks, in its process group,
+/// get the signal from the sender. The launcher must not pass it on again
+/// (before, each rank got it twice), and still ends the ranks after the grace.
+#[test]
+fn a_signal_to_the_launchers_process_group_reaches_each_rank_once() {
+    if emulated() {
+        return;
+    }
+    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "group-term", "signals");
+    let launcher = counting_terms(scratch.path(), &[]);
+    // SAFETY: a plain kill(2) of the process group of the launcher this test started.
+    assert_eq!(unsafe { libc::kill(-i32::try_from(launcher.id()).unwrap(), libc::SIGTERM) }, 0);
+    let out = launcher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(terms(scratch.path()), [1, 1], "each rank's SIGTERMs; {stderr}");
+    assert!(stderr.contains("the launcher and the ranks got signal 15, sent to their process group"), "{stderr}");
+    assert!(stderr.contains("killed 0.500s after the launcher got signal 15"), "{stderr}");
+}
+
+/// GNU `timeout` signals its child, then its whole process group: the
+/// launcher gets the one request twice. Before, it took the second for a
+/// second signal and killed the ranks at once, without their grace, and had
+/// passed the signal on to ranks that got it from the group as well.
+#[test]
+fn gnu_timeouts_signal_is_one_request_that_reaches_each_rank_once() {
+    if emulated() {
+        return;
+    }
+    if Command::new("timeout").arg("--version").output().is_err() {
+        eprintln!("skipped: no timeout(1)");
+        return;
+    }
+    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "timeout-term", "signals");
+    // Long enough for the ranks to be ready (they are waited for first).
+    let launcher = counting_terms(scratch.path(), &["timeout", "-s", "TERM", "2"]);
+    let out = launcher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "timeout's code for a timed-out command; {stderr}");
+    assert_eq!(terms(scratch.path()), [1, 1], "each rank's SIGTERMs; {stderr}");
+    assert!(stderr.contains("killed 0.500s after the launcher got signal 15"), "{stderr}");
+    assert!(!stderr.contains("second signal"), "{stderr}");
 }

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::io::{self, Read as _};
+use std::num::NonZeroU64;
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use super::deadline::{self, Deadline};
 use super::departure::{self, Departure};
 use super::wire::{self, MAX_DATA, Msg, Reason, VERSION};
 use super::{NRANKS_ENV, RANK_ENV, SOCKET_ENV, TIMEOUT_ENV, addr, code};
+use crate::config;
 use crate::sys::NoSigpipe;
 
 /// Whether this process connected to a launcher: its out-of-band error codes are then [`code`]s.
@@ -67,16 +69,15 @@ impl RunOob {
     pub fn from_env() -> io::Result<Option<RunOob>> {
         let Some(socket) = std::env::var_os(SOCKET_ENV) else { return Ok(None) };
         let socket = socket.into_string().map_err(|_| bad_env(SOCKET_ENV, "is not UTF-8"))?;
-        let rank = env_u64(RANK_ENV)?.ok_or_else(|| bad_env(RANK_ENV, "is not set"))?;
-        let nranks = env_u64(NRANKS_ENV)?.ok_or_else(|| bad_env(NRANKS_ENV, "is not set"))?;
-        let rank = u32::try_from(rank).map_err(|_| bad_env(RANK_ENV, "is too large"))?;
-        let nranks = u32::try_from(nranks).map_err(|_| bad_env(NRANKS_ENV, "is too large"))?;
-        let oob = env_u64(TIMEOUT_ENV)?.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
-        if oob.is_zero() {
-            return Err(bad_env(TIMEOUT_ENV, "must be at least 1"));
-        }
-        // KPCCL_TIMEOUT_MS bounds every wait of the library; 0 means "no timeout".
-        let overall = env_u64("KPCCL_TIMEOUT_MS")?.filter(|&ms| ms > 0).map(Duration::from_millis);
+        let rank = env_rank(RANK_ENV, "a rank (a whole number from 0)")?;
+        let nranks = env_rank(NRANKS_ENV, "a rank count (a whole number)")?;
+        let oob = config::parsed::<NonZeroU64>(TIMEOUT_ENV, "milliseconds (a whole number from 1)")
+            .map_err(refused)?
+            .map_or(DEFAULT_TIMEOUT, |ms| Duration::from_millis(ms.get()));
+        // KPCCL_TIMEOUT_MS bounds every wait of the library; 0 means "no
+        // timeout". Read as the library's configuration reads it.
+        let overall = config::millis("KPCCL_TIMEOUT_MS").map_err(refused)?.filter(|&ms| ms > 0);
+        let overall = overall.map(Duration::from_millis);
         let timeout = overall.map_or(oob, |t| t.min(oob));
         Self::connect(&socket, rank, nranks, timeout).map(Some)
     }
@@ -177,6 +178,7 @@ fn read_reply(stream: &UnixStream, within: Duration, recv: &mut [u8], oob: &RunO
     let body = wire::read_body(rest, len).map_err(io_code)?;
     match wire::decode(tag, body).map_err(io_code)? {
         Msg::Fail { reason: Reason::Mismatch, .. } => Err(code::MISMATCH),
+        Msg::Fail { reason: Reason::TooLarge, .. } => Err(code::TOO_LARGE),
         Msg::Fail { reason: reason @ (Reason::RankLost | Reason::Timeout), culprit } => {
             if let Some(c) = culprit {
                 let d = Departure::from_wire(reason, c);
@@ -222,15 +224,15 @@ impl Oob for RunOob {
     }
 }
 
-/// `name`'s value, if it is set and not empty: an empty value is unset, as
-/// the library's own reading of the `KPCCL_*` variables takes it.
-fn env_u64(name: &str) -> io::Result<Option<u64>> {
-    match std::env::var(name) {
-        Ok(v) if v.is_empty() => Ok(None),
-        Ok(v) => v.trim().parse().map(Some).map_err(|_| bad_env(name, "is not a non-negative integer")),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(bad_env(name, "is not UTF-8")),
-    }
+/// `name`'s rank or rank count, which the launcher sets: read as the
+/// library reads every `KPCCL_*` number (an empty value is unset).
+fn env_rank(name: &'static str, expected: &'static str) -> io::Result<u32> {
+    config::parsed(name, expected).map_err(refused)?.ok_or_else(|| bad_env(name, "is not set"))
+}
+
+/// A refused `KPCCL_*` value, worded as the library's configuration words it.
+fn refused(e: crate::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
 }
 
 fn bad_env(name: &str, why: &str) -> io::Error {

@@ -54,6 +54,8 @@ pub enum Reason {
     BadVersion,
     /// Hello: the connecting process belongs to another user.
     Foreign,
+    /// The ranks agree, but the allgather's result would exceed [`MAX_DATA`].
+    TooLarge,
     /// A code this version does not know.
     Unknown(u32),
 }
@@ -67,6 +69,7 @@ kpccl_core::codes!(Reason: u32 {
     BadVersion = 6,
     Foreign = 7,
     Timeout = 8,
+    TooLarge = 9,
 } else Unknown);
 
 /// The rank a failure is about, and what the hub knows of it.
@@ -297,6 +300,7 @@ mod tests {
             Msg::fail(Reason::Duplicate),
             Msg::fail(Reason::BadVersion),
             Msg::fail(Reason::Foreign),
+            Msg::fail(Reason::TooLarge),
             Msg::fail(Reason::Unknown(99)),
         ];
         for m in &msgs {
@@ -311,7 +315,8 @@ mod tests {
             assert_eq!(Reason::from_code(code).code(), code);
         }
         assert_eq!(Reason::from_code(0), Reason::Unknown(0));
-        assert_eq!(Reason::from_code(9), Reason::Unknown(9));
+        assert_eq!(Reason::from_code(9), Reason::TooLarge);
+        assert_eq!(Reason::from_code(10), Reason::Unknown(10));
         assert_eq!(Reason::from_code(6), Reason::BadVersion);
     }
 
