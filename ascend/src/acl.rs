@@ -24,6 +24,14 @@ const SIM_MARKER: &[u8] = b"kpcclAscendSimulator\0";
 pub enum LoadError {
     /// No candidate could be opened: each path tried, with the loader's message.
     Library(Vec<(String, String)>),
+    /// `$ASCEND_HOME_PATH`'s library exists but does not load (the loader's
+    /// paths are then not searched).
+    Home {
+        /// The library's path.
+        library: String,
+        /// The loader's message.
+        why: String,
+    },
     /// The library lacks these symbols.
     Symbols {
         /// The library that was opened.
@@ -43,6 +51,10 @@ impl fmt::Display for LoadError {
                 }
                 write!(f, " (set ASCEND_HOME_PATH, or use the simulator)")
             }
+            Self::Home { library, why } => write!(
+                f,
+                "cannot load {library}, the runtime ASCEND_HOME_PATH names: {why} (no other {LIBRARY} is tried while it is there: repair it, or unset ASCEND_HOME_PATH)"
+            ),
             Self::Symbols { library, missing } => {
                 write!(f, "{library} lacks {}", missing.join(", "))
             }
@@ -221,21 +233,35 @@ impl AclApi {
     }
 
     /// Searches `$ASCEND_HOME_PATH/lib64`, then the loader's default paths.
+    /// A library in `$ASCEND_HOME_PATH/lib64` that fails to load is an error
+    /// naming it: the user chose that runtime, and another one found on the
+    /// loader's path (an older CANN, the simulator library) would run unasked.
     pub fn search() -> Result<Self, LoadError> {
-        let mut candidates = Vec::new();
-        if let Some(home) = std::env::var_os("ASCEND_HOME_PATH") {
-            candidates.push(PathBuf::from(home).join("lib64").join(LIBRARY));
-        }
-        candidates.push(PathBuf::from(LIBRARY));
+        let home = std::env::var_os("ASCEND_HOME_PATH").map(|h| PathBuf::from(h).join("lib64").join(LIBRARY));
+        Self::search_in(home.as_deref(), Path::new(LIBRARY))
+    }
+
+    /// [`search`](Self::search) of `home`'s library, then of `fallback`, only
+    /// if `home` holds none.
+    fn search_in(home: Option<&Path>, fallback: &Path) -> Result<Self, LoadError> {
         let mut tried = Vec::new();
-        for c in candidates {
-            match Self::open(&c) {
-                Ok(api) => return Ok(api),
-                Err(LoadError::Library(mut t)) => tried.append(&mut t),
-                Err(e) => return Err(e),
+        if let Some(home) = home {
+            match Self::open(home) {
+                Err(LoadError::Library(mut t)) if !home.exists() => tried.append(&mut t),
+                Err(LoadError::Library(t)) => {
+                    let why = t.into_iter().map(|(_, why)| why).collect::<Vec<_>>().join("; ");
+                    return Err(LoadError::Home { library: home.display().to_string(), why });
+                }
+                found => return found,
             }
         }
-        Err(LoadError::Library(tried))
+        match Self::open(fallback) {
+            Err(LoadError::Library(mut t)) => {
+                tried.append(&mut t);
+                Err(LoadError::Library(tried))
+            }
+            found => found,
+        }
     }
 
     /// Whether the library is the kpccl simulator (`ascend/simlib`), which exports
@@ -420,5 +446,29 @@ impl AclRuntime for AclBackend {
     fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()> {
         // SAFETY: `key` is 65 bytes.
         check(unsafe { (self.api.close)(key.0.as_ptr().cast()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library in `$ASCEND_HOME_PATH/lib64` that does not load is an error
+    /// naming it, not a reason to load whatever the loader finds instead.
+    #[test]
+    fn a_home_library_that_fails_to_load_is_an_error_naming_it() {
+        let scratch = kpccl_testkit::ScratchDir::new("acl-home", "broken");
+        let broken = scratch.path().join(LIBRARY);
+        std::fs::write(&broken, b"not a shared object").unwrap();
+        // The loader's candidate loads (and lacks the symbols): never reached.
+        let err = AclApi::search_in(Some(&broken), Path::new("libc.so.6")).unwrap_err();
+        let LoadError::Home { library, .. } = &err else { panic!("{err}") };
+        assert_eq!(library, &broken.display().to_string());
+        let text = err.to_string();
+        assert!(text.contains("ASCEND_HOME_PATH") && !text.contains("libc"), "{text}");
+        // No library there at all: the loader's paths are searched.
+        let absent = scratch.path().join("lib64").join(LIBRARY);
+        let err = AclApi::search_in(Some(&absent), Path::new("libc.so.6")).unwrap_err();
+        assert!(matches!(&err, LoadError::Symbols { library, .. } if library == "libc.so.6"), "{err}");
     }
 }

@@ -46,8 +46,13 @@ pub const ENVIRONMENT: &[kpccl_posix::EnvVar] = &[
     },
     kpccl_posix::EnvVar {
         name: sim::LOCK_TIMEOUT_ENV,
-        meaning: "how long an Ascend simulator call waits for the lock of the simulator's shared registry (held for microseconds by each call); past it the call fails, naming the process that holds it (stopped or stuck)",
+        meaning: "how long an Ascend simulator call waits for the lock of the simulator's shared registry (held for microseconds by each call); past it the call fails, naming the process that holds it (stopped or stuck); a value that is not a whole number fails the calls that take the lock (100000, said on stderr)",
         default: "`10000`",
+    },
+    kpccl_posix::EnvVar {
+        name: sim::DEVICES_ENV,
+        meaning: "the number of devices the Ascend simulator has (0 to 65536); another value fails the calls that name a device (100000, said on stderr)",
+        default: "`8`",
     },
     kpccl_posix::EnvVar {
         name: "KPCCL_ASCEND_PID_VALIDATION",

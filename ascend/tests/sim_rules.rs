@@ -375,3 +375,68 @@ fn a_synchronous_copy_of_memory_the_exporter_released_fails_and_does_not_crash()
         },
     );
 }
+
+/// The order of an IPC call's checks (docs/ascend-ipc.md §1.2, Close; §5): its
+/// parameters' (107000), then the thread's context (107002), before the chip's
+/// support (207000) and the key's state (507899), so a thread without a device
+/// hears that first, whatever the chip or the key.
+#[test]
+fn the_context_is_checked_before_the_chip_and_the_key() {
+    let chipless = HostSim::faithful().with_chip(Chip::Atlas200I500A2);
+    // Well-formed (64 hex digits and a NUL), exported by no one.
+    let mut unknown = kpccl_ascend::IpcKey([b'0'; ACL_IPC_KEY_LEN]);
+    unknown.0[ACL_IPC_KEY_LEN - 1] = 0;
+    let mut not_hex = kpccl_ascend::IpcKey([0; ACL_IPC_KEY_LEN]);
+    not_hex.0[0] = b'z';
+    // A thread of its own: no device set in it.
+    std::thread::spawn(move || {
+        let no_context = ACL_ERROR_RT_CONTEXT_NULL;
+        assert_eq!(code(chipless.ipc_mem_close(&unknown)), no_context, "close");
+        assert_eq!(code(chipless.ipc_mem_set_import_pid(&unknown, &[1])), no_context, "set_import_pid");
+        assert_eq!(code(chipless.ipc_mem_import_by_key(&unknown, 0)), no_context, "import");
+        let bogus = core::ptr::without_provenance_mut::<c_void>(0x20_0000);
+        assert_eq!(code(chipless.ipc_mem_get_export_key(bogus, 4096, 0)), no_context, "export");
+        // The driver's answer to a non-hex key (flags 1) is state: after the context too.
+        assert_eq!(code(HostSim::faithful().ipc_mem_import_by_key(&not_hex, 1)), no_context, "non-hex import");
+        // Parameters first: a bad flag is 107000 with or without a context.
+        assert_eq!(code(chipless.ipc_mem_import_by_key(&unknown, 2)), ACL_ERROR_RT_PARAM_INVALID, "flags 2");
+    })
+    .join()
+    .unwrap();
+}
+
+/// A key its exporter destroyed imports no more (507899, docs/ascend-ipc.md
+/// §5), even into a process that still holds an import of it: the held
+/// import stays, and closes as usual.
+#[test]
+fn a_destroyed_key_is_not_imported_again_by_a_process_that_holds_it() {
+    acl::run(
+        || Some(HostSim::faithful()),
+        |rt| {
+            for frees in [false, true] {
+                let exp = Exported::new(rt, 0, 5, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+                let mut importer = exp.spawn_importer(0, |c, k| {
+                    let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
+                    assert_eq!(rt.ipc_mem_import_by_key(k, 0).unwrap(), q, "a live key's second import");
+                    c.send_i32(1);
+                    let _ = c.recv_i32();
+                    let again = code(rt.ipc_mem_import_by_key(k, 0));
+                    assert_eq!(again, ACL_ERROR_RT_DRV_INTERNAL_ERROR, "re-import of a destroyed key (freed: {frees})");
+                    // The two imports held close; a third close has nothing left.
+                    rt.ipc_mem_close(k).unwrap();
+                    rt.ipc_mem_close(k).unwrap();
+                    assert_ne!(code(rt.ipc_mem_close(k)), ACL_SUCCESS, "a close past the imports held");
+                });
+                assert_eq!(importer.chan.recv_i32(), 1);
+                if frees {
+                    exp.free()
+                } else {
+                    exp.close()
+                }
+                importer.chan.send_i32(1);
+                importer.join();
+                if frees { exp.close() } else { exp.free() }
+            }
+        },
+    );
+}

@@ -15,10 +15,16 @@ fn fail<T>(code: i32) -> AclResult<T> {
 }
 
 /// A registry that could not be read or written: said on stderr (an ACL
-/// code cannot carry why), then the driver's internal error.
+/// code cannot carry why), then the driver's internal error; a refused
+/// variable (the lock's timeout) as [`config`] says it.
 fn registry_io(e: std::io::Error) -> AclError {
-    eprintln!("ascend simulator: {e}");
-    AclError::new(ACL_ERROR_RT_INTERNAL_ERROR)
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<kpccl_posix::Error>()) {
+        Some(refused) => config(refused.clone()),
+        None => {
+            eprintln!("ascend simulator: {e}");
+            AclError::new(ACL_ERROR_RT_INTERNAL_ERROR)
+        }
+    }
 }
 
 fn current() -> AclResult<i32> {
@@ -61,7 +67,15 @@ const CONTEXT_BASE: usize = 0x6b70_0000;
 const CONTEXT_DEVICES: usize = 1 << 16;
 
 fn valid_device(dev: i32) -> AclResult<()> {
-    if (0..device_count()).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
+    let count = device_count().map_err(config)?;
+    if (0..count).contains(&dev) { Ok(()) } else { fail(ACL_ERROR_RT_INVALID_DEVICEID) }
+}
+
+/// A simulator variable with a value it refuses: said on stderr, then 100000,
+/// as for an unknown chip model.
+fn config(e: kpccl_posix::Error) -> AclError {
+    eprintln!("ascend simulator: {e}");
+    AclError::new(ACL_ERROR_INVALID_PARAM)
 }
 
 /// The argument checks shared by `aclrtMemcpy` and `aclrtMemcpyAsync`: NULL or an
@@ -149,6 +163,15 @@ impl HostSim {
         }
     }
 
+    /// The checks of an IPC call after its parameters' (docs/ascend-ipc.md §1.2,
+    /// Close): the runtime looks the thread's context up first (107002), then
+    /// asks whether the chip has IPC; the current device.
+    fn runtime_state(&self) -> AclResult<i32> {
+        let cur = current()?;
+        self.ipc_supported()?;
+        Ok(cur)
+    }
+
     /// `aclrtIpcMemGetExportKey` with an explicit key buffer length, as the C ABI
     /// passes it (anything but at least 65 is refused with 107000).
     pub fn export_key_with_len(&self, ptr: *mut c_void, size: usize, len: usize, flags: u64) -> AclResult<IpcKey> {
@@ -158,8 +181,7 @@ impl HostSim {
         if size == 0 || len < ACL_IPC_KEY_LEN || flags > 1 {
             return fail(ACL_ERROR_RT_PARAM_INVALID);
         }
-        self.ipc_supported()?;
-        current()?;
+        self.runtime_state()?;
         let addr = ptr as usize;
         let guard = state::proc();
         let p = guard.as_ref().expect("state is set by proc()");
@@ -495,8 +517,7 @@ impl AclRuntime for HostSim {
         if pids.is_empty() || pids.len() > ACL_IPC_MAX_PIDS_PER_CALL {
             return fail(ACL_ERROR_RT_PARAM_INVALID);
         }
-        self.ipc_supported()?;
-        current()?;
+        self.runtime_state()?;
         let Parsed::Hex(name) = key::parse(key) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         };
@@ -529,19 +550,25 @@ impl AclRuntime for HostSim {
         if flags > 1 {
             return fail(ACL_ERROR_RT_PARAM_INVALID);
         }
-        let name = match key::parse(key) {
-            Parsed::Hex(n) => n,
-            Parsed::Malformed => return fail(ACL_ERROR_RT_PARAM_INVALID),
-            Parsed::NotHex if flags == 0 => return fail(ACL_ERROR_RT_PARAM_INVALID),
-            Parsed::NotHex => return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR),
-        };
-        self.ipc_supported()?;
-        let cur = current()?;
+        let parsed = key::parse(key);
+        if parsed == Parsed::Malformed || (parsed == Parsed::NotHex && flags == 0) {
+            return fail(ACL_ERROR_RT_PARAM_INVALID);
+        }
+        let cur = self.runtime_state()?;
+        // With flags 1 the peer-device lookup asks the driver about the key: state, checked after the context.
+        let Parsed::Hex(name) = parsed else { return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR) };
         let needs_p2p = self.chip.needs_p2p_policy();
         let mut g = state::proc();
         let p = g.as_mut().expect("state is set by proc()");
         if let Some(imp) = p.imports.iter_mut().find(|i| i.key == name) {
             if imp.dev != cur {
+                return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+            }
+            // A key its exporter destroyed (closed, freed, or died with) imports
+            // no more, held here or not; the import held stays until closed.
+            let live =
+                registry::with(|reg| reg.find(&name).is_some_and(|r| r.valid && !r.revoked)).map_err(registry_io)?;
+            if !live {
                 return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
             }
             imp.refs += 1;
@@ -584,8 +611,7 @@ impl AclRuntime for HostSim {
     }
 
     fn ipc_mem_close(&self, key: &IpcKey) -> AclResult<()> {
-        self.ipc_supported()?;
-        current()?;
+        self.runtime_state()?;
         let Parsed::Hex(name) = key::parse(key) else {
             return fail(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
         };

@@ -174,14 +174,20 @@ fn flock(file: &File, op: i32) -> io::Result<()> {
 /// milliseconds (default 10 000).
 pub const LOCK_TIMEOUT_ENV: &str = "ASCEND_SIM_LOCK_TIMEOUT_MS";
 
-/// Takes the registry lock on `file` (`path`). A rewrite holds it for
+/// `ASCEND_SIM_LOCK_TIMEOUT_MS`, 10 000 if unset; a value that is not a
+/// whole number of milliseconds fails the call (the error carries the
+/// refusal, for the caller to report) rather than wait 10 s unasked.
+fn lock_timeout_ms() -> io::Result<u64> {
+    super::env_number(LOCK_TIMEOUT_ENV, 10_000, "milliseconds (a whole number from 0)", |_| true)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+/// Takes the registry lock on `file` (`path`), waiting at most `ms`. A rewrite holds it for
 /// microseconds, so a hold longer than the timeout is a process stopped or
 /// stuck while holding it: the call fails, naming that process, rather than
 /// hang every simulator call of the user.
-fn lock_exclusive(file: &File, path: &Path) -> io::Result<()> {
-    let ms = std::env::var(LOCK_TIMEOUT_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let timeout = Duration::from_millis(ms);
-    let deadline = Instant::now() + timeout;
+fn lock_exclusive(file: &File, path: &Path, ms: u64) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_millis(ms);
     let mut pause = Duration::from_micros(50);
     loop {
         match flock(file, libc::LOCK_EX | libc::LOCK_NB) {
@@ -219,6 +225,8 @@ impl Drop for Locked {
 /// Locks the registry in `dir` (creating the directory if needed); the lock
 /// file is re-checked after locking so a concurrent removal is never missed.
 fn lock(dir: &Path) -> io::Result<Locked> {
+    // Before the directory is made: a refused value leaves nothing behind.
+    let ms = lock_timeout_ms()?;
     let path = dir.join("registry.lock");
     let mut last = io::Error::other("registry lock: no attempt");
     for _ in 0..10_000 {
@@ -233,7 +241,7 @@ fn lock(dir: &Path) -> io::Result<Locked> {
                 continue;
             }
         };
-        lock_exclusive(&file, &path)?;
+        lock_exclusive(&file, &path, ms)?;
         let locked = Locked(file);
         match fs::metadata(&path) {
             Ok(m) if m.ino() == locked.0.metadata()?.ino() => return Ok(locked),
