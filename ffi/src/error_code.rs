@@ -101,7 +101,9 @@ fn device(e: &DeviceError) -> kpccl_error_code_t {
         | DeviceError::MultiNode { .. }
         | DeviceError::SharedProcess { .. }
         | DeviceError::NegativeDevice { .. }
-        | DeviceError::SizeTooLarge { .. } => KPCCL_ERR_INVALID_ARGUMENT,
+        | DeviceError::SizeTooLarge { .. }
+        // A peer's record that breaks the rules: as a host record that disagrees.
+        | DeviceError::BadRecord { .. } => KPCCL_ERR_INVALID_ARGUMENT,
         _ => KPCCL_ERR_DEVICE_RUNTIME,
     }
 }
@@ -145,4 +147,20 @@ pub(crate) fn failure_class(code: c_int) -> Option<kpccl_error_code_t> {
 #[unsafe(no_mangle)]
 pub extern "C" fn kpccl_last_error_code() -> kpccl_error_code_t {
     LAST.try_with(Cell::get).unwrap_or(kpccl_error_code_t::KPCCL_ERR_INTERNAL)
+}
+
+#[cfg(all(test, feature = "ascend"))]
+mod tests {
+    use kpccl_ascend::window::RecordFlaw;
+
+    use super::*;
+
+    /// A peer's device record that breaks the protocol is classed as a host
+    /// record that disagrees (an invalid argument), not as a failure of the
+    /// device runtime, which had no part in it.
+    #[test]
+    fn a_peers_bad_device_record_is_an_invalid_argument() {
+        let e = DeviceError::BadRecord { rank: 1, flaw: RecordFlaw::NoKey { size: 4096 } };
+        assert_eq!(device(&e), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
+    }
 }
