@@ -15,7 +15,7 @@ use kpccl_ascend::codes::{
     ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE,
 };
 use kpccl_ascend::sim::Chip;
-use kpccl_ascend::window::{Call, Collective, Error, Failure, Fault, Setting};
+use kpccl_ascend::window::{Call, Collective, Error, Failure, Fault, STAGE_MAX, Setting};
 use kpccl_ascend::{AclResult, AclStream, DeviceWindow, Memcpy, sim::HostSim};
 use kpccl_core::OobError;
 use kpccl_posix::{Comm, Oob};
@@ -72,6 +72,7 @@ fn rank_main() {
     let comm = Comm::new(oob, rank, n).expect("communicator");
     let result = match case.as_str() {
         "handoff" => handoff(&comm),
+        "large_copy" => large_copy(&comm),
         "user_devices" => user_devices(&comm),
         "mixed_kinds" => mixed_kinds(&comm),
         "unwhitelisted" => unwhitelisted(&comm),
@@ -118,6 +119,7 @@ launch_tests! {
     a_peer_fence_that_fails_on_one_ranks_device_fails_the_peer: (2, "peer_fence_device_failure");
     a_signal_that_fails_on_the_senders_device_fails_the_wait: (2, "signal_device_failure");
     handoff_on_2_and_4_ranks_on_distinct_devices: (2, "handoff"), (4, "handoff");
+    a_copy_across_devices_is_staged_in_pieces_whole_and_in_order: (2, "large_copy");
     windows_on_two_devices_of_one_thread_leave_the_users_device_current: (2, "user_devices");
     host_and_device_requests_fail_together: (3, "mixed_kinds");
     a_failed_import_fails_every_rank_with_the_acl_code: (2, "unwhitelisted"), (4, "unwhitelisted");
@@ -193,6 +195,39 @@ fn handoff<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
     match w.read(me, SEG - 1, &mut [0u8; 2]) {
         Err(Error::OutOfBounds { .. }) => {}
         other => return Err(format!("a read past the end gave {other:?}")),
+    }
+    w.free().map_err(e)
+}
+
+/// A copy to and from another device's segment larger than the staging
+/// limit: it arrives whole and in order, and no block of device memory it
+/// takes is larger than the limit (before, the staging buffer was as large as
+/// the copy: a 1 GiB write took 1 GiB more of a full device, or failed).
+fn large_copy<O: Oob>(comm: &Comm<O>) -> Result<(), String> {
+    let (me, n) = (comm.rank(), comm.nranks());
+    // One whole piece and part of another.
+    let len = STAGE_MAX + 4099;
+    let data = |writer: u32| -> Vec<u8> {
+        (0..len).map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(writer) >> 24) as u8).collect()
+    };
+    let w = DeviceWindow::builder(comm, len).device(me as i32).alloc().map_err(e)?;
+    kpccl_ascend::sim::take_largest_malloc();
+    let mine = data(me);
+    w.write((me + 1) % n, 0, &mine).map_err(e)?;
+    let mut got = vec![0u8; len];
+    w.read((me + 1) % n, 0, &mut got).map_err(e)?;
+    let staged = kpccl_ascend::sim::take_largest_malloc();
+    if got != mine {
+        return Err("a copy to and back from the next device's segment came back changed".into());
+    }
+    drop(mine);
+    w.fence().map_err(e)?;
+    w.read(me, 0, &mut got).map_err(e)?;
+    if got != data((me + n - 1) % n) {
+        return Err("this rank's segment does not hold what the previous rank wrote".into());
+    }
+    if staged == 0 || staged > STAGE_MAX {
+        return Err(format!("copies of {len} bytes across devices staged {staged} bytes at once (limit {STAGE_MAX})"));
     }
     w.free().map_err(e)
 }

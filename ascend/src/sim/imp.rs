@@ -311,14 +311,10 @@ impl AclRuntime for HostSim {
             mem::page_round(len).and_then(mem::create).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let map = mem::map_aligned(&file, len, page_size).map_err(|_| AclError::new(ACL_ERROR_RT_MEMORY_ALLOCATION))?;
         let addr = map.addr;
-        state::proc().as_mut().expect("state is set by proc()").allocs.push(Alloc {
-            map,
-            file,
-            len,
-            dev,
-            p2p: is_p2p_policy(policy),
-            page_size,
-        });
+        let mut g = state::proc();
+        let p = g.as_mut().expect("state is set by proc()");
+        p.largest_malloc = p.largest_malloc.max(size);
+        p.allocs.push(Alloc { map, file, len, dev, p2p: is_p2p_policy(policy), page_size });
         Ok(addr as *mut c_void)
     }
 

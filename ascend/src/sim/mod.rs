@@ -28,6 +28,7 @@ mod stream;
 pub use chip::{CHIP_ENV, Chip};
 pub use copylog::{COPY_LOG_ENV, sync_import_copies};
 pub use registry::{LOCK_TIMEOUT_ENV, sweep};
+pub use state::take_largest_malloc;
 
 /// The simulated runtime. All instances of a process share its state, as the real
 /// runtime's process-wide context does.

@@ -71,6 +71,15 @@ pub(crate) struct Proc {
     pub(crate) streams_made: usize,
     /// Synchronous copies that touched imported memory (see `copylog`).
     pub(crate) sync_import_copies: u64,
+    /// The largest `aclrtMalloc` since the last [`take_largest_malloc`].
+    pub(crate) largest_malloc: usize,
+}
+
+/// The largest `aclrtMalloc` size this process asked for and got since the
+/// last call (0 for none): the largest block of device memory a code path
+/// takes at once.
+pub fn take_largest_malloc() -> usize {
+    proc().as_mut().map_or(0, |p| core::mem::take(&mut p.largest_malloc))
 }
 
 impl Proc {

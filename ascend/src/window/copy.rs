@@ -15,6 +15,11 @@ use crate::codes::{
 };
 use crate::runtime::Memcpy;
 
+/// The most device memory a copy across devices stages at once: a larger one
+/// goes through the staging buffer in pieces, which the window's one stream
+/// runs in order (a piece is staged only once the one before has left).
+pub const STAGE_MAX: usize = 64 << 20;
+
 /// A device buffer on this rank's device, freed on drop.
 struct Staging<'w> {
     w: &'w DeviceWindow,
@@ -102,25 +107,32 @@ impl DeviceWindow {
             return Ok(());
         }
         let _on = self.dev.on_device()?;
-        let stage = if seg.device == self.dev.device { None } else { Some(Staging::new(self, n)?) };
-        // The device memory the host side is copied to or from: the segment, or the staging buffer.
-        let near = stage.as_ref().map_or(at, |s| s.ptr);
-        let staged = stage.is_some();
-        let legs = match way {
-            Way::ToDevice => [
-                Some((near, host, ACL_MEMCPY_HOST_TO_DEVICE)),
-                staged.then_some((at, near, ACL_MEMCPY_DEVICE_TO_DEVICE)),
-            ],
-            Way::ToHost => [
-                staged.then_some((near, at, ACL_MEMCPY_DEVICE_TO_DEVICE)),
-                Some((host, near, ACL_MEMCPY_DEVICE_TO_HOST)),
-            ],
-        };
-        for (dst, src, kind) in legs.into_iter().flatten() {
-            // SAFETY: `at` and `host` hold `n` bytes by the caller's contract, `near` is
-            // `at` or the `n`-byte staging buffer, and all stay valid until the
-            // synchronisation below.
-            unsafe { self.queue(dst, src, n, kind) }?;
+        let stage = if seg.device == self.dev.device { None } else { Some(Staging::new(self, n.min(STAGE_MAX))?) };
+        let piece = if stage.is_some() { STAGE_MAX } else { n };
+        for start in (0..n).step_by(piece) {
+            let len = piece.min(n - start);
+            let (at, host) = (at.wrapping_byte_add(start), host.wrapping_byte_add(start));
+            // The device memory the host side is copied to or from: the segment, or the staging buffer.
+            let near = stage.as_ref().map_or(at, |s| s.ptr);
+            let staged = stage.is_some();
+            let legs = match way {
+                Way::ToDevice => [
+                    Some((near, host, ACL_MEMCPY_HOST_TO_DEVICE)),
+                    staged.then_some((at, near, ACL_MEMCPY_DEVICE_TO_DEVICE)),
+                ],
+                Way::ToHost => [
+                    staged.then_some((near, at, ACL_MEMCPY_DEVICE_TO_DEVICE)),
+                    Some((host, near, ACL_MEMCPY_DEVICE_TO_HOST)),
+                ],
+            };
+            for (dst, src, kind) in legs.into_iter().flatten() {
+                // SAFETY: `at` and `host` hold `n` bytes by the caller's contract, so
+                // `len` from `start`; `near` is `at` or the staging buffer of at least
+                // `len` bytes; all stay valid until the synchronisation below, and the
+                // stream runs the pieces in order, so no piece overwrites the staging
+                // buffer before the one before has left it.
+                unsafe { self.queue(dst, src, len, kind) }?;
+            }
         }
         self.dev.synchronize(None)
     }

@@ -33,6 +33,7 @@ use kpccl_core::Oob;
 use kpccl_core::fence::Poison;
 use kpccl_posix::{Comm, Window};
 
+pub use copy::STAGE_MAX;
 pub use error::{Call, Collective, Error, Failure, RecordFlaw, Setting};
 pub use putget::PutGet;
 use state::DeviceState;
