@@ -240,7 +240,11 @@ fn a_signal_the_launcher_was_started_ignoring_stays_ignored_by_it_and_the_ranks(
     let out = launcher.wait_with_output().unwrap();
     assert_eq!(survivors(&ranks), Vec::<u32>::new());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(ranks_ignore, "the ranks do not ignore SIGHUP as their launcher was started to: {stderr}");
+    // qemu-user keeps a guest's ignored signals in its own table, and its
+    // host handler for them is reset at exec: under it the ranks cannot
+    // inherit what the (emulated) launcher ignores.
+    let inherits = kpccl_posix::launch::runner::from_env().is_empty();
+    assert!(ranks_ignore || !inherits, "the ranks do not ignore SIGHUP as their launcher was started to: {stderr}");
     assert!(ran_on, "a SIGHUP the launcher was started ignoring ended the job: {stderr}");
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
 }
