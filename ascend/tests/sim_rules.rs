@@ -12,7 +12,7 @@ use core::ffi::c_void;
 
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::{Chip, HostSim, sync_import_copies};
-use kpccl_ascend::{AclRuntime, AclStream, Memcpy};
+use kpccl_ascend::{AclRuntime, AclStream, IpcKey, Memcpy};
 
 use acl::ipc::{Exported, SIZE, code, fill, read};
 
@@ -349,31 +349,49 @@ fn a_synchronous_copy_of_memory_the_exporter_released_fails_and_does_not_crash()
     acl::run(
         || Some(HostSim::faithful()),
         |rt| {
-            for frees in [false, true] {
-                let exp = Exported::new(rt, 0, 5, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
-                let mut importer = exp.spawn_importer(0, |c, k| {
-                    let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
-                    c.send_i32(1);
-                    let _ = c.recv_i32();
+            once_released(
+                rt,
+                |k| rt.ipc_mem_import_by_key(k, 0).unwrap(),
+                |k, q, _| {
                     let mut host = vec![0u8; 64];
                     let h = host.as_mut_ptr().cast::<c_void>();
                     for (dst, src, kind) in [(h, q, ACL_MEMCPY_DEVICE_TO_HOST), (q, h, ACL_MEMCPY_HOST_TO_DEVICE)] {
                         assert_eq!(sync_copy(rt, dst, src, 64, kind), ACL_ERROR_RT_INTERNAL_ERROR, "kind {kind}");
                     }
                     rt.ipc_mem_close(k).unwrap();
-                });
-                assert_eq!(importer.chan.recv_i32(), 1);
-                if frees {
-                    exp.free()
-                } else {
-                    exp.close()
-                }
-                importer.chan.send_i32(1);
-                importer.join();
-                if frees { exp.close() } else { exp.free() }
-            }
+                },
+            );
         },
     );
+}
+
+/// For each way an exporter releases memory an importer maps (its key
+/// closed, then the memory freed): an importer process maps it with
+/// `import`, and once the exporter released it runs `then(key, address,
+/// freed)`; the exporter then releases the rest.
+fn once_released<R: AclRuntime>(
+    rt: &R,
+    import: impl Fn(&IpcKey) -> *mut c_void,
+    then: impl Fn(&IpcKey, *mut c_void, bool),
+) {
+    for frees in [false, true] {
+        let exp = Exported::new(rt, 0, 5, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+        let mut importer = exp.spawn_importer(0, |c, k| {
+            let q = import(k);
+            c.send_i32(1);
+            let _ = c.recv_i32();
+            then(k, q, frees);
+        });
+        assert_eq!(importer.chan.recv_i32(), 1);
+        if frees {
+            exp.free()
+        } else {
+            exp.close()
+        }
+        importer.chan.send_i32(1);
+        importer.join();
+        if frees { exp.close() } else { exp.free() }
+    }
 }
 
 /// The order of an IPC call's checks (docs/ascend-ipc.md §1.2, Close; §5): its
@@ -384,9 +402,9 @@ fn a_synchronous_copy_of_memory_the_exporter_released_fails_and_does_not_crash()
 fn the_context_is_checked_before_the_chip_and_the_key() {
     let chipless = HostSim::faithful().with_chip(Chip::Atlas200I500A2);
     // Well-formed (64 hex digits and a NUL), exported by no one.
-    let mut unknown = kpccl_ascend::IpcKey([b'0'; ACL_IPC_KEY_LEN]);
+    let mut unknown = IpcKey([b'0'; ACL_IPC_KEY_LEN]);
     unknown.0[ACL_IPC_KEY_LEN - 1] = 0;
-    let mut not_hex = kpccl_ascend::IpcKey([0; ACL_IPC_KEY_LEN]);
+    let mut not_hex = IpcKey([0; ACL_IPC_KEY_LEN]);
     not_hex.0[0] = b'z';
     // A thread of its own: no device set in it.
     std::thread::spawn(move || {
@@ -413,30 +431,19 @@ fn a_destroyed_key_is_not_imported_again_by_a_process_that_holds_it() {
     acl::run(
         || Some(HostSim::faithful()),
         |rt| {
-            for frees in [false, true] {
-                let exp = Exported::new(rt, 0, 5, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
-                let mut importer = exp.spawn_importer(0, |c, k| {
-                    let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
-                    assert_eq!(rt.ipc_mem_import_by_key(k, 0).unwrap(), q, "a live key's second import");
-                    c.send_i32(1);
-                    let _ = c.recv_i32();
-                    let again = code(rt.ipc_mem_import_by_key(k, 0));
-                    assert_eq!(again, ACL_ERROR_RT_DRV_INTERNAL_ERROR, "re-import of a destroyed key (freed: {frees})");
-                    // The two imports held close; a third close has nothing left.
-                    rt.ipc_mem_close(k).unwrap();
-                    rt.ipc_mem_close(k).unwrap();
-                    assert_ne!(code(rt.ipc_mem_close(k)), ACL_SUCCESS, "a close past the imports held");
-                });
-                assert_eq!(importer.chan.recv_i32(), 1);
-                if frees {
-                    exp.free()
-                } else {
-                    exp.close()
-                }
-                importer.chan.send_i32(1);
-                importer.join();
-                if frees { exp.close() } else { exp.free() }
-            }
+            let import_twice = |k: &IpcKey| {
+                let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
+                assert_eq!(rt.ipc_mem_import_by_key(k, 0).unwrap(), q, "a live key's second import");
+                q
+            };
+            once_released(rt, import_twice, |k, _, frees| {
+                let again = code(rt.ipc_mem_import_by_key(k, 0));
+                assert_eq!(again, ACL_ERROR_RT_DRV_INTERNAL_ERROR, "re-import of a destroyed key (freed: {frees})");
+                // The two imports held close; a third close has nothing left.
+                rt.ipc_mem_close(k).unwrap();
+                rt.ipc_mem_close(k).unwrap();
+                assert_ne!(code(rt.ipc_mem_close(k)), ACL_SUCCESS, "a close past the imports held");
+            });
         },
     );
 }
