@@ -81,14 +81,15 @@ fn invalid(var: &'static str, value: String, expected: &'static str) -> Error {
 }
 
 /// `name`'s value read as a `T`, if it is set: the one reading of the
-/// `KPCCL_*` numbers, the launcher's client's included (so both refuse alike).
-pub(crate) fn parsed<T: FromStr>(name: &'static str, expected: &'static str) -> Result<Option<T>, Error> {
+/// `KPCCL_*` numbers, the launcher's client's and the Ascend simulator's
+/// variables included (so all refuse alike, in the same words).
+pub fn env_parsed<T: FromStr>(name: &'static str, expected: &'static str) -> Result<Option<T>, Error> {
     var(name).map(|v| v.trim().parse().map_err(|_| invalid(name, v, expected))).transpose()
 }
 
 /// `name`'s value in milliseconds, if it is set.
 pub(crate) fn millis(name: &'static str) -> Result<Option<u64>, Error> {
-    parsed(name, "milliseconds (a whole number from 0)")
+    env_parsed(name, "milliseconds (a whole number from 0)")
 }
 
 /// The value `choices` gives `name`'s word, if it is set.
@@ -116,10 +117,10 @@ impl Config {
         if let Some(ms) = millis("KPCCL_TIMEOUT_MS")? {
             c.timeout = (ms > 0).then(|| Duration::from_millis(ms));
         }
-        if let Some(spins) = parsed("KPCCL_SPIN", "a spin count (a whole number from 0)")? {
+        if let Some(spins) = env_parsed("KPCCL_SPIN", "a spin count (a whole number from 0)")? {
             c.spins = Some(spins);
         }
-        if let Some(us) = parsed("KPCCL_YIELD_US", "microseconds (a whole number from 0)")? {
+        if let Some(us) = env_parsed("KPCCL_YIELD_US", "microseconds (a whole number from 0)")? {
             c.yield_time = Some(Duration::from_micros(us));
         }
         let barriers = [("auto", None), ("dissemination", Some(Barrier::Dissemination)), ("flat", Some(Barrier::Flat))];
@@ -162,5 +163,5 @@ pub fn env_flag(name: &'static str) -> Result<Option<bool>, Error> {
 /// `KPCCL_LOG`'s level, if it is set: also read alone, so that a refused
 /// other variable is reported (or not) at the level asked for.
 pub(crate) fn log_level() -> Result<Option<Level>, Error> {
-    parsed("KPCCL_LOG", "off, error, warn, info or debug")
+    env_parsed("KPCCL_LOG", "off, error, warn, info or debug")
 }

@@ -85,24 +85,13 @@ pub const DEVICES_ENV: &str = "ASCEND_SIM_DEVICES";
 
 /// Number of simulated devices: `ASCEND_SIM_DEVICES`, default 8, at most
 /// 65536 (the devices a context handle tells apart); another value is an
-/// error, never the default.
+/// error (in the library's words for a bad `KPCCL_*` value), never the
+/// default silently simulating another machine.
 pub fn device_count() -> Result<i32, kpccl_posix::Error> {
-    env_number(DEVICES_ENV, 8, "a device count (a whole number from 0 to 65536)", |&n| (0..=1 << 16).contains(&n))
-}
-
-/// `name`'s value read as a `T` that `fits`, `default` if unset or empty: a
-/// typo refused in the library's words (`KPCCL_*`), rather than the default
-/// silently simulating another machine.
-fn env_number<T: core::str::FromStr>(
-    name: &'static str,
-    default: T,
-    expected: &'static str,
-    fits: impl Fn(&T) -> bool,
-) -> Result<T, kpccl_posix::Error> {
-    let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) else { return Ok(default) };
-    let value = value.to_string_lossy().into_owned();
-    match value.trim().parse() {
-        Ok(n) if fits(&n) => Ok(n),
-        _ => Err(kpccl_posix::Error::Config { var: name, value, expected }),
+    const EXPECTED: &str = "a device count (a whole number from 0 to 65536)";
+    match kpccl_posix::env_parsed::<i32>(DEVICES_ENV, EXPECTED)? {
+        None => Ok(8),
+        Some(n) if (0..=1 << 16).contains(&n) => Ok(n),
+        Some(n) => Err(kpccl_posix::Error::Config { var: DEVICES_ENV, value: n.to_string(), expected: EXPECTED }),
     }
 }

@@ -178,7 +178,8 @@ pub const LOCK_TIMEOUT_ENV: &str = "ASCEND_SIM_LOCK_TIMEOUT_MS";
 /// whole number of milliseconds fails the call (the error carries the
 /// refusal, for the caller to report) rather than wait 10 s unasked.
 fn lock_timeout_ms() -> io::Result<u64> {
-    super::env_number(LOCK_TIMEOUT_ENV, 10_000, "milliseconds (a whole number from 0)", |_| true)
+    kpccl_posix::env_parsed(LOCK_TIMEOUT_ENV, "milliseconds (a whole number from 0)")
+        .map(|ms| ms.unwrap_or(10_000))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 

@@ -71,7 +71,7 @@ impl RunOob {
         let socket = socket.into_string().map_err(|_| bad_env(SOCKET_ENV, "is not UTF-8"))?;
         let rank = env_rank(RANK_ENV, "a rank (a whole number from 0)")?;
         let nranks = env_rank(NRANKS_ENV, "a rank count (a whole number)")?;
-        let oob = config::parsed::<NonZeroU64>(TIMEOUT_ENV, "milliseconds (a whole number from 1)")
+        let oob = config::env_parsed::<NonZeroU64>(TIMEOUT_ENV, "milliseconds (a whole number from 1)")
             .map_err(refused)?
             .map_or(DEFAULT_TIMEOUT, |ms| Duration::from_millis(ms.get()));
         // KPCCL_TIMEOUT_MS bounds every wait of the library; 0 means "no
@@ -227,7 +227,7 @@ impl Oob for RunOob {
 /// `name`'s rank or rank count, which the launcher sets: read as the
 /// library reads every `KPCCL_*` number (an empty value is unset).
 fn env_rank(name: &'static str, expected: &'static str) -> io::Result<u32> {
-    config::parsed(name, expected).map_err(refused)?.ok_or_else(|| bad_env(name, "is not set"))
+    config::env_parsed(name, expected).map_err(refused)?.ok_or_else(|| bad_env(name, "is not set"))
 }
 
 /// A refused `KPCCL_*` value, worded as the library's configuration words it.
