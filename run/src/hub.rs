@@ -24,8 +24,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::cred;
-use kpccl_posix::launch::addr;
 use kpccl_posix::launch::wire::{Culprit, MAX_DATA, Msg, Reason, VERSION};
+use kpccl_posix::launch::{Deadline, addr};
 
 /// How long a fresh connection may take to say hello, in all.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -355,9 +355,8 @@ const LINGER_BYTES: u64 = 64 << 10;
 fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
     let refuse = |reason| {
         // One deadline for all of it, however the peer trickles.
-        let until = Within::new(stream, REFUSAL_TIME);
-        let _ = stream.set_write_timeout(Some(REFUSAL_TIME));
-        let _ = Msg::fail(reason).write_to(stream);
+        let mut until = Deadline::new(stream, REFUSAL_TIME);
+        let _ = Msg::fail(reason).write_to(&mut until);
         // Closed with the peer's hello unread, the connection would be reset
         // under it (its write fails, the refusal unread): let it finish
         // writing and read to its end, within the refusal's time.
@@ -369,7 +368,7 @@ fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
     if uid != shared.uid {
         return refuse(Reason::Foreign);
     }
-    let hello = Msg::read_from(Within::new(stream, HELLO_TIMEOUT));
+    let hello = Msg::read_from(Deadline::new(stream, HELLO_TIMEOUT));
     let Ok(Some(Msg::Hello { version, rank, nranks, timeout_ms })) = hello else { return None };
     if version != VERSION {
         return refuse(Reason::BadVersion);
@@ -390,37 +389,13 @@ fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
         st.pids[rank as usize] = pid;
         st.timeouts[rank as usize] = (timeout_ms > 0).then(|| Duration::from_millis(u64::from(timeout_ms)));
     }
-    // Between collectives a rank may compute for as long as it likes.
-    if stream.set_read_timeout(None).is_err() || Msg::Welcome.write_to(stream).is_err() {
+    // Between collectives a rank may compute for as long as it likes: the
+    // hello's deadline was its reader's, not the socket's.
+    if Msg::Welcome.write_to(stream).is_err() {
         shared.leave(rank);
         return None;
     }
     Some(rank)
-}
-
-/// Reads from a stream until one deadline, however the reads are split
-/// (a socket's own timeout starts again at each read).
-struct Within<'s> {
-    stream: &'s UnixStream,
-    until: Instant,
-}
-
-impl<'s> Within<'s> {
-    fn new(stream: &'s UnixStream, within: Duration) -> Self {
-        Within { stream, until: Instant::now() + within }
-    }
-}
-
-impl Read for Within<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
-        self.stream.set_read_timeout(Some(left))?;
-        let mut stream = self.stream;
-        stream.read(buf)
-    }
 }
 
 impl Shared {

@@ -283,16 +283,10 @@ fn holds(fd: impl AsFd, entry: &[u8]) -> bool {
     }
 }
 
-/// A directory entry's name as a number, if it is one.
+/// A directory entry's name as a number, if it is one (`str::parse`
+/// allocates nothing, as the forked watchdog must not).
 fn number(name: &CStr) -> Option<u64> {
-    let digits = name.to_bytes();
-    if digits.is_empty() {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, &d| {
-        let digit = d.checked_sub(b'0').filter(|&d| d < 10)?;
-        n.checked_mul(10)?.checked_add(u64::from(digit))
-    })
+    name.to_str().ok()?.parse().ok()
 }
 
 /// Tells stderr how many processes the watchdog killed, if any (formatted

@@ -20,9 +20,10 @@ use rustix::net::{RecvFlags, SendFlags};
 
 use crate::interrupt;
 
-/// The connection, until `at`.
+/// The connection, until `at` (the launcher's hub reads its hellos
+/// through one too: a peer that trickles cannot hold it longer).
 #[derive(Debug)]
-pub(super) struct Deadline<'s> {
+pub struct Deadline<'s> {
     stream: &'s UnixStream,
     at: Instant,
 }
@@ -46,7 +47,7 @@ pub(super) fn ended(e: &io::Error) -> bool {
 
 impl<'s> Deadline<'s> {
     /// `stream`, for at most `within` from now.
-    pub(super) fn new(stream: &'s UnixStream, within: Duration) -> Self {
+    pub fn new(stream: &'s UnixStream, within: Duration) -> Self {
         // A deadline past what `Instant` holds is never reached: a day is as good.
         let at = Instant::now().checked_add(within).unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
         Self { stream, at }

@@ -55,6 +55,7 @@ pub mod wire;
 
 pub(crate) use client::in_use;
 pub use client::{DEFAULT_TIMEOUT, RunOob};
+pub use deadline::Deadline;
 pub use departure::{Departure, Ending, last_departure};
 
 /// The variable holding a rank's rank.
