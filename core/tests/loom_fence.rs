@@ -275,12 +275,13 @@ impl Mode for FutexStraight {
     }
 }
 
-/// [`FutexStraight`] with light wake-ups.
-struct FutexLight;
+/// [`FutexStraight`] with light wake-ups; `FutexLight<true>` polls once
+/// first, as [`SLEEPY`] does.
+struct FutexLight<const POLL_FIRST: bool = false>;
 
-impl Mode for FutexLight {
+impl<const POLL_FIRST: bool> Mode for FutexLight<POLL_FIRST> {
     type Env = Futex;
-    const POLICY: WaitPolicy = STRAIGHT_TO_SLEEP;
+    const POLICY: WaitPolicy = if POLL_FIRST { SLEEPY } else { STRAIGHT_TO_SLEEP };
     fn env() -> Futex {
         Futex { light: true, ..Futex::new() }
     }
@@ -941,19 +942,6 @@ fn flat_free_three_ranks<E: Mode>() {
     });
 }
 
-/// [`wake_taken_down_by_another_signaller`] with light wake-ups: the
-/// sleeper raises its flag again and runs its heavy fence before each
-/// sleep, so the second signaller's light fence must still find it.
-struct FutexLightSleepy;
-
-impl Mode for FutexLightSleepy {
-    type Env = Futex;
-    const POLICY: WaitPolicy = SLEEPY;
-    fn env() -> Futex {
-        Futex { light: true, ..Futex::new() }
-    }
-}
-
 /// Light wake-ups whose heavy fence fails on the sleeper's side (the
 /// `membarrier` call refused): the sleeper must not block, since a
 /// signaller's light fence alone may miss its flag; it yields and looks
@@ -1013,7 +1001,9 @@ models! {
     a_window_fence_a_rank_poisoned_fails_three_ranks_straight_to_sleep:
         fence_without_the_last::<FutexStraight>(3, window_fence, true);
     flat_teardown_three_ranks_one_freeing_sleeping: flat_free_three_ranks::<Futex>();
-    a_wake_taken_down_by_another_signaller_light_wakes: wake_taken_down_by_another_signaller::<FutexLightSleepy>();
+    // The sleeper raises its flag again and runs its heavy fence before each
+    // sleep, so the second signaller's light fence must still find it.
+    a_wake_taken_down_by_another_signaller_light_wakes: wake_taken_down_by_another_signaller::<FutexLight<true>>();
     a_free_fails_a_peer_fence_it_did_not_answer_light_wakes: free_during_a_pairwise_wait::<FutexLight>(false);
     flat_fences_back_to_back_two_ranks_light_wakes: window::<FutexLight>(2, 2, flat_fence);
     a_sleeper_whose_heavy_fence_fails_never_blocks: peer_twice::<NoHeavyFence>();
