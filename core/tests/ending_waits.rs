@@ -9,7 +9,8 @@ use core::cell::Cell;
 use kpccl_core::WaitOutcome;
 use kpccl_core::error::FenceError;
 use kpccl_core::fence::{
-    Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, leave, peer_test, peer_wait, poison, poison_state, window_fence,
+    Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, leave, peer_fence, peer_test, peer_wait, poison, poison_state,
+    window_fence,
 };
 use kpccl_core::sync::AtomicU32;
 use kpccl_core::sync::Ordering::Release;
@@ -116,4 +117,58 @@ fn testing_a_dead_peer_that_never_left_fails() {
     let env = Scripted::with_dead(1);
     assert_eq!(peer_test(&area, &env, 0, 1, || Some(1)), Err(FenceError::PeerDead { rank: 1 }));
     assert_eq!(poison_state(&area).map(|p| p.kind), Some(PoisonKind::Dead));
+}
+
+/// A clock that moves a millisecond at every look, and rank `dead` not alive.
+struct Ticking {
+    now: Cell<u64>,
+    dead: Option<u32>,
+}
+
+impl WaitEnv for Ticking {
+    fn now_ns(&self) -> u64 {
+        self.now.set(self.now.get() + MS);
+        self.now.get()
+    }
+    fn yield_now(&self) {}
+    fn wait(&self, _word: &AtomicU32, _expected: u32, _deadline_ns: u64) -> WaitOutcome {
+        WaitOutcome::Woken
+    }
+    fn wake(&self, _word: &AtomicU32) {}
+    fn is_alive(&self, rank: u32) -> bool {
+        self.dead != Some(rank)
+    }
+}
+
+/// `wait` on a thread, which must end within 20 s.
+fn ends(wait: impl FnOnce() -> Result<(), FenceError> + Send + 'static) -> Result<(), FenceError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(wait()));
+    rx.recv_timeout(core::time::Duration::from_secs(20)).expect("the wait still spins after 20 s")
+}
+
+#[test]
+fn a_spin_count_near_the_maximum_still_ends_the_wait() {
+    // "Always poll" (`KPCCL_SPIN`, `spin_count` up to u32::MAX) spun about
+    // 4e9 times before it looked at the timeout, the poison or the partner's
+    // death: minutes, during which a dead partner went unnoticed.
+    let always = WaitPolicy { spins: u32::MAX, signal_spins: u32::MAX, ..WaitPolicy::DEFAULT };
+    let timed_out = ends(move || {
+        let area = HeapArea::new(2);
+        let env = Ticking { now: Cell::new(0), dead: None };
+        peer_fence(&area, &env, 0, 1, &WaitPolicy { timeout_ns: 100 * MS, ..always })
+    });
+    assert_eq!(timed_out, Err(FenceError::Timeout { peer: 1 }));
+    let dead = ends(move || {
+        let area = HeapArea::new(2);
+        let env = Ticking { now: Cell::new(0), dead: Some(1) };
+        peer_wait(&area, &env, 0, 1, &always)
+    });
+    assert_eq!(dead, Err(FenceError::PeerDead { rank: 1 }));
+    let poisoned = ends(move || {
+        let area = HeapArea::new(2);
+        poison(&area, &ManualEnv::default(), Poison { kind: PoisonKind::Aborted, rank: 1 });
+        peer_fence(&area, &Ticking { now: Cell::new(0), dead: None }, 0, 1, &always)
+    });
+    assert_eq!(poisoned, Err(FenceError::Aborted { rank: 1 }));
 }

@@ -210,13 +210,52 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    for _ in 0..policy.spins {
+    for _ in 0..policy.spins.min(SPINS_PER_CHECK) {
         if ready() {
             return Ok(());
         }
         spin_loop();
     }
+    if policy.spins > SPINS_PER_CHECK && long_spin(w, policy, start, &mut ready)? {
+        return Ok(());
+    }
     slow_wait(w, policy, start, &mut ready)
+}
+
+/// Spins at most this many times between two looks at what ends a wait.
+/// A spin count near `u32::MAX` (a user's "always poll") spins for minutes:
+/// the timeout, the poison and the partner's death must end it all the same.
+const SPINS_PER_CHECK: u32 = 1 << 16;
+
+/// The spins past the first [`SPINS_PER_CHECK`], with a [`Watch::check`]
+/// after every [`SPINS_PER_CHECK`] more; `Ok(true)` once `ready()`.
+#[cold]
+fn long_spin<A, E>(
+    w: &Waiter<'_, A, E>,
+    policy: &WaitPolicy,
+    start: &mut WaitStart,
+    ready: &mut dyn FnMut() -> bool,
+) -> Result<bool, FenceError>
+where
+    A: SyncArea + ?Sized,
+    E: WaitEnv + ?Sized,
+{
+    let now = w.env.now_ns();
+    let mut watch = Watch::new(now, deadline_after(start.since(now), policy), policy);
+    let mut left = policy.spins - SPINS_PER_CHECK;
+    while left > 0 {
+        if watch.check(w, ready)? {
+            return Ok(true);
+        }
+        for _ in 0..left.min(SPINS_PER_CHECK) {
+            if ready() {
+                return Ok(true);
+            }
+            spin_loop();
+        }
+        left = left.saturating_sub(SPINS_PER_CHECK);
+    }
+    Ok(false)
 }
 
 #[cold]
