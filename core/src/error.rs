@@ -214,6 +214,10 @@ pub enum PlatformOp {
     /// that stands for the reservation when memory is reserved lazily); the
     /// code is the bytes free.
     Fit,
+    /// The segment's mapping starts at an address not aligned to the page,
+    /// which the window's layout assumes; the code holds both alignments
+    /// (see [`PlatformError::misaligned`]).
+    Alignment,
 }
 
 impl fmt::Display for PlatformOp {
@@ -230,6 +234,7 @@ impl fmt::Display for PlatformOp {
             Self::Owner => "accept the segment: it belongs to another user",
             Self::Size => "accept the segment: its size is not the window's",
             Self::Fit => "fit the window in the segment directory",
+            Self::Alignment => "accept the segment's mapping: its address is not aligned to the page",
         })
     }
 }
@@ -239,8 +244,29 @@ impl fmt::Display for PlatformOp {
 pub struct PlatformError {
     /// What was attempted.
     pub op: PlatformOp,
-    /// The OS error code, or the offending value for [`PlatformOp::Owner`] and [`PlatformOp::Size`].
+    /// The OS error code, or the offending value for [`PlatformOp::Owner`]
+    /// and [`PlatformOp::Size`], or both alignments for
+    /// [`PlatformOp::Alignment`] (see [`PlatformError::alignments`]).
     pub code: i64,
+}
+
+impl PlatformError {
+    /// A mapping whose address is aligned to `found` bytes where the window
+    /// needs `needed` (both powers of two): their exponents, in the high and
+    /// low halves of the code, so that a record carries them to every rank.
+    #[must_use]
+    pub fn misaligned(found: u64, needed: u64) -> Self {
+        let code = (i64::from(needed.trailing_zeros()) << 32) | i64::from(found.trailing_zeros());
+        Self { op: PlatformOp::Alignment, code }
+    }
+
+    /// For [`PlatformOp::Alignment`]: the alignment the mapping has and the
+    /// one the window needs, in bytes.
+    #[must_use]
+    pub fn alignments(&self) -> Option<(u64, u64)> {
+        let exponent = |bits: i64| 1u64 << (bits & 63);
+        (self.op == PlatformOp::Alignment).then(|| (exponent(self.code), exponent(self.code >> 32)))
+    }
 }
 
 impl fmt::Display for PlatformError {
@@ -249,6 +275,14 @@ impl fmt::Display for PlatformError {
             PlatformOp::Owner => write!(f, "cannot {} (uid {})", self.op, self.code),
             PlatformOp::Size => write!(f, "cannot {} ({} bytes)", self.op, self.code),
             PlatformOp::Fit => write!(f, "cannot {}: {} bytes free", self.op, self.code),
+            PlatformOp::Alignment => {
+                let (found, needed) = self.alignments().unwrap_or_default();
+                write!(
+                    f,
+                    "cannot accept the segment's mapping: its address is aligned to {found} bytes, the window needs \
+                     {needed} (the page size)"
+                )
+            }
             _ => write!(f, "cannot {}: os error {}", self.op, self.code),
         }
     }

@@ -105,7 +105,9 @@ impl fmt::Display for Error {
                 }
                 let dir = dir.display();
                 match error.op {
-                    PlatformOp::Owner | PlatformOp::Size | PlatformOp::Fit => write!(f, "{error} in {dir}"),
+                    PlatformOp::Owner | PlatformOp::Size | PlatformOp::Fit | PlatformOp::Alignment => {
+                        write!(f, "{error} in {dir}")
+                    }
                     op => {
                         let reason = i32::try_from(error.code).map(std::io::Error::from_raw_os_error);
                         match reason {
@@ -195,6 +197,18 @@ mod tests {
         let gone = PlatformError { op: PlatformOp::Open, code: i64::from(libc::ENOENT) };
         let text = Error::Platform { dir: "/dev/shm".into(), rank: None, error: gone }.to_string();
         assert!(text.ends_with("(os error 2)"), "no hint where the errno says it: {text}");
+    }
+
+    /// A platform's misaligned mapping carries alignments, not an errno.
+    #[test]
+    fn a_misaligned_mapping_is_said_in_bytes() {
+        let error = kpccl_core::PlatformError::misaligned(8, 4096);
+        let text = Error::Platform { dir: "/dev/shm".into(), rank: Some(1), error }.to_string();
+        assert_eq!(
+            text,
+            "on rank 1: cannot accept the segment's mapping: its address is aligned to 8 bytes, the window needs 4096 \
+             (the page size) in /dev/shm"
+        );
     }
 
     #[test]

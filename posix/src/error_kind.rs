@@ -95,6 +95,8 @@ impl ErrorKind {
             PlatformOp::Owner => return Self::Permission,
             PlatformOp::Size => return Self::InvalidArgument,
             PlatformOp::Fit => return Self::NoSpace,
+            // A platform that broke its contract: no errno, nothing the caller set.
+            PlatformOp::Alignment => return Self::Internal,
             _ => {}
         }
         match i32::try_from(p.code).unwrap_or(-1) {
@@ -153,6 +155,10 @@ mod tests {
         assert_eq!(platform(PlatformOp::Reserve, i64::from(libc::ENOSPC)).kind(), ErrorKind::NoSpace);
         assert_eq!(platform(PlatformOp::Create, i64::from(libc::EACCES)).kind(), ErrorKind::Permission);
         assert_eq!(platform(PlatformOp::Owner, 1000).kind(), ErrorKind::Permission);
+        assert_eq!(
+            Error::Collective(CollectiveError::Local(Failure::Platform(PlatformError::misaligned(8, 4096)))).kind(),
+            ErrorKind::Internal
+        );
         assert_eq!(platform(PlatformOp::Map, i64::from(libc::EIO)).kind(), ErrorKind::System);
         assert_eq!(Error::Fence(FenceError::Timeout { peer: 1 }).kind(), ErrorKind::Timeout);
         assert_eq!(Error::Fence(FenceError::PeerDead { rank: 1 }).kind(), ErrorKind::DeadPeer);

@@ -516,14 +516,21 @@ fn create_segment<P: Platform>(
     Ok(segment)
 }
 
-/// Refuses a mapping shorter than the window (a platform that broke the
-/// contract of `create` or `open`): the window's views would panic on it.
+/// Refuses a mapping shorter than the window, or whose address is not
+/// aligned to the page (a platform that broke the contract of `create` or
+/// `open`): the window's views would panic on it (its header and atomics
+/// out of reach), or misplace its lines and data segments.
 fn whole<S: Segment>(segment: &S, layout: &Layout) -> Result<(), PlatformError> {
     let len = segment.len();
-    if u64::try_from(len).is_ok_and(|len| len >= layout.total()) {
-        return Ok(());
+    if !u64::try_from(len).is_ok_and(|len| len >= layout.total()) {
+        return Err(PlatformError { op: crate::error::PlatformOp::Size, code: i64::try_from(len).unwrap_or(i64::MAX) });
     }
-    Err(PlatformError { op: crate::error::PlatformOp::Size, code: i64::try_from(len).unwrap_or(i64::MAX) })
+    let (address, page) = (segment.base().as_ptr().addr() as u64, layout.params().page);
+    if !address.is_multiple_of(page) {
+        // The largest power of two dividing the (non-null) address.
+        return Err(PlatformError::misaligned(1 << address.trailing_zeros(), page));
+    }
+    Ok(())
 }
 
 /// Checks the shared header and rank table against this rank's own view.

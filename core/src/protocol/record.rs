@@ -180,7 +180,7 @@ fn decode_layout(sub: u32, v: u64) -> Option<LayoutError> {
     })
 }
 
-const PLATFORM_OPS: [PlatformOp; 11] = [
+const PLATFORM_OPS: [PlatformOp; 12] = [
     PlatformOp::Create,
     PlatformOp::Open,
     PlatformOp::Resize,
@@ -192,9 +192,10 @@ const PLATFORM_OPS: [PlatformOp; 11] = [
     PlatformOp::Owner,
     PlatformOp::Size,
     PlatformOp::Fit,
+    PlatformOp::Alignment,
 ];
 
-#[allow(clippy::cast_possible_truncation)] // PLATFORM_OPS has 11 entries
+#[allow(clippy::cast_possible_truncation)] // PLATFORM_OPS has 12 entries
 fn encode(f: Failure) -> (u32, u32, u64) {
     match f {
         Failure::Argument(ArgError::Rank { rank, nranks }) => (1, 0, pair(rank, nranks)),
@@ -276,6 +277,7 @@ mod tests {
             Failure::Platform(PlatformError { op: PlatformOp::Reserve, code: 28 }),
             Failure::Platform(PlatformError { op: PlatformOp::Size, code: 4096 }),
             Failure::Platform(PlatformError { op: PlatformOp::Fit, code: 1 << 40 }),
+            Failure::Platform(PlatformError::misaligned(8, 1 << 16)),
             Failure::Attach(AttachError::RankTable { rank: 2 }),
             Failure::Attach(AttachError::Name { rank: 3 }),
             Failure::Attach(AttachError::Version { found: 9, expected: VERSION }),
