@@ -149,16 +149,12 @@ impl Fd {
         if end > self.stat()?.size {
             within_file_size_limit(end)?;
         }
-        loop {
-            match rustix::fs::fallocate(&*self.fd, FallocateFlags::empty(), offset, len) {
-                Ok(()) => return Ok(()),
-                Err(Errno::INTR) => {}
-                // A file system without fallocate (some FUSE or network
-                // mounts): libc's posix_fallocate writes each block instead,
-                // which rustix does not offer.
-                Err(Errno::OPNOTSUPP) => return self.allocate_by_writing(offset, len),
-                Err(e) => return Err(e.into()),
-            }
+        match in_pieces(offset, len, |at, n| rustix::fs::fallocate(&*self.fd, FallocateFlags::empty(), at, n)) {
+            // A file system without fallocate (some FUSE or network mounts):
+            // libc's posix_fallocate writes each block instead, which rustix
+            // does not offer.
+            Err(Errno::OPNOTSUPP) => self.allocate_by_writing(offset, len),
+            done => Ok(done?),
         }
     }
 
@@ -167,17 +163,41 @@ impl Fd {
     fn allocate_by_writing(&self, offset: u64, len: u64) -> io::Result<()> {
         // Writes look at the limit wherever they land (`SIGXFSZ` too).
         within_file_size_limit(offset.saturating_add(len))?;
-        let off = libc::off_t::try_from(offset).map_err(|_| Errno::FBIG)?;
-        let len = libc::off_t::try_from(len).map_err(|_| Errno::FBIG)?;
-        loop {
+        let fd = self.fd.as_raw_fd();
+        Ok(in_pieces(offset, len, |at, n| {
+            let at = libc::off_t::try_from(at).map_err(|_| Errno::FBIG)?;
+            let n = libc::off_t::try_from(n).map_err(|_| Errno::FBIG)?;
             // SAFETY: plain call on an fd we own; it returns an errno value.
-            match unsafe { libc::posix_fallocate(self.fd.as_raw_fd(), off, len) } {
-                0 => return Ok(()),
-                libc::EINTR => {}
-                e => return Err(io::Error::from_raw_os_error(e)),
+            match unsafe { libc::posix_fallocate(fd, at, n) } {
+                0 => Ok(()),
+                e => Err(Errno::from_raw_os_error(e)),
             }
+        })?)
+    }
+}
+
+/// The smallest piece [`in_pieces`] retries after `EINTR`.
+const MIN_PIECE: u64 = 1 << 16;
+
+/// Runs `allocate` over `offset..offset + len`, retrying after `EINTR`. On
+/// kernels whose tmpfs stops a `fallocate` at any pending signal, the call
+/// gives back all it had allocated, so retrying the whole range never ends
+/// under a signal that comes more often than the range takes (a profiler's
+/// timer): each retry takes half the piece, down to [`MIN_PIECE`] (signals
+/// that come even more often than that takes are retried at that size), and
+/// what succeeded stays done.
+fn in_pieces(offset: u64, len: u64, mut allocate: impl FnMut(u64, u64) -> Result<(), Errno>) -> Result<(), Errno> {
+    let end = offset.saturating_add(len);
+    let (mut at, mut piece) = (offset, len.max(1));
+    while at < end {
+        let n = piece.min(end - at);
+        match allocate(at, n) {
+            Ok(()) => at += n,
+            Err(Errno::INTR) => piece = (piece / 2).max(MIN_PIECE),
+            Err(e) => return Err(e),
         }
     }
+    Ok(())
 }
 
 /// `EFBIG` if a file of `end` bytes exceeds this process's file size limit
@@ -261,4 +281,39 @@ pub(crate) fn map_shared(fd: &Fd, len: usize) -> io::Result<Mapping> {
     unsafe { rustix::mm::madvise(p, len, Advice::LinuxDontFork) }?;
     super::fork::track_mapping(p.addr(), len);
     Ok(mapping)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Interrupted like an older kernel's tmpfs under a frequent timer signal:
+    /// every call of more than `most` bytes; `calls` bounds the attempts.
+    fn interrupted_above(most: u64, calls: usize) -> impl FnMut(u64, u64) -> Result<(), Errno> {
+        let mut left = calls;
+        move |_, n| {
+            left = left.checked_sub(1).expect("allocation retried without end");
+            if n > most { Err(Errno::INTR) } else { Ok(()) }
+        }
+    }
+
+    #[test]
+    fn a_frequent_signal_does_not_restart_the_whole_range_for_ever() {
+        let mut done = Vec::new();
+        let mut calls = interrupted_above(1 << 20, 1000);
+        in_pieces(4096, 256 << 20, |at, n| calls(at, n).inspect(|()| done.push((at, n)))).unwrap();
+        let covered: u64 = done.iter().map(|&(_, n)| n).sum();
+        assert_eq!(covered, 256 << 20);
+        assert!(done.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0), "pieces in order, without gaps");
+        assert_eq!(done[0].0, 4096);
+    }
+
+    #[test]
+    fn other_errors_and_empty_ranges() {
+        assert_eq!(in_pieces(0, 1 << 20, |_, _| Err(Errno::NOSPC)), Err(Errno::NOSPC));
+        assert_eq!(in_pieces(0, 0, |_, _| panic!("nothing to allocate")), Ok(()));
+        // A signal at every call, however small: retried at the smallest piece.
+        let mut calls = interrupted_above(MIN_PIECE, 100);
+        assert_eq!(in_pieces(0, 4 * MIN_PIECE, &mut calls), Ok(()));
+    }
 }
