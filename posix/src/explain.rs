@@ -73,6 +73,8 @@ pub(crate) fn creation_error(
     if let Some(departure) = lost_rank(&e, peers) {
         return Error::RankLost { during, departure, cause: e };
     }
+    // A rank of another node failed in its node's directory, not in `dir`.
+    let dir = dir.filter(|_| on_this_node(&e, peers));
     if let Some(problem) = dir.and_then(|(dir, private)| dir_error(&e, dir, private)) {
         return Error::SegmentDir(problem);
     }
@@ -95,6 +97,15 @@ pub(crate) fn creation_error(
             Error::Launcher { rank: Some(rank), code: o.code }
         }
         e => Error::Collective(e),
+    }
+}
+
+/// Whether `e` failed on this node: on this rank, or on one of `peers`
+/// (the other ranks of this node), whose segment directory is this rank's.
+fn on_this_node(e: &CollectiveError, peers: &[(u32, ProcessIdentity)]) -> bool {
+    match *e {
+        CollectiveError::Peer { rank, .. } => peers.iter().any(|&(peer, _)| peer == rank),
+        _ => true,
     }
 }
 

@@ -68,6 +68,9 @@ pub struct SegmentInfo {
 /// The segments of `dir` (and of its simulated nodes' directories), named
 /// or mapped by a process this user may inspect, sorted by path.
 pub fn list(dir: &Path) -> io::Result<Vec<SegmentInfo>> {
+    // Spelled as the memory maps spell it (absolute, no link, no trailing
+    // slash): else a live window, found only there, is not seen as in `dir`.
+    let dir = &fs::canonicalize(dir)?;
     let mut found: BTreeMap<PathBuf, SegmentInfo> = BTreeMap::new();
     for path in named(dir)? {
         // Opened without following a link and without blocking (a FIFO put
@@ -180,19 +183,23 @@ fn named(dir: &Path) -> io::Result<Vec<PathBuf>> {
 /// Every deleted kpccl segment under `dir` that a process maps, and every
 /// nameless file there (a tmpfs `O_TMPFILE` file shows as `#<inode>`;
 /// [`list`] keeps those with a window header): one per mapping; the
-/// processes this user cannot inspect are left out.
+/// processes this user cannot inspect are left out. `dir` is canonical, as
+/// the maps spell paths.
 fn mapped(dir: &Path) -> Vec<Mapping> {
     let Ok(procs) = fs::read_dir("/proc") else { return Vec::new() };
-    let prefix = format!("{}/", dir.display());
     let mut found = Vec::new();
     for entry in procs.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         let Ok(maps) = fs::read_to_string(entry.path().join("maps")) else { continue };
         let mut fds: Option<Vec<(PathBuf, String)>> = None;
         for line in maps.lines() {
-            let Some(path) = line.strip_suffix(" (deleted)").and_then(|l| l.find(&prefix).map(|at| &l[at..])) else {
+            // The path is the line's last field, the first to hold a '/'.
+            let Some(path) = line.strip_suffix(" (deleted)").and_then(|l| l.find('/').map(|at| &l[at..])) else {
                 continue;
             };
+            if !Path::new(path).starts_with(dir) {
+                continue;
+            }
             let name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if sweep::creator(&name).is_some() || name.starts_with('#') {
                 let range = line.split_whitespace().next().unwrap_or_default().to_owned();

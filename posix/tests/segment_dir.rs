@@ -55,3 +55,36 @@ fn a_failed_system_call_names_the_directory_the_reason_and_its_class() {
     assert!(text.contains(&shm.display().to_string()) && text.contains("No such file or directory"), "{text}");
     assert_eq!(e.kind(), kpccl_posix::ErrorKind::System, "{e:?}");
 }
+
+/// Over simulated nodes, a rank of another node whose segment could not be
+/// made is named without this node's directory, which is not where it failed.
+#[test]
+fn another_nodes_failure_does_not_name_this_nodes_directory() {
+    use core::time::Duration;
+    let scratch = ScratchDir::new("dirtest", "other-node");
+    let shm = scratch.path().to_owned();
+    let outcomes = kpccl_core::threads::run(4, Duration::from_secs(60), move |rank, oob| {
+        // Round robin: node 0 holds ranks 0 and 2, node 1 ranks 1 and 3.
+        let config = Config { shm_dir: shm.clone(), node_id: Some(format!("node{}", rank % 2)), ..Config::default() };
+        let comm = Comm::builder(oob, rank, 4).config(config).build().expect("communicator");
+        let dir = comm.segment_dir().to_owned();
+        if rank == 1 {
+            // Node 1's creator finds its directory open to others.
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::write(dir.join("stray"), b"").unwrap();
+        }
+        comm.barrier().expect("barrier");
+        let e = comm.window(4096).alloc().expect_err("node 1 cannot create");
+        (dir, e)
+    });
+    let (node1_dir, node1_error) = &outcomes[1];
+    assert!(matches!(node1_error, Error::SegmentDir(_)), "{node1_error:?}");
+    let _ = std::fs::remove_dir_all(node1_dir);
+    for (dir, e) in [&outcomes[0], &outcomes[2]] {
+        let text = e.to_string();
+        assert!(text.contains("rank 1"), "{text}");
+        assert!(!text.contains(&dir.display().to_string()), "names node 0's directory: {text}");
+        assert_eq!(e.kind(), kpccl_posix::ErrorKind::Permission, "{e:?}");
+    }
+}
