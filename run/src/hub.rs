@@ -368,7 +368,8 @@ fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
     if uid != shared.uid {
         return refuse(Reason::Foreign);
     }
-    let hello = Msg::read_from(Deadline::new(stream, HELLO_TIMEOUT));
+    // Refused at its header if it announces more than a hello: never a body of up to 1 GiB.
+    let hello = Msg::read_hello(Deadline::new(stream, HELLO_TIMEOUT));
     let Ok(Some(Msg::Hello { version, rank, nranks, timeout_ms })) = hello else { return None };
     if version != VERSION {
         return refuse(Reason::BadVersion);

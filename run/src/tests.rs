@@ -299,3 +299,46 @@ fn connections_awaiting_their_hello_are_bounded() {
     assert_eq!(hub.connections(), (80, 0), "(accepted, held) once the strays left");
     connect(&hub, 0).barrier().unwrap();
 }
+
+/// A first frame that announces more than a hello can be (a 1 GiB
+/// "hello", or an allgather) is refused at its header: the connection is
+/// dropped at once, its body neither awaited nor read. Before, the hub
+/// waited up to 30 s for the gigabyte, buffering what came, in each of up
+/// to 64 such connections at a time.
+#[test]
+fn a_first_frame_larger_than_a_hello_is_refused_at_its_header() {
+    use kpccl_posix::launch::wire::{MAX_BODY, Msg, Reason, VERSION};
+    use std::borrow::Cow;
+    use std::io::{ErrorKind, Read as _, Write as _};
+    let hub = Hub::start(1).unwrap();
+    let hello = Msg::Hello { version: VERSION, rank: 0, nranks: 1, timeout_ms: 0 };
+    let allgather = Msg::Allgather { recv_len: 1 << 30, data: Cow::Borrowed(&[]) };
+    for first in [hello, allgather] {
+        // The frame's header only (length and tag), announcing the largest body.
+        let mut header = Vec::new();
+        first.write_to(&mut header).unwrap();
+        header.truncate(5);
+        header[..4].copy_from_slice(&u32::try_from(MAX_BODY).unwrap().to_le_bytes());
+        let mut peer = raw(&hub);
+        peer.set_read_timeout(Some(T)).unwrap();
+        peer.write_all(&header).unwrap();
+        let start = Instant::now();
+        let got = peer.read(&mut [0u8; 1]);
+        let dropped = matches!(&got, Ok(0)) || got.as_ref().is_err_and(|e| e.kind() == ErrorKind::ConnectionReset);
+        assert!(dropped, "{first:?} announcing {MAX_BODY} bytes: {got:?} after {:?}", start.elapsed());
+    }
+    let start = Instant::now();
+    while hub.connections().1 > 0 && start.elapsed() < T {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(hub.connections(), (2, 0), "(accepted, held)");
+    // Version 1's shorter hello (no timeout field) is still read, and refused by its version.
+    let mut old = Vec::new();
+    Msg::Hello { version: 1, rank: 0, nranks: 1, timeout_ms: 0 }.write_to(&mut old).unwrap();
+    old.truncate(old.len() - 4);
+    old[..4].copy_from_slice(&17u32.to_le_bytes());
+    let mut peer = raw(&hub);
+    peer.write_all(&old).unwrap();
+    assert_eq!(Msg::read_from(&peer).unwrap(), Some(Msg::fail(Reason::BadVersion)));
+    connect(&hub, 0).barrier().unwrap();
+}

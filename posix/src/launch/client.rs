@@ -63,11 +63,12 @@ impl RunOob {
     /// `KPCCL_OOB_TIMEOUT_MS` (milliseconds, default 60000), or
     /// `KPCCL_TIMEOUT_MS` when that is set and shorter.
     ///
-    /// `Ok(None)` when `KPCCL_RUN_SOCKET` is not set (not under the
-    /// launcher); an error when a variable is malformed or the launcher
+    /// `Ok(None)` when `KPCCL_RUN_SOCKET` is not set or empty (not under
+    /// the launcher); an error when a variable is malformed or the launcher
     /// cannot be reached or refuses this rank.
     pub fn from_env() -> io::Result<Option<RunOob>> {
-        let Some(socket) = std::env::var_os(SOCKET_ENV) else { return Ok(None) };
+        // Empty is unset, as the library reads every `KPCCL_*` variable.
+        let Some(socket) = std::env::var_os(SOCKET_ENV).filter(|s| !s.is_empty()) else { return Ok(None) };
         let socket = socket.into_string().map_err(|_| bad_env(SOCKET_ENV, "is not UTF-8"))?;
         let rank = env_rank(RANK_ENV, "a rank (a whole number from 0)")?;
         let nranks = env_rank(NRANKS_ENV, "a rank count (a whole number)")?;
@@ -237,4 +238,38 @@ fn refused(e: crate::Error) -> io::Error {
 
 fn bad_env(name: &str, why: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{name} {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the re-executed test process, whose environment is its own.
+    const CHILD: &str = "KPCCL_TEST_EMPTY_SOCKET_CHILD";
+
+    /// An empty `KPCCL_RUN_SOCKET` (`export KPCCL_RUN_SOCKET=$S` with `S`
+    /// unset) is not being under the launcher, as every empty `KPCCL_*` value
+    /// is unset. Before, it was taken for a launcher's, and failed to parse.
+    #[test]
+    fn an_empty_socket_is_not_a_launcher() {
+        if std::env::var_os(CHILD).is_some() {
+            assert_eq!(std::env::var_os(SOCKET_ENV).as_deref(), Some(std::ffi::OsStr::new("")));
+            assert!(matches!(RunOob::from_env(), Ok(None)), "{:?}", RunOob::from_env());
+            return;
+        }
+        // This test again, alone, with the variable set empty: the
+        // environment is process-wide, and the other tests run meanwhile.
+        let mut words = crate::launch::runner::from_env();
+        words.push(std::env::current_exe().unwrap().into_os_string());
+        let status = std::process::Command::new(&words[0])
+            .args(&words[1..])
+            .args(["--exact", "launch::client::tests::an_empty_socket_is_not_a_launcher", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env(SOCKET_ENV, "")
+            .env(RANK_ENV, "0")
+            .env(NRANKS_ENV, "1")
+            .status()
+            .unwrap();
+        assert!(status.success(), "the child failed: {status}");
+    }
 }

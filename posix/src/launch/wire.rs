@@ -166,6 +166,24 @@ impl Msg<'_> {
         let body = read_body(&mut r, len)?;
         decode(tag, body).map(Some)
     }
+
+    /// Reads the first frame of a connection, which must be a hello: one
+    /// that announces another message, or more than a hello's bytes, is
+    /// refused at its header, its body neither awaited nor read (a peer
+    /// cannot make the hub buffer a gigabyte before it knows who is there).
+    /// `Ok(None)` on a clean end of stream before a frame.
+    pub fn read_hello(mut r: impl Read) -> io::Result<Option<Msg<'static>>> {
+        // This version's hello fields are 20 bytes, an older one's fewer;
+        // the room above lets a later version's longer hello be refused by
+        // its version, not dropped.
+        const MOST: usize = 64;
+        let Some((tag, len)) = read_header(&mut r)? else { return Ok(None) };
+        if tag != HELLO || len > MOST {
+            return Err(invalid("not a kpccl-run hello"));
+        }
+        let body = read_body(&mut r, len)?;
+        decode(tag, body).map(Some)
+    }
 }
 
 /// Reads a frame header: the tag and the length of the rest of the body.
