@@ -508,9 +508,10 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
  * allocation on it are done with. On success `*comm` is the new
  * communicator; on failure it is `NULL` and every rank fails.
  *
- * A bad `rank`, `local_rank` or `comm` on one rank still takes part in the
- * collective, so that every rank fails and none waits; a `NULL` `oob` or
- * an invalid `nranks` cannot (the peers' callbacks then wait in vain).
+ * A bad `nranks`, `rank`, `local_rank` or `comm`, or a `NULL`
+ * `oob->oob_barrier`, on one rank still takes part in the collective, so
+ * that every rank fails and none waits; a `NULL` `oob` or
+ * `oob->oob_allgather` cannot (the peers' callbacks then wait in vain).
  * A `nranks` smaller than the callbacks' group (up to 65 536 ranks) fails
  * on every rank: the allgather of this call gathers into room for that
  * many ranks' records, where the callback cannot write past the buffer.

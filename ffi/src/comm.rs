@@ -87,9 +87,10 @@ pub(crate) unsafe fn get<'a>(
 /// allocation on it are done with. On success `*comm` is the new
 /// communicator; on failure it is `NULL` and every rank fails.
 ///
-/// A bad `rank`, `local_rank` or `comm` on one rank still takes part in the
-/// collective, so that every rank fails and none waits; a `NULL` `oob` or
-/// an invalid `nranks` cannot (the peers' callbacks then wait in vain).
+/// A bad `nranks`, `rank`, `local_rank` or `comm`, or a `NULL`
+/// `oob->oob_barrier`, on one rank still takes part in the collective, so
+/// that every rank fails and none waits; a `NULL` `oob` or
+/// `oob->oob_allgather` cannot (the peers' callbacks then wait in vain).
 /// A `nranks` smaller than the callbacks' group (up to 65 536 ranks) fails
 /// on every rank: the allgather of this call gathers into room for that
 /// many ranks' records, where the callback cannot write past the buffer.
@@ -115,22 +116,30 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
         unsafe { handle::clear(comm, core::ptr::null_mut()) };
         // SAFETY: `oob` is NULL or readable (the caller's contract).
         let callbacks = unsafe { CallbackOob::new(oob, group) }?;
-        let n = u32::try_from(nranks).ok().filter(|n| (1..=kpccl_core::MAX_RANKS).contains(n)).ok_or(Error::Range {
-            arg: "nranks",
-            value: nranks.into(),
-            of: RangeOf::RankCount,
-            min: 1,
-            end: i64::from(kpccl_core::MAX_RANKS) + 1,
-        })?;
+        let count =
+            u32::try_from(nranks).ok().filter(|n| (1..=kpccl_core::MAX_RANKS).contains(n)).ok_or(Error::Range {
+                arg: "nranks",
+                value: nranks.into(),
+                of: RangeOf::RankCount,
+                min: 1,
+                end: i64::from(kpccl_core::MAX_RANKS) + 1,
+            });
+        // A count out of range still takes part, refused, with one the core
+        // accepts: the first allgather has room for the callbacks' whole
+        // group (`oob::GroupSize`), whatever the count.
+        let n = count.as_ref().ok().copied().unwrap_or(if nranks < 1 { 1 } else { kpccl_core::MAX_RANKS });
         let given_local = |v: c_int| match v {
             KPCCL_LOCAL_RANK_AUTO => Ok(None),
             v => handle::rank(v, "local_rank", n, RangeOf::LocalRanks).map(Some),
         };
         // The handle is claimed before the collective: a rank that cannot
         // have one fails with the others, not alone after they made theirs.
-        let local = handle::rank(rank, "rank", n, RangeOf::CommRanks).and_then(|r| {
-            Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?, handle::reserve::<Comm<CallbackOob>>()?))
-        });
+        let local = count
+            .and_then(|_| callbacks.check())
+            .and_then(|()| handle::rank(rank, "rank", n, RangeOf::CommRanks))
+            .and_then(|r| {
+                Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?, handle::reserve::<Comm<CallbackOob>>()?))
+            });
         let (rank, local_rank, out, slot) = match local {
             Ok(l) => l,
             Err(e) => {

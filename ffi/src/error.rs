@@ -102,6 +102,9 @@ pub(crate) enum Error {
     NoAscend,
     /// The launcher cannot be reached or refused this process.
     Launcher(String),
+    /// A launcher variable (`KPCCL_RUN_SOCKET`, `KPCCL_RANK`, …) is malformed:
+    /// the caller's setting, not a failure of the launcher.
+    LauncherSetting(String),
     /// A panic was caught at the boundary (a bug in the library).
     Panic(String),
 }
@@ -177,6 +180,7 @@ impl fmt::Display for Error {
                 f.write_str("this libkpccl was built without the Ascend backend (cargo feature `ascend`)")
             }
             Self::Launcher(e) => write!(f, "the launcher: {e}"),
+            Self::LauncherSetting(e) => f.write_str(e),
             Self::Panic(m) => write!(f, "internal error (a panic): {m}"),
         }
     }

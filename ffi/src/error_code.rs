@@ -69,7 +69,8 @@ pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
         | Error::Invalid { .. }
         | Error::GroupLarger { .. }
         | Error::GroupSmaller { .. }
-        | Error::PeerArgument { .. } => KPCCL_ERR_INVALID_ARGUMENT,
+        | Error::PeerArgument { .. }
+        | Error::LauncherSetting(_) => KPCCL_ERR_INVALID_ARGUMENT,
         Error::NoHandle { .. } => KPCCL_ERR_NO_SPACE,
         Error::Api(e) => e.kind().into(),
         #[cfg(feature = "ascend")]

@@ -140,7 +140,9 @@ pub(crate) enum GroupSize {
 #[derive(Debug)]
 pub(crate) struct CallbackOob {
     allgather: AllgatherFn,
-    barrier: BarrierFn,
+    /// `None` when C passed none: refused by [`CallbackOob::check`], after
+    /// the copy, so that the rank can still take part in the collective.
+    barrier: Option<BarrierFn>,
     group: *mut c_void,
     /// Called with `group` when these callbacks are dropped (the
     /// communicator destroyed), if set; a `Cell` because it is set through
@@ -152,7 +154,9 @@ pub(crate) struct CallbackOob {
 }
 
 impl CallbackOob {
-    /// Copies the callbacks out of `cbs`.
+    /// Copies the callbacks out of `cbs`: the allgather is required here,
+    /// without which the rank cannot take part in any collective; a missing
+    /// barrier is refused later, by [`CallbackOob::check`].
     ///
     /// # Safety
     /// `cbs` is `NULL` or points to a readable `kpccl_shm_oob_cb_t`.
@@ -169,11 +173,18 @@ impl CallbackOob {
         let cbs = unsafe { cbs.read() };
         Ok(Self {
             allgather: cbs.oob_allgather.ok_or(Error::Null("oob->oob_allgather"))?,
-            barrier: cbs.oob_barrier.ok_or(Error::Null("oob->oob_barrier"))?,
+            barrier: cbs.oob_barrier,
             group,
             release: Cell::new(None),
             group_size: Rc::new(Cell::new(GroupSize::Unchecked)),
         })
+    }
+
+    /// Refuses callbacks that lack what HPCKit's API requires (the barrier),
+    /// as a bad argument of this rank: the caller still takes part in the
+    /// collective, refused, so that every rank fails instead of waiting.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        self.barrier.map(|_| ()).ok_or(Error::Null("oob->oob_barrier"))
     }
 
     /// What the first allgather showed about the group's size, readable
@@ -258,8 +269,10 @@ impl Oob for CallbackOob {
     }
 
     fn barrier(&self) -> Result<(), OobError> {
+        // A communicator without one is never made (`check`).
+        let barrier = self.barrier.ok_or(OobError { code: -1 })?;
         // SAFETY: the user's callback and group, promised valid at creation.
-        let rc = unsafe { (self.barrier)(self.group) };
+        let rc = unsafe { barrier(self.group) };
         if rc == 0 { Ok(()) } else { Err(OobError { code: rc }) }
     }
 }

@@ -118,6 +118,50 @@ fn a_rank_without_a_communicator_handle_fails_every_rank() {
     );
 }
 
+/// A `NULL` barrier callback is a bad argument like any other: the rank
+/// still has its allgather, so it takes part refused and every rank fails,
+/// instead of leaving the others inside their allgather.
+#[test]
+fn a_rank_without_a_barrier_callback_fails_every_rank() {
+    let [zero, one] = two_ranks(|rank, group| {
+        let barrier = if rank == 1 { None } else { Some(barrier as unsafe extern "C" fn(*mut c_void) -> c_int) };
+        let cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(allgather), oob_barrier: barrier };
+        let r = c_int::try_from(rank).unwrap();
+        let mut comm = null_mut();
+        let rc = unsafe { kpccl_shm_comm_create(2, r, KPCCL_LOCAL_RANK_AUTO, &cbs, group, &mut comm) };
+        (rc, comm as usize, last_error())
+    });
+    assert_eq!((zero.0, zero.1), (KPCCL_ERROR, 0), "rank 0 made no communicator: {}", zero.2);
+    assert_eq!((one.0, one.1), (KPCCL_ERROR, 0));
+    assert_eq!(one.2, "kpccl_shm_comm_create: `oob->oob_barrier` is NULL");
+    assert!(zero.2.contains("rank 1 refused its part (it passed an invalid argument"), "{}", zero.2);
+}
+
+/// A rank count out of range on one rank: that rank still takes part,
+/// refused, so that the other fails instead of waiting in its allgather;
+/// both are in step afterwards.
+#[test]
+fn a_rank_with_an_invalid_rank_count_fails_every_rank() {
+    for bad in [0, -1, 1 << 20] {
+        let [zero, one] = two_ranks(move |rank, group| {
+            let cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(allgather), oob_barrier: Some(barrier) };
+            let (r, n) = (c_int::try_from(rank).unwrap(), if rank == 1 { bad } else { 2 });
+            let mut comm = null_mut();
+            let rc = unsafe { kpccl_shm_comm_create(n, r, KPCCL_LOCAL_RANK_AUTO, &cbs, group, &mut comm) };
+            let text = last_error();
+            // Still in step: the next communicator is made.
+            let (again, made, _) = create(rank, group);
+            assert_eq!(again, KPCCL_OK, "rank {rank} after nranks {bad}: {}", last_error());
+            assert_eq!(unsafe { kpccl_shm_comm_destroy(made) }, KPCCL_OK);
+            (rc, comm as usize, text)
+        });
+        assert_eq!((zero.0, zero.1), (KPCCL_ERROR, 0), "nranks {bad}: rank 0 made no communicator: {}", zero.2);
+        assert_eq!((one.0, one.1), (KPCCL_ERROR, 0));
+        assert!(one.2.starts_with(&format!("kpccl_shm_comm_create: nranks {bad} is out of range")), "{}", one.2);
+        assert!(zero.2.contains("rank 1 refused its part (it passed an invalid argument"), "{}", zero.2);
+    }
+}
+
 #[test]
 fn a_rank_without_a_window_handle_fails_every_rank_and_the_next_window_is_made() {
     let [zero, one] = two_ranks(|rank, group| {

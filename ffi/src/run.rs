@@ -30,7 +30,15 @@ fn connect() -> Result<&'static RunOob, Error> {
         )));
     }
     let run = RunOob::from_env()
-        .map_err(|e| Error::Launcher(e.to_string()))?
+        .map_err(|e| {
+            // The client says a malformed variable (or a rank beyond the
+            // count) so: the caller's setting, as the library's own are.
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                Error::LauncherSetting(e.to_string())
+            } else {
+                Error::Launcher(e.to_string())
+            }
+        })?
         .ok_or(Error::Invalid { arg: "environment", why: "not started by kpccl-run (KPCCL_RUN_SOCKET is not set)" })?;
     Ok(&RUN.get_or_init(|| (run, std::process::id())).0)
 }

@@ -108,9 +108,26 @@ static void comm_create_collective(void)
     CHECK(rc == KPCCL_ERROR && comm == NULL, "local_rank out of range on rank %d: rc %d", bad, rc);
     rc = kpccl_shm_comm_create(n, me, me, &cbs, &world, me == bad ? NULL : &comm);
     CHECK(rc == KPCCL_ERROR && comm == NULL, "NULL comm on rank %d: rc %d", bad, rc);
+    {
+        /* A NULL barrier on one rank: it still has its allgather, so it takes
+         * part refused rather than leave the others inside theirs. */
+        kpccl_shm_oob_cb_t half = cbs;
+        half.oob_barrier = NULL;
+        rc = kpccl_shm_comm_create(n, me, me, me == bad ? &half : &cbs, &world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "NULL barrier on rank %d: rc %d", bad, rc);
+        CHECK(strstr(kpccl_last_error(), me == bad ? "`oob->oob_barrier` is NULL" : "passed an invalid argument") != NULL,
+              "each rank says why: %s", kpccl_last_error());
+    }
     if (n > 1) {
         rc = kpccl_shm_comm_create(n, me == bad ? 0 : me, me, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "two ranks 0: rc %d", rc);
+        /* An invalid nranks on one rank: it still takes part, refused. */
+        rc = kpccl_shm_comm_create(me == bad ? 0 : n, me, me, &cbs, &world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks 0 on rank %d: rc %d", bad, rc);
+        CHECK(strstr(kpccl_last_error(), me == bad ? "nranks 0 is out of range" : "passed an invalid argument") != NULL,
+              "each rank says why: %s", kpccl_last_error());
+        rc = kpccl_shm_comm_create(me == bad ? 1 << 20 : n, me, me, &cbs, &world, &comm);
+        CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks 2^20 on rank %d: rc %d", bad, rc);
         /* A larger nranks on one rank. */
         rc = kpccl_shm_comm_create(me == bad ? n + 1 : n, me, me, &cbs, &world, &comm);
         CHECK(rc == KPCCL_ERROR && comm == NULL, "nranks %d on rank %d: rc %d", n + 1, bad, rc);
