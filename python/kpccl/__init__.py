@@ -8,9 +8,9 @@ segment, read and write each other's segments through zero-copy
 (or ``try_wait(i)``, which never waits).
 
 Bad arguments raise ``ValueError``; library failures raise :class:`Error`,
-:class:`PeerDeadError` (a peer's process is gone) or :class:`TimeoutError`
-(also a built-in ``TimeoutError``). Every wait releases the GIL and ends on
-Ctrl-C. ``kpccl.acl`` has the pyACL IPC calls over Ascend or its simulator.
+:class:`PeerDeadError` (a peer died, left or abandoned the window) or
+:class:`TimeoutError` (also a built-in ``TimeoutError``). Every wait releases
+the GIL and ends on Ctrl-C. ``kpccl.acl`` has the pyACL IPC calls over Ascend or its simulator.
 """
 
 from ._errors import Error, PeerDeadError, TimeoutError

@@ -5,12 +5,17 @@ import builtins
 
 class Error(Exception):
     """A failure of the kpccl library, with its message: a collective that
-    failed on every rank, an abandoned window, an ACL call that failed."""
+    failed on every rank, an ACL call that failed. The subclasses are the
+    classes the Rust API's ``Error::kind()`` and the C API's
+    ``kpccl_last_error_code()`` call a dead peer and a timeout."""
 
 
 class PeerDeadError(Error):
-    """A peer's process is gone (it died or left), so the wait or collective
-    that needed it failed. ``rank`` is that peer's rank, when known."""
+    """A peer is gone: its process died or left the job, or it left the
+    window (freed or dropped it) or abandoned it (a wait of its failed or
+    was interrupted), so the wait or collective that needed it failed.
+    ``rank`` is that peer's rank, when known (this rank's own when another
+    thread of it abandoned the window)."""
 
     def __init__(self, message, rank=None):
         super().__init__(message)

@@ -2,10 +2,15 @@
 //! rest `kpccl.Error` and its subclasses `PeerDeadError` and `TimeoutError`
 //! (defined in `kpccl/_errors.py`, so that the latter can also derive from
 //! the built-in `TimeoutError`).
+//!
+//! The subclass is the Rust API's class of the error ([`ErrorKind`], which
+//! the C API's `kpccl_last_error_code` reports too), not a table of its own:
+//! only `ValueError` is Python's, a finer cut of
+//! [`ErrorKind::InvalidArgument`] (this rank's own argument; another rank's
+//! is a library failure here).
 
 use kpccl_core::{CollectiveError, Failure, FenceError, LayoutError};
-use kpccl_posix::Error as HostError;
-use kpccl_posix::launch::{Ending, code};
+use kpccl_posix::{Error as HostError, ErrorKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -52,44 +57,58 @@ pub(crate) fn value(message: impl Into<String>) -> PyErr {
     PyValueError::new_err(message.into())
 }
 
-fn fence_kind(e: &FenceError) -> Kind {
+/// The exception of the Rust API's class `kind`, about `rank` if known.
+fn of_kind(kind: ErrorKind, rank: Option<u32>) -> Kind {
+    match kind {
+        ErrorKind::DeadPeer => Kind::PeerDead(rank),
+        ErrorKind::Timeout => Kind::Timeout(rank),
+        _ => Kind::Library,
+    }
+}
+
+/// The rank a failed wait is about: the one to look at.
+fn fence_rank(e: &FenceError) -> Option<u32> {
     match *e {
-        FenceError::Timeout { peer } => Kind::Timeout(Some(peer)),
+        FenceError::Timeout { peer: rank }
+        | FenceError::PeerDead { rank }
+        | FenceError::PeerLeft { rank, .. }
+        | FenceError::Aborted { rank } => Some(rank),
         // Another rank timed out on `waited_for`: the rank to look at.
-        FenceError::GaveUp { waited_for, .. } => Kind::Timeout(Some(waited_for)),
-        FenceError::PeerDead { rank } => Kind::PeerDead(Some(rank)),
-        FenceError::InvalidRank { .. } => Kind::Value,
-        _ => Kind::Library,
+        FenceError::GaveUp { waited_for, .. } => Some(waited_for),
+        _ => None,
     }
 }
 
-fn failure_kind(f: &Failure) -> Kind {
-    match f {
-        Failure::Argument(_) => Kind::Value,
-        Failure::Fence(e) => fence_kind(e),
-        Failure::Oob(o) if o.code == code::TIMEOUT || o.code == code::UNRESPONSIVE => Kind::Timeout(None),
-        Failure::Oob(o) if o.code == code::RANK_LOST => Kind::PeerDead(None),
-        _ => Kind::Library,
-    }
-}
-
-/// Which exception a host-side error is.
-pub(crate) fn host_kind(e: &HostError) -> Kind {
+/// The rank a host-side error is about, if it knows it. (A launcher's
+/// code names the rank it failed on, not the one at fault.)
+fn culprit(e: &HostError) -> Option<u32> {
     match e {
-        HostError::Fence(f) => fence_kind(f),
-        HostError::OutOfBounds { .. } | HostError::OtherNode { .. } | HostError::Config { .. } => Kind::Value,
-        // This rank's own argument: a peer's bad argument is a library failure here.
-        HostError::Collective(CollectiveError::Local(f)) => failure_kind(f),
-        HostError::Collective(CollectiveError::Peer { failure: Failure::Fence(f), .. }) => fence_kind(f),
-        HostError::RankLost { departure, .. } => match departure.ending {
-            Ending::Unresponsive(_) => Kind::Timeout(Some(departure.rank)),
-            _ => Kind::PeerDead(Some(departure.rank)),
-        },
-        HostError::Launcher { code: c, rank } if *c == code::TIMEOUT || *c == code::UNRESPONSIVE => {
-            Kind::Timeout(*rank)
-        }
-        _ => Kind::Library,
+        HostError::Fence(f)
+        | HostError::Collective(
+            CollectiveError::Local(Failure::Fence(f)) | CollectiveError::Peer { failure: Failure::Fence(f), .. },
+        ) => fence_rank(f),
+        HostError::RankLost { departure, .. } => Some(departure.rank),
+        _ => None,
     }
+}
+
+/// Whether `e` is this rank's own bad argument (`ValueError`).
+fn own_argument(e: &HostError) -> bool {
+    matches!(
+        e,
+        HostError::OutOfBounds { .. }
+            | HostError::OtherNode { .. }
+            | HostError::Config { .. }
+            | HostError::Fence(FenceError::InvalidRank { .. })
+            | HostError::Collective(CollectiveError::Local(
+                Failure::Argument(_) | Failure::Fence(FenceError::InvalidRank { .. })
+            ))
+    )
+}
+
+/// Which exception a host-side error is: [`own_argument`] or its [`ErrorKind`].
+pub(crate) fn host_kind(e: &HostError) -> Kind {
+    if own_argument(e) { Kind::Value } else { of_kind(e.kind(), culprit(e)) }
 }
 
 /// Which exception a failed window creation is on rank `me`: as

@@ -24,8 +24,11 @@ def test_a_peer_that_left_the_window_ends_a_wait_on_it(run, case):
     # stays), and lives on for 3 s: rank 0's wait for it (a peer fence; a
     # window fence for `*_window_fence`) fails at once, saying so, rather
     # than when its process ends.
+    # A peer that left is a dead peer to its waiter, as the Rust API's
+    # `kind()` and the C API's KPCCL_ERR_DEAD_PEER class it (before: Error).
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": case}).expect_ok()
-    assert value(job, "raised") == "Error", job.stdout + job.stderr
+    assert value(job, "raised") == "PeerDeadError", job.stdout + job.stderr
+    assert value(job, "rank") == "1"
     assert "rank 1 left the window" in value(job, "message")
     assert "while rank 0 still waited for it" in value(job, "message")
     assert float(value(job, "seconds")) < 1.0
@@ -38,7 +41,8 @@ def test_freeing_ends_a_peers_wait_for_a_signal_on_both_ranks(run):
     # before, both waited for ever.
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": "free_while_peer_waits"}, timeout=20).expect_ok()
     for r in (0, 1):
-        assert value(job, f"raised{r}") == "Error", job.stdout + job.stderr
+        assert value(job, f"raised{r}") == "PeerDeadError", job.stdout + job.stderr
+        assert value(job, f"rank{r}") == "0"
         assert "rank 0 left the window" in value(job, f"message{r}")
         assert "while rank 1 still waited for it" in value(job, f"message{r}")
     assert float(value(job, "seconds0")) < 1.0
@@ -61,7 +65,9 @@ def test_ctrl_c_interrupts_a_wait(run):
     assert value(job, "raised") == "KeyboardInterrupt"
     assert float(value(job, "seconds")) < 0.8
     assert value(job, "poisoned") == "True"
-    assert value(job, "late") == "Error"
+    # Rank 0 abandoned the window: rank 1's late fence names it.
+    assert value(job, "late") == "PeerDeadError", job.stdout + job.stderr
+    assert value(job, "late_rank") == "0"
 
 
 def test_the_gil_is_released_during_a_wait(run):
@@ -79,9 +85,11 @@ def test_a_wait_off_the_main_thread_leaves_the_gil_alone(run):
 
 def test_leaving_a_with_block_abandons_even_while_another_thread_waits(run):
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": "abandon_while_waiting"}).expect_ok()
-    assert value(job, "raised") == "Error", job.stdout + job.stderr
+    assert value(job, "raised") == "PeerDeadError", job.stdout + job.stderr
+    assert value(job, "rank") == "0"
     assert float(value(job, "seconds")) < 2.0
-    assert value(job, "thread_wait") == "Error"
+    assert value(job, "thread_wait") == "PeerDeadError"
+    assert value(job, "thread_wait_rank") == "0"
 
 
 @pytest.mark.parametrize("memory", ["host", "ascend"])
@@ -95,7 +103,8 @@ def test_ctrl_c_interrupts_a_free(run, tmp_path, sim_env, memory):
     assert value(job, "raised") == "KeyboardInterrupt", job.stdout + job.stderr
     assert 0.25 < float(value(job, "seconds")) < 0.8
     assert value(job, "freed") == "True"
-    assert value(job, "late") == "Error", job.stdout + job.stderr
+    assert value(job, "late") == "PeerDeadError", job.stdout + job.stderr
+    assert value(job, "late_rank") == "0"
     assert "rank 0 abandoned the window" in value(job, "late_message")
     assert float(value(job, "late_seconds")) < 1.0
     assert value(job, "late_freed") == "True"
@@ -113,6 +122,7 @@ def creation_interrupted(run, tmp_path, case, env=None):
     assert 0.25 < float(value(job, "seconds")) < 1.0
     # A kpccl.Error (PeerDeadError: rank 0 left the job) naming rank 0.
     assert value(job, "late") == "PeerDeadError", job.stdout + job.stderr
+    assert value(job, "late_rank") == "0"
     assert "rank 0 left the job" in value(job, "late_message")
     assert float(value(job, "late_seconds")) < 2.0
 
@@ -133,5 +143,6 @@ def test_poisoned_answers_while_another_thread_waits(run):
     job = run(2, "failures.py", {"KPCCL_TEST_CASE": "poisoned_while_waiting"}).expect_ok()
     assert value(job, "during") == "None", job.stdout + job.stderr
     assert float(value(job, "seconds")) < 0.1
-    assert value(job, "raised") == "Error"
+    assert value(job, "raised") == "PeerDeadError", job.stdout + job.stderr
+    assert value(job, "rank") == "1"
     assert "rank 1" in value(job, "after")

@@ -39,6 +39,7 @@ def outcome(call, suffix=""):
     except kpccl.Error as e:
         say(f"raised{suffix}", type(e).__name__)
         say(f"message{suffix}", str(e))
+        say(f"rank{suffix}", getattr(e, "rank", None))
     say(f"seconds{suffix}", time.monotonic() - t)
 
 
@@ -90,6 +91,7 @@ def interrupted_while_late(call, then=lambda prefix: None):
         except kpccl.Error as e:
             say("late", type(e).__name__)
             say("late_message", str(e).replace("\n", " "))
+            say("late_rank", getattr(e, "rank", None))
         say("late_seconds", time.monotonic() - t)
         then("late_")
         open(mark, "w").close()
@@ -209,6 +211,7 @@ elif case == "abandon_while_waiting":
                 w.wait(1)
             except kpccl.Error as e:
                 waited.append(type(e).__name__)
+                waited.append(getattr(e, "rank", None))
 
         try:
             with comm.alloc(64, timeout=8) as win:
@@ -220,6 +223,7 @@ elif case == "abandon_while_waiting":
             pass
         th.join(5)
         say("thread_wait", waited[0] if waited else "still waiting")
+        say("thread_wait_rank", waited[1] if waited else None)
     else:
         win = comm.alloc(64, timeout=8)
         t = time.monotonic()
@@ -227,6 +231,7 @@ elif case == "abandon_while_waiting":
             win.peer_fence(0)
         except kpccl.Error as e:
             say("raised", type(e).__name__)
+            say("rank", getattr(e, "rank", None))
             say("seconds", time.monotonic() - t)
         free_anyway(win)
 
@@ -252,6 +257,7 @@ elif case == "poisoned_while_waiting":
             win.peer_fence(1)
         except kpccl.Error as e:
             say("raised", type(e).__name__)
+            say("rank", getattr(e, "rank", None))
         th.join()
         say("during", asked[0])
         say("seconds", asked[1])
