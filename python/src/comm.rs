@@ -1,7 +1,7 @@
 //! `kpccl.Comm`: a communicator over the launcher, mpi4py or Python callables.
 
 use std::fmt::Display;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, TryLockError};
 
 use kpccl_ascend::DeviceWindow;
 use kpccl_posix::Comm;
@@ -52,6 +52,27 @@ pub(crate) struct PyComm {
     /// The process it was made in: a forked child's pid differs (the fork
     /// generation counts only from the first window a process made).
     pid: u32,
+    /// Held while a window is made on it: the ranks' collectives pair up in
+    /// call order, so two threads of a rank making windows at once would
+    /// pair with the wrong calls of the others (or mix their records).
+    making: Mutex<()>,
+}
+
+/// The process that joined the launcher (`Comm.from_env()`) and as which
+/// rank: the launcher takes one connection per rank, and refuses a second
+/// as "another process is that rank", which is not so when it is this one.
+static JOINED: Mutex<Option<(u32, u32)>> = Mutex::new(None);
+
+/// Notes that this process joined the launcher as `rank`.
+fn join(rank: u32) {
+    *JOINED.lock().unwrap_or_else(PoisonError::into_inner) = Some((std::process::id(), rank));
+}
+
+/// The rank as which this process joined the launcher, if it did (a forked
+/// child did not: its parent did).
+fn joined() -> Option<u32> {
+    let pid = std::process::id();
+    JOINED.lock().unwrap_or_else(PoisonError::into_inner).filter(|&(p, _)| p == pid).map(|(_, rank)| rank)
 }
 
 /// `local_rank` as the Rust API takes it: `None` or `-1` numbers the node's ranks in rank order.
@@ -128,7 +149,8 @@ impl PyComm {
             // its connection closes, and the others' next collective fails.
             (_, Some(interrupted)) => Err(interrupted),
             (Ok(c), None) => {
-                Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks, pid: std::process::id() })
+                let pid = std::process::id();
+                Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks, pid, making: Mutex::new(()) })
             }
             (Err(e), None) => Err(oob_error(py, errors::host_kind(&e), e, &oob)),
         }
@@ -194,11 +216,27 @@ impl PyComm {
 
     /// The communicator of this process under ``kpccl-run -n N python prog.py``
     /// (collective). Raises ``kpccl.Error`` when not started by ``kpccl-run``.
-    /// Ctrl-C while it waits for the other ranks abandons it (see :class:`Comm`).
+    /// Ctrl-C while it waits for the launcher or the other ranks abandons it
+    /// (see :class:`Comm`). A process joins once: a second call raises :class:`Error` saying so.
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Self> {
-        let run = match RunOob::from_env() {
-            Ok(Some(run)) => run,
+        if let Some(rank) = joined() {
+            return Err(errors::library(format!(
+                "this process already joined kpccl-run as rank {rank}: a process joins once (the launcher refuses \
+                 a second connection for a rank); use the communicator Comm.from_env() made then"
+            )));
+        }
+        // Interruptible too: a stopped launcher holds the welcome for up to
+        // the out-of-band timeout (60 s by default).
+        let (joining, interrupted) = wait::interruptible(py, RunOob::from_env);
+        if let Some(interrupted) = interrupted {
+            return Err(interrupted);
+        }
+        let run = match joining {
+            Ok(Some(run)) => {
+                join(run.rank());
+                run
+            }
             Ok(None) => {
                 return Err(errors::library(
                     "not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N python prog.py`",
@@ -324,6 +362,18 @@ impl PyComm {
         pid_validation: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let c = self.for_collective()?;
+        // Refused rather than queued, as the C API refuses it: queued, the
+        // order in which the threads get it would decide the pairing.
+        let _making = match self.making.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                return Err(errors::library(
+                    "the communicator is in use by another thread of this rank, making a window: make a \
+                 communicator's windows one at a time, in the same order on every rank",
+                ));
+            }
+        };
         let raw = Raw { nbytes, layout, align, reserve, barrier, timeout, memory, device, pid_validation };
         let opts = match raw.check() {
             Ok(o) => o,

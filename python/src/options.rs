@@ -7,7 +7,7 @@ use std::time::Duration;
 use kpccl_core::fence::Barrier;
 use kpccl_core::{LayoutMode, RankOutOfRange};
 use kpccl_posix::{Reserve, WindowOptions};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -53,10 +53,41 @@ fn word<T: Copy>(v: &Bound<'_, PyAny>, what: &str, choices: &[(&str, T)]) -> Res
     choices.iter().find(|(n, _)| *n == s).map(|(_, t)| *t).ok_or_else(bad)
 }
 
+/// An int argument, as read for a check.
+enum Int {
+    /// Its value.
+    Fits(i128),
+    /// An int past `i128` (Python's have no bound), as it is printed: out
+    /// of range of anything a rank or size can be.
+    Huge(String),
+}
+
+/// `v` as an [`Int`], or what is wrong with it ("`what` must be an int, not float").
+fn int_of(v: &Bound<'_, PyAny>, what: &str) -> Result<Int, String> {
+    match v.extract::<i128>() {
+        Ok(n) => Ok(Int::Fits(n)),
+        // An int too large to read is still an int: not "must be an int, not int".
+        Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => Ok(Int::Huge(printed(v))),
+        Err(_) => Err(format!("{what} must be an int, not {}", type_name(v))),
+    }
+}
+
+/// The decimal digits of the int `v`, or its size where Python refuses to
+/// print that many (past 4300 digits by default).
+fn printed(v: &Bound<'_, PyAny>) -> String {
+    v.str().map(|s| s.to_string()).unwrap_or_else(|_| {
+        let bits = v.call_method0("bit_length").and_then(|b| b.extract::<u64>()).unwrap_or(0);
+        format!("(an int of {bits} bits)")
+    })
+}
+
 /// A non-negative integer that fits `T`.
 pub(crate) fn count<T: TryFrom<u64>>(v: &Bound<'_, PyAny>, what: &str) -> Result<T, String> {
-    let n: i128 = v.extract().map_err(|_| format!("{what} must be an int, not {}", type_name(v)))?;
-    u64::try_from(n).ok().and_then(|n| T::try_from(n).ok()).ok_or_else(|| format!("{what} = {n} is out of range"))
+    let out_of_range = |n: &dyn std::fmt::Display| format!("{what} = {n} is out of range");
+    match int_of(v, what)? {
+        Int::Fits(n) => u64::try_from(n).ok().and_then(|n| T::try_from(n).ok()).ok_or_else(|| out_of_range(&n)),
+        Int::Huge(digits) => Err(out_of_range(&digits)),
+    }
 }
 
 /// A rank (or another index) in `0..end`, refused in the words the C API
@@ -64,10 +95,12 @@ pub(crate) fn count<T: TryFrom<u64>>(v: &Bound<'_, PyAny>, what: &str) -> Result
 /// "this window", "the communicator"), never Rust's half-open `0..3`, which
 /// reads as if 3 were in it.
 pub(crate) fn index(v: &Bound<'_, PyAny>, what: &str, end: u32, whose: &str) -> Result<u32, String> {
-    let n: i128 = v.extract().map_err(|_| format!("{what} must be an int, not {}", type_name(v)))?;
-    match u32::try_from(n) {
-        Ok(i) if i < end => Ok(i),
-        _ => Err(RankOutOfRange { what, value: n, whose, nranks: end }.to_string()),
+    match int_of(v, what)? {
+        Int::Fits(n) => match u32::try_from(n) {
+            Ok(i) if i < end => Ok(i),
+            _ => Err(RankOutOfRange { what, value: n, whose, nranks: end }.to_string()),
+        },
+        Int::Huge(digits) => Err(RankOutOfRange { what, value: digits, whose, nranks: end }.to_string()),
     }
 }
 
@@ -93,12 +126,21 @@ pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
 }
 
 fn seconds(v: &Bound<'_, PyAny>) -> Result<Option<Duration>, String> {
-    let s: f64 = v.extract().map_err(|_| format!("timeout must be a number of seconds, not {}", type_name(v)))?;
+    let too_long = |s: &dyn std::fmt::Display| {
+        format!("timeout = {s} seconds is out of range: at most {} (0: never)", Duration::MAX.as_secs())
+    };
+    let s: f64 = v.extract().map_err(|e: PyErr| {
+        // An int past a float's range is a number all the same.
+        if e.is_instance_of::<PyOverflowError>(v.py()) {
+            too_long(&printed(v))
+        } else {
+            format!("timeout must be a number of seconds, not {}", type_name(v))
+        }
+    })?;
     match s {
         0.0 => Ok(None),
-        s if s > 0.0 => Duration::try_from_secs_f64(s)
-            .map(Some)
-            .map_err(|_| format!("timeout must be a finite number of seconds, not {s}")),
+        s if s.is_infinite() => Err(format!("timeout must be a finite number of seconds, not {s}")),
+        s if s > 0.0 => Duration::try_from_secs_f64(s).map(Some).map_err(|_| too_long(&s)),
         s => Err(format!("timeout must be > 0 seconds (0: never), not {s}")),
     }
 }
