@@ -32,7 +32,10 @@ const HINT: &str = "set KPCCL_ASCEND=sim to use the host simulator";
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unknown(v) => write!(f, "{BACKEND_ENV}={v:?} is invalid: expected acl, sim or auto"),
+            // In the library's words for every refused variable.
+            Self::Unknown(v) => {
+                kpccl_posix::Error::Config { var: BACKEND_ENV, value: v.clone(), expected: EXPECTED }.fmt(f)
+            }
             Self::Load(e) => write!(f, "{BACKEND_ENV}=acl: {e}"),
             Self::Missing(e) => write!(f, "no Ascend runtime ({e}); {HINT}"),
             Self::SimulatorOnly(lib) => write!(
@@ -51,7 +54,7 @@ impl std::error::Error for BackendError {}
 /// - `auto`: CANN's `libascendcl.so` if it loads, else an error that says how to
 ///   choose the simulator: a machine without NPUs never silently simulates them.
 pub fn from_env() -> Result<Runtime, BackendError> {
-    match choice(std::env::var_os(BACKEND_ENV).as_deref())? {
+    match choice()? {
         Choice::Sim => Ok(Arc::new(HostSim::new())),
         Choice::Acl => AclBackend::load().map(|b| Arc::new(b) as Runtime).map_err(BackendError::Load),
         Choice::Auto => match AclBackend::load() {
@@ -70,16 +73,20 @@ enum Choice {
     Auto,
 }
 
-/// `KPCCL_ASCEND`'s value read as the `KPCCL_*` variables are: unset or
-/// empty is the default, spaces around are dropped, and anything else (a
-/// value that is not UTF-8 included) is refused rather than taken as unset.
-fn choice(value: Option<&std::ffi::OsStr>) -> Result<Choice, BackendError> {
-    let value = value.map(|v| v.to_string_lossy()).unwrap_or_default();
-    match value.trim() {
-        "sim" => Ok(Choice::Sim),
-        "acl" => Ok(Choice::Acl),
-        "" | "auto" => Ok(Choice::Auto),
-        _ => Err(BackendError::Unknown(value.into_owned())),
+/// The words `KPCCL_ASCEND` takes, and how a refusal names them.
+const CHOICES: [(&str, Choice); 3] = [("acl", Choice::Acl), ("sim", Choice::Sim), ("auto", Choice::Auto)];
+const EXPECTED: &str = "acl, sim or auto";
+
+/// `KPCCL_ASCEND`'s value, read by the reader of every word-valued
+/// `KPCCL_*` variable ([`kpccl_posix::env_choice`]): unset or empty is the
+/// default, and anything else (spaces around a word, a value that is not
+/// UTF-8) is refused rather than taken as unset.
+fn choice() -> Result<Choice, BackendError> {
+    match kpccl_posix::env_choice(BACKEND_ENV, &CHOICES, EXPECTED) {
+        Ok(choice) => Ok(choice.unwrap_or(Choice::Auto)),
+        Err(kpccl_posix::Error::Config { value, .. }) => Err(BackendError::Unknown(value)),
+        // The reader refuses only values; should it fail otherwise, its words are kept.
+        Err(other) => Err(BackendError::Unknown(other.to_string())),
     }
 }
 
@@ -87,20 +94,60 @@ fn choice(value: Option<&std::ffi::OsStr>) -> Result<Choice, BackendError> {
 mod tests {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
+    use std::process::Command;
 
     use super::*;
 
-    /// Read as every `KPCCL_*` variable is: a value that is not UTF-8 was
-    /// taken as unset (`auto`), and `" sim"` was refused.
+    /// Set in the child that reads the choice.
+    const CHILD_ENV: &str = "KPCCL_TEST_BACKEND_CHOICE_CHILD";
+    const TEST: &str = "backend::tests::the_choice_is_read_as_the_library_reads_its_variables";
+
+    /// What `choice()` makes of `KPCCL_ASCEND=value` (`None`: unset), read
+    /// in a child of this test binary: this process's environment is left
+    /// alone, as its other tests read it, some through C (`dlopen`).
+    fn choice_with(value: Option<&OsStr>) -> String {
+        let mut words = kpccl_posix::launch::runner::from_env();
+        words.push(std::env::current_exe().unwrap().into());
+        let mut child = Command::new(&words[0]);
+        child.args(&words[1..]).args(["--exact", TEST, "--test-threads=1", "--nocapture"]).env(CHILD_ENV, "1");
+        match value {
+            Some(v) => child.env(BACKEND_ENV, v),
+            None => child.env_remove(BACKEND_ENV),
+        };
+        let out = child.output().expect("run the child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "the child failed ({value:?}): {}\n{stdout}", out.status);
+        // On the harness's line of the test, after its name.
+        let said = stdout.lines().find_map(|l| l.split_once("choice: ").map(|(_, said)| said));
+        said.unwrap_or_else(|| panic!("the child said nothing ({value:?}):\n{stdout}")).to_owned()
+    }
+
+    /// Read as every word-valued `KPCCL_*` variable is (unset or empty: the
+    /// default; a word as it is, spaces included; bytes that are not UTF-8
+    /// refused): `" sim "` was taken as `sim`, where `KPCCL_LAYOUT=" aligned "`
+    /// is refused.
     #[test]
     fn the_choice_is_read_as_the_library_reads_its_variables() {
-        assert_eq!(choice(None).unwrap(), Choice::Auto);
-        assert_eq!(choice(Some(OsStr::new(""))).unwrap(), Choice::Auto);
-        assert_eq!(choice(Some(OsStr::new(" sim "))).unwrap(), Choice::Sim);
-        assert_eq!(choice(Some(OsStr::new("acl"))).unwrap(), Choice::Acl);
-        let e = choice(Some(OsStr::from_bytes(b"sim\xff"))).unwrap_err();
-        assert!(matches!(e, BackendError::Unknown(_)), "{e:?}");
-        let e = choice(Some(OsStr::new("npu"))).unwrap_err();
-        assert_eq!(e.to_string(), "KPCCL_ASCEND=\"npu\" is invalid: expected acl, sim or auto");
+        if std::env::var_os(CHILD_ENV).is_some() {
+            let said = choice().map_or_else(|e| format!("refused: {e}"), |c| format!("{c:?}"));
+            println!("choice: {said}");
+            return;
+        }
+        assert_eq!(choice_with(None), "Auto");
+        assert_eq!(choice_with(Some(OsStr::new(""))), "Auto");
+        assert_eq!(choice_with(Some(OsStr::new("auto"))), "Auto");
+        assert_eq!(choice_with(Some(OsStr::new("sim"))), "Sim");
+        assert_eq!(choice_with(Some(OsStr::new("acl"))), "Acl");
+        let refused = [
+            (OsStr::new(" sim "), " sim "),
+            (OsStr::new("Sim"), "Sim"),
+            (OsStr::new("npu"), "npu"),
+            // Shown as the library shows every such value: U+FFFD for the byte.
+            (OsStr::from_bytes(b"sim\xff"), "sim\u{fffd}"),
+        ];
+        for (value, shown) in refused {
+            let want = format!("refused: KPCCL_ASCEND={shown:?} is invalid: expected acl, sim or auto");
+            assert_eq!(choice_with(Some(value)), want);
+        }
     }
 }

@@ -92,8 +92,15 @@ pub(crate) fn millis(name: &'static str) -> Result<Option<u64>, Error> {
     env_parsed(name, "milliseconds (a whole number from 0)")
 }
 
-/// The value `choices` gives `name`'s word, if it is set.
-fn choice<T: Copy>(name: &'static str, choices: &[(&str, T)], expected: &'static str) -> Result<Option<T>, Error> {
+/// The value `choices` gives `name`'s word, if it is set: the one reading
+/// of the word-valued `KPCCL_*` variables, the Ascend backend's included
+/// (so all refuse alike, in the same words). The word is taken as it is,
+/// spaces included; an empty value is unset.
+pub fn env_choice<T: Copy>(
+    name: &'static str,
+    choices: &[(&str, T)],
+    expected: &'static str,
+) -> Result<Option<T>, Error> {
     var(name)
         .map(|v| match choices.iter().find(|&&(word, _)| word == v) {
             Some(&(_, value)) => Ok(value),
@@ -111,7 +118,7 @@ impl Config {
             c.shm_dir = PathBuf::from(dir);
         }
         let layouts = [("contiguous", LayoutMode::Contiguous), ("aligned", LayoutMode::Aligned)];
-        if let Some(layout) = choice("KPCCL_LAYOUT", &layouts, "contiguous or aligned")? {
+        if let Some(layout) = env_choice("KPCCL_LAYOUT", &layouts, "contiguous or aligned")? {
             c.layout = layout;
         }
         if let Some(ms) = millis("KPCCL_TIMEOUT_MS")? {
@@ -124,11 +131,11 @@ impl Config {
             c.yield_time = Some(Duration::from_micros(us));
         }
         let barriers = [("auto", None), ("dissemination", Some(Barrier::Dissemination)), ("flat", Some(Barrier::Flat))];
-        if let Some(barrier) = choice("KPCCL_BARRIER", &barriers, "auto, dissemination or flat")? {
+        if let Some(barrier) = env_choice("KPCCL_BARRIER", &barriers, "auto, dissemination or flat")? {
             c.barrier = barrier;
         }
         let reserves = [("eager", Reserve::Eager), ("lazy", Reserve::Lazy)];
-        if let Some(reserve) = choice("KPCCL_RESERVE", &reserves, "eager or lazy")? {
+        if let Some(reserve) = env_choice("KPCCL_RESERVE", &reserves, "eager or lazy")? {
             c.reserve = reserve;
         }
         if let Some(ms) = millis("KPCCL_LIVENESS_MS")? {
@@ -157,7 +164,7 @@ impl Config {
 /// `name`'s value as a switch, if it is set: `0` (off) or `1` (on); any
 /// other value is refused, never read as off.
 pub fn env_flag(name: &'static str) -> Result<Option<bool>, Error> {
-    choice(name, &[("0", false), ("1", true)], "0 or 1")
+    env_choice(name, &[("0", false), ("1", true)], "0 or 1")
 }
 
 /// `KPCCL_LOG`'s level, if it is set: also read alone, so that a refused

@@ -47,7 +47,7 @@ mod way_in;
 mod window;
 
 pub use comm::{Comm, CommBuilder, WindowBuilder, WindowOptions};
-pub use config::{Config, env_flag, env_parsed};
+pub use config::{Config, env_choice, env_flag, env_parsed};
 pub use environment::{ENVIRONMENT, EnvVar, markdown_table};
 pub use error::Error;
 pub use error_kind::ErrorKind;
