@@ -87,3 +87,41 @@ fn a_held_registry_lock_fails_calls_naming_the_holder() {
     };
     assert!(status.success(), "the child failed: {status}");
 }
+
+/// Set in the child of the unusable-registry test.
+const UNUSABLE_ENV: &str = "KPCCL_SIM_REGISTRY_UNUSABLE";
+
+/// A registry the simulator cannot read or write (here its directory would
+/// lie under a regular file) fails the calls that need it with the driver's
+/// internal error, saying why on stderr; a refused variable is the other
+/// case (100000, `sim_env.rs`).
+#[test]
+fn an_unusable_registry_fails_calls_with_the_internal_error() {
+    use kpccl_ascend::AclRuntime;
+    use kpccl_ascend::codes::{ACL_ERROR_RT_INTERNAL_ERROR, ACL_MEM_MALLOC_NORMAL_ONLY};
+    if std::env::var_os(UNUSABLE_ENV).is_some() {
+        let rt = kpccl_ascend::sim::HostSim::faithful();
+        rt.set_device(0).unwrap();
+        let p = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+        let export = kpccl_testkit::acl::ipc::code(rt.ipc_mem_get_export_key(p, 4096, 1));
+        assert_eq!(export, ACL_ERROR_RT_INTERNAL_ERROR, "export");
+        return;
+    }
+    let scratch = ScratchDir::new("sim-registry", "unusable");
+    let file = scratch.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let mut words = kpccl_posix::launch::runner::from_env();
+    words.push(std::env::current_exe().unwrap().into());
+    let out = Command::new(&words[0])
+        .args(&words[1..])
+        .args(["--exact", "an_unusable_registry_fails_calls_with_the_internal_error"])
+        .args(["--test-threads=1", "--nocapture"])
+        .env(UNUSABLE_ENV, "1")
+        .env("ASCEND_SIM_DIR", file.join("sim"))
+        .output()
+        .expect("run the child");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the child failed: {}\n{stderr}", out.status);
+    let said = format!("ascend simulator: {}", std::io::Error::from_raw_os_error(libc::ENOTDIR));
+    assert!(stderr.contains(&said), "stderr lacks {said:?}:\n{stderr}");
+}

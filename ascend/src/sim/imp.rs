@@ -4,7 +4,7 @@ use core::ffi::c_void;
 
 use super::key::{self, Parsed};
 use super::mem;
-use super::registry::{self, Importer, Record, WlEntry};
+use super::registry::{self, Importer, Record, RegistryError, WlEntry};
 use super::state::{self, Alloc, Import};
 use super::{Chip, HostSim, copylog, device_count, procinfo, stream};
 use crate::codes::*;
@@ -17,10 +17,10 @@ fn fail<T>(code: i32) -> AclResult<T> {
 /// A registry that could not be read or written: said on stderr (an ACL
 /// code cannot carry why), then the driver's internal error; a refused
 /// variable (the lock's timeout) as [`config`] says it.
-fn registry_io(e: std::io::Error) -> AclError {
-    match e.get_ref().and_then(|inner| inner.downcast_ref::<kpccl_posix::Error>()) {
-        Some(refused) => config(refused.clone()),
-        None => {
+fn registry_io(e: RegistryError) -> AclError {
+    match e {
+        RegistryError::Refused(refused) => config(refused),
+        RegistryError::Io(e) => {
             eprintln!("ascend simulator: {e}");
             AclError::new(ACL_ERROR_RT_INTERNAL_ERROR)
         }

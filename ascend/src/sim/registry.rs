@@ -155,6 +155,34 @@ fn parse_record(f: &[&str]) -> Option<Record> {
     })
 }
 
+/// Why the registry could not be used: what decides the ACL code a call
+/// returns, so it is kept apart here rather than read back out of an
+/// [`io::Error`]'s payload.
+#[derive(Debug)]
+pub(crate) enum RegistryError {
+    /// A variable that sets how it is used (the lock's timeout) was refused.
+    Refused(kpccl_posix::Error),
+    /// Reading or writing it, or its lock, failed.
+    Io(io::Error),
+}
+
+impl From<io::Error> for RegistryError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// For [`sweep`], whose callers read an [`io::Error`]: a refused variable is
+/// invalid input, carrying the refusal.
+impl From<RegistryError> for io::Error {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::Refused(e) => Self::new(io::ErrorKind::InvalidInput, e),
+            RegistryError::Io(e) => e,
+        }
+    }
+}
+
 /// The registry directory: `$ASCEND_SIM_DIR`, else `/dev/shm/ascend-sim2-<uid>`.
 pub(crate) fn dir() -> PathBuf {
     if let Some(d) = std::env::var_os("ASCEND_SIM_DIR") {
@@ -177,10 +205,10 @@ pub const LOCK_TIMEOUT_ENV: &str = "ASCEND_SIM_LOCK_TIMEOUT_MS";
 /// `ASCEND_SIM_LOCK_TIMEOUT_MS`, 10 000 if unset; a value that is not a
 /// whole number of milliseconds fails the call (the error carries the
 /// refusal, for the caller to report) rather than wait 10 s unasked.
-fn lock_timeout_ms() -> io::Result<u64> {
+fn lock_timeout_ms() -> Result<u64, RegistryError> {
     kpccl_posix::env_parsed(LOCK_TIMEOUT_ENV, "milliseconds (a whole number from 0)")
         .map(|ms| ms.unwrap_or(10_000))
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+        .map_err(RegistryError::Refused)
 }
 
 /// Takes the registry lock on `file` (`path`), waiting at most `ms`. A rewrite holds it for
@@ -225,7 +253,7 @@ impl Drop for Locked {
 
 /// Locks the registry in `dir` (creating the directory if needed); the lock
 /// file is re-checked after locking so a concurrent removal is never missed.
-fn lock(dir: &Path) -> io::Result<Locked> {
+fn lock(dir: &Path) -> Result<Locked, RegistryError> {
     // Before the directory is made: a refused value leaves nothing behind.
     let ms = lock_timeout_ms()?;
     let path = dir.join("registry.lock");
@@ -249,17 +277,17 @@ fn lock(dir: &Path) -> io::Result<Locked> {
             _ => continue,
         }
     }
-    Err(last)
+    Err(last.into())
 }
 
 /// Runs `f` on the swept registry under the lock and writes the result back;
 /// removes the registry directory when no record is left.
-pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
+pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> Result<R, RegistryError> {
     with_in(&dir(), f)
 }
 
 /// [`with`] on the registry in `dir`.
-fn with_in<R>(dir: &Path, f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
+fn with_in<R>(dir: &Path, f: impl FnOnce(&mut Registry) -> R) -> Result<R, RegistryError> {
     let lock = lock(dir)?;
     let data = dir.join("registry");
     let mut reg = Registry::parse(&fs::read_to_string(&data).unwrap_or_default());
@@ -292,7 +320,7 @@ fn with_in<R>(dir: &Path, f: impl FnOnce(&mut Registry) -> R) -> io::Result<R> {
 
 /// Sweeps dead processes' records now (and removes the directory if empty).
 pub fn sweep() -> io::Result<()> {
-    with(|_| ())
+    with(|_| ()).map_err(io::Error::from)
 }
 
 #[cfg(test)]
