@@ -210,16 +210,25 @@ where
     A: SyncArea + ?Sized,
     E: WaitEnv + ?Sized,
 {
-    for _ in 0..policy.spins.min(SPINS_PER_CHECK) {
-        if ready() {
-            return Ok(());
-        }
-        spin_loop();
+    if spin(policy.spins.min(SPINS_PER_CHECK), &mut ready) {
+        return Ok(());
     }
     if policy.spins > SPINS_PER_CHECK && long_spin(w, policy, start, &mut ready)? {
         return Ok(());
     }
     slow_wait(w, policy, start, &mut ready)
+}
+
+/// Polls `ready()` up to `n` times, with a spin hint after each miss.
+#[inline]
+fn spin(n: u32, mut ready: impl FnMut() -> bool) -> bool {
+    for _ in 0..n {
+        if ready() {
+            return true;
+        }
+        spin_loop();
+    }
+    false
 }
 
 /// Spins at most this many times between two looks at what ends a wait.
@@ -247,11 +256,8 @@ where
         if watch.check(w, ready)? {
             return Ok(true);
         }
-        for _ in 0..left.min(SPINS_PER_CHECK) {
-            if ready() {
-                return Ok(true);
-            }
-            spin_loop();
+        if spin(left.min(SPINS_PER_CHECK), &mut *ready) {
+            return Ok(true);
         }
         left = left.saturating_sub(SPINS_PER_CHECK);
     }
