@@ -94,7 +94,6 @@ fn choice() -> Result<Choice, BackendError> {
 mod tests {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
-    use std::process::Command;
 
     use super::*;
 
@@ -106,10 +105,8 @@ mod tests {
     /// in a child of this test binary: this process's environment is left
     /// alone, as its other tests read it, some through C (`dlopen`).
     fn choice_with(value: Option<&OsStr>) -> String {
-        let mut words = kpccl_posix::launch::runner::from_env();
-        words.push(std::env::current_exe().unwrap().into());
-        let mut child = Command::new(&words[0]);
-        child.args(&words[1..]).args(["--exact", TEST, "--test-threads=1", "--nocapture"]).env(CHILD_ENV, "1");
+        let mut child = kpccl_posix::launch::runner::test_alone(TEST);
+        child.arg("--nocapture").env(CHILD_ENV, "1");
         match value {
             Some(v) => child.env(BACKEND_ENV, v),
             None => child.env_remove(BACKEND_ENV),

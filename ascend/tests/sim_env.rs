@@ -3,11 +3,10 @@
 //! than run with the default.
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-use std::process::Command;
-
 use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::*;
 use kpccl_ascend::sim::{DEVICES_ENV, HostSim, LOCK_TIMEOUT_ENV};
+use kpccl_posix::launch::runner::test_alone;
 use kpccl_testkit::ScratchDir;
 use kpccl_testkit::acl::ipc::code;
 
@@ -34,12 +33,8 @@ fn refused(var: &str, value: &str) -> String {
     let scratch = ScratchDir::new("sim-env", "refused");
     let sim = scratch.path().join("sim");
     // Through the target runner (qemu, for aarch64), as the launcher starts ranks.
-    let mut words = kpccl_posix::launch::runner::from_env();
-    words.push(std::env::current_exe().unwrap().into());
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .args(["--exact", "bad_values_of_the_simulators_variables_are_refused_naming_them"])
-        .args(["--test-threads=1", "--nocapture"])
+    let out = test_alone("bad_values_of_the_simulators_variables_are_refused_naming_them")
+        .arg("--nocapture")
         .env(CHILD_ENV, var)
         .env(var, value)
         .env("ASCEND_SIM_DIR", &sim)

@@ -2,8 +2,7 @@
 //! process killed while it rewrote the registry left is swept like the rest.
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-use std::process::Command;
-
+use kpccl_posix::launch::runner::test_alone;
 use kpccl_testkit::{ScratchDir, entries};
 
 /// Set in the child process this test starts with its own `ASCEND_SIM_DIR`.
@@ -25,11 +24,7 @@ fn a_registry_rewrite_cut_short_leaves_no_directory_behind() {
     std::fs::write(sim.join("registry.lock"), b"").unwrap();
     std::fs::write(sim.join("registry.tmp"), b"C 7\n").unwrap();
     // Through the target runner (qemu, for aarch64), as the launcher starts ranks.
-    let mut words = kpccl_posix::launch::runner::from_env();
-    words.push(std::env::current_exe().unwrap().into());
-    let status = Command::new(&words[0])
-        .args(&words[1..])
-        .args(["--exact", "a_registry_rewrite_cut_short_leaves_no_directory_behind", "--test-threads=1"])
+    let status = test_alone("a_registry_rewrite_cut_short_leaves_no_directory_behind")
         .env(CHILD_ENV, "1")
         .env("ASCEND_SIM_DIR", &sim)
         .status()
@@ -62,11 +57,7 @@ fn a_held_registry_lock_fails_calls_naming_the_holder() {
     let lock = std::fs::File::create(sim.join("registry.lock")).unwrap();
     // SAFETY: flock on a descriptor this test owns; no memory is passed.
     assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) }, 0);
-    let mut words = kpccl_posix::launch::runner::from_env();
-    words.push(std::env::current_exe().unwrap().into());
-    let mut child = Command::new(&words[0])
-        .args(&words[1..])
-        .args(["--exact", "a_held_registry_lock_fails_calls_naming_the_holder", "--test-threads=1"])
+    let mut child = test_alone("a_held_registry_lock_fails_calls_naming_the_holder")
         .env(HOLDER_ENV, std::process::id().to_string())
         .env(kpccl_ascend::sim::LOCK_TIMEOUT_ENV, "200")
         .env("ASCEND_SIM_DIR", &sim)
@@ -110,12 +101,8 @@ fn an_unusable_registry_fails_calls_with_the_internal_error() {
     let scratch = ScratchDir::new("sim-registry", "unusable");
     let file = scratch.path().join("file");
     std::fs::write(&file, b"").unwrap();
-    let mut words = kpccl_posix::launch::runner::from_env();
-    words.push(std::env::current_exe().unwrap().into());
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .args(["--exact", "an_unusable_registry_fails_calls_with_the_internal_error"])
-        .args(["--test-threads=1", "--nocapture"])
+    let out = test_alone("an_unusable_registry_fails_calls_with_the_internal_error")
+        .arg("--nocapture")
         .env(UNUSABLE_ENV, "1")
         .env("ASCEND_SIM_DIR", file.join("sim"))
         .output()

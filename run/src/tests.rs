@@ -217,10 +217,7 @@ fn another_users_process_is_refused() {
     // `nobody` may not reach the test binary where it is (a 0700 checkout):
     // run a world-readable copy of it.
     let copy = ExeCopy::new();
-    let mut words = kpccl_posix::launch::runner::from_env();
-    words.push(copy.exe().into());
-    let status = std::process::Command::new(&words[0])
-        .args(&words[1..])
+    let status = kpccl_posix::launch::runner::command(copy.exe())
         .args(["--exact", "tests::another_users_process_is_refused", "--test-threads=1"])
         .env(FOREIGN_SOCKET, hub.socket())
         .current_dir("/")

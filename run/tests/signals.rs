@@ -35,10 +35,8 @@ fn runs(pid: u32) -> bool {
 /// `kpccl-run` through the target runner (qemu, for aarch64); its ranks,
 /// host programs here, through none.
 fn launcher() -> Command {
-    let mut words = kpccl_posix::launch::runner::from_env();
-    words.push(RUN.into());
-    let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..]).env("KPCCL_RUNNER", "");
+    let mut cmd = kpccl_posix::launch::runner::command(RUN);
+    cmd.env("KPCCL_RUNNER", "");
     cmd
 }
 

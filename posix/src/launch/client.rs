@@ -259,11 +259,7 @@ mod tests {
         }
         // This test again, alone, with the variable set empty: the
         // environment is process-wide, and the other tests run meanwhile.
-        let mut words = crate::launch::runner::from_env();
-        words.push(std::env::current_exe().unwrap().into_os_string());
-        let status = std::process::Command::new(&words[0])
-            .args(&words[1..])
-            .args(["--exact", "launch::client::tests::an_empty_socket_is_not_a_launcher", "--test-threads=1"])
+        let status = crate::launch::runner::test_alone("launch::client::tests::an_empty_socket_is_not_a_launcher")
             .env(CHILD, "1")
             .env(SOCKET_ENV, "")
             .env(RANK_ENV, "0")

@@ -7,6 +7,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
+use std::process::Command;
 
 use super::RUNNER_ENV;
 
@@ -19,6 +20,24 @@ pub fn from_env() -> Vec<OsString> {
     let explicit = std::env::var_os(RUNNER_ENV);
     let cargo = || if cfg!(target_arch = "aarch64") { std::env::var_os(CARGO_AARCH64_RUNNER) } else { None };
     explicit.or_else(cargo).map(|v| split(&v)).unwrap_or_default()
+}
+
+/// `program`, a binary of the target, run through the runner ([`from_env`]).
+pub fn command(program: impl AsRef<OsStr>) -> Command {
+    let mut words = from_env();
+    words.push(program.as_ref().to_owned());
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..]);
+    cmd
+}
+
+/// This test binary again, through the runner, running only the test
+/// `name` (its full path, e.g. `module::tests::name`): for a test that needs
+/// a process of its own (its environment, its signal dispositions).
+pub fn test_alone(name: &str) -> Command {
+    let mut cmd = command(std::env::current_exe().expect("the test binary's path"));
+    cmd.args(["--exact", name, "--test-threads=1"]);
+    cmd
 }
 
 /// Splits on ASCII whitespace (no quoting, as cargo does for a string runner).

@@ -55,11 +55,7 @@ mod tests {
         }
         // This test again, alone, in a process with SIGPIPE's default action
         // (through the target's runner, e.g. qemu, like the launcher's ranks).
-        let mut words = crate::launch::runner::from_env();
-        words.push(std::env::current_exe().unwrap().into_os_string());
-        let status = std::process::Command::new(&words[0])
-            .args(&words[1..])
-            .args(["--exact", "sys::socket::tests::a_gone_peer_is_an_error_not_a_signal", "--test-threads=1"])
+        let status = crate::launch::runner::test_alone("sys::socket::tests::a_gone_peer_is_an_error_not_a_signal")
             .env(CHILD, "1")
             .status()
             .unwrap();
