@@ -136,20 +136,12 @@ fn hellos_are_checked() {
 /// hold nothing in the hub: a job would otherwise run out of descriptors.
 #[test]
 fn ended_connections_hold_no_descriptor() {
-    use std::os::linux::net::SocketAddrExt as _;
-    use std::os::unix::net::{SocketAddr, UnixStream};
     let hub = Hub::start(1).unwrap();
-    let name = hub.socket().strip_prefix('@').unwrap().to_owned();
-    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     for _ in 0..200 {
-        drop(UnixStream::connect_addr(&addr).unwrap());
+        drop(raw(&hub));
     }
     // Every one accepted (some may still wait in the backlog), and ended.
-    let start = Instant::now();
-    while hub.connections() != (200, 0) && start.elapsed() < T {
-        thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(hub.connections(), (200, 0), "(accepted, still held)");
+    assert_eq!(connections_once(&hub, |c| c == (200, 0)), (200, 0), "(accepted, still held)");
     connect(&hub, 0).barrier().unwrap();
 }
 
@@ -250,6 +242,16 @@ impl ExeCopy {
 }
 
 /// A raw connection to `hub`, as a hand-written client would open one.
+/// The hub's (accepted, held) connection counts once `done` holds of them,
+/// or after [`T`].
+fn connections_once(hub: &Hub, done: impl Fn((u64, usize)) -> bool) -> (u64, usize) {
+    let start = Instant::now();
+    while !done(hub.connections()) && start.elapsed() < T {
+        thread::sleep(Duration::from_millis(5));
+    }
+    hub.connections()
+}
+
 fn raw(hub: &Hub) -> std::os::unix::net::UnixStream {
     let addr = kpccl_posix::launch::addr::parse(hub.socket()).unwrap();
     std::os::unix::net::UnixStream::connect_addr(&addr).unwrap()
@@ -281,19 +283,12 @@ fn a_refused_peer_that_trickles_is_cut_off_within_seconds() {
 fn connections_awaiting_their_hello_are_bounded() {
     let hub = Hub::start(1).unwrap();
     let strays: Vec<_> = (0..80).map(|_| raw(&hub)).collect();
-    let start = Instant::now();
-    while hub.connections().0 < 65 && start.elapsed() < T {
-        thread::sleep(Duration::from_millis(5));
-    }
+    connections_once(&hub, |(accepted, _)| accepted >= 65);
     // Time for the acceptor to take more, if it would.
     thread::sleep(Duration::from_millis(200));
     assert_eq!(hub.connections(), (65, 65), "(accepted, held)");
     drop(strays);
-    let start = Instant::now();
-    while hub.connections() != (80, 0) && start.elapsed() < T {
-        thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(hub.connections(), (80, 0), "(accepted, held) once the strays left");
+    assert_eq!(connections_once(&hub, |c| c == (80, 0)), (80, 0), "(accepted, held) once the strays left");
     connect(&hub, 0).barrier().unwrap();
 }
 
@@ -324,11 +319,7 @@ fn a_first_frame_larger_than_a_hello_is_refused_at_its_header() {
         let dropped = matches!(&got, Ok(0)) || got.as_ref().is_err_and(|e| e.kind() == ErrorKind::ConnectionReset);
         assert!(dropped, "{first:?} announcing {MAX_BODY} bytes: {got:?} after {:?}", start.elapsed());
     }
-    let start = Instant::now();
-    while hub.connections().1 > 0 && start.elapsed() < T {
-        thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(hub.connections(), (2, 0), "(accepted, held)");
+    assert_eq!(connections_once(&hub, |(_, held)| held == 0), (2, 0), "(accepted, held)");
     // Version 1's shorter hello (no timeout field) is still read, and refused by its version.
     let mut old = Vec::new();
     Msg::Hello { version: 1, rank: 0, nranks: 1, timeout_ms: 0 }.write_to(&mut old).unwrap();
