@@ -26,9 +26,10 @@ pub struct DataSegment {
 /// A fence of a [`Window`] started without blocking: [`Pending::poll`] it
 /// until it is ready. Dropping it before then abandons it; if that breaks
 /// the window (other ranks left waiting for this one, or a flat barrier
-/// this rank has arrived at), the window is poisoned, so that every rank's
-/// next wait fails instead of hanging or passing a fence too early. It may
-/// move to another thread meanwhile, as the window it borrows may.
+/// this rank has arrived at and the others have not completed), the window
+/// is poisoned, so that every rank's next wait fails instead of hanging or
+/// passing a fence too early. It may move to another thread meanwhile, as
+/// the window it borrows may.
 #[must_use = "a started fence does nothing until it is polled to completion"]
 pub struct Pending<'w, P: Platform> {
     window: &'w Window<P>,

@@ -46,3 +46,23 @@ fn an_abandoned_dissemination_fence_is_harmless() {
     assert!(one.poll(&area, &env).is_ready(), "rank 1 completes the first fence");
     assert!(again.poll(&area, &env).is_pending(), "rank 0's second fence waits for rank 1's second");
 }
+
+/// Rank 0 starts a flat fence; rank 1's arrival completes it before rank 0
+/// polls again. Dropping rank 0's started fence then breaks nothing: its
+/// next arrival counts in the next fence (the counter reached this one's
+/// end, and never goes back), so the window must not be poisoned for it
+/// (an executor's timeout that drops a fence a moment after it completed).
+#[test]
+fn a_flat_fence_completed_by_the_others_is_abandoned_harmlessly() {
+    let (area, env, policy) = (HeapArea::new(2), ManualEnv::default(), WaitPolicy::DEFAULT);
+    let first = PendingFence::window_fence(&area, &env, 0, Barrier::Flat, &policy).unwrap();
+    assert!(first.abandoning_breaks_window(&area), "rank 1 has not arrived yet");
+    let last = PendingFence::window_fence(&area, &env, 1, Barrier::Flat, &policy).unwrap();
+    assert!(last.is_done());
+    assert!(!first.abandoning_breaks_window(&area), "every rank arrived: the fence is complete");
+    // The next fence waits for both ranks again.
+    let mut again = PendingFence::window_fence(&area, &env, 0, Barrier::Flat, &policy).unwrap();
+    assert!(again.poll(&area, &env).is_pending(), "rank 0's second fence waits for rank 1's second");
+    let one = PendingFence::window_fence(&area, &env, 1, Barrier::Flat, &policy).unwrap();
+    assert!(one.is_done() && again.poll(&area, &env).is_ready());
+}

@@ -708,3 +708,67 @@ fn a_rank_that_left_stays_left_when_it_frees_again() {
     });
     assert_eq!(results[0], Some(Err(FenceError::PeerLeft { rank: 1, waiter: 0 })));
 }
+
+#[test]
+fn a_started_flat_fence_the_others_completed_is_dropped_without_poisoning() {
+    // Rank 0 starts a flat fence, rank 1's arrival completes it, and rank 0
+    // drops it unpolled (an executor's timeout firing a moment too late):
+    // nothing is broken, so both ranks free the window cleanly.
+    let results = run(2, LIMIT, |rank, oob| {
+        let request = WindowRequest { size: 64, policy: policy(), barrier: Barrier::Flat, ..WindowRequest::default() };
+        let mut w = window_of(rank, 2, &oob, &request);
+        if rank == 0 {
+            let started = w.start_fence().unwrap();
+            kpccl_core::Oob::barrier(&oob).unwrap();
+            kpccl_core::Oob::barrier(&oob).unwrap();
+            drop(started);
+        } else {
+            kpccl_core::Oob::barrier(&oob).unwrap();
+            w.fence().unwrap();
+            kpccl_core::Oob::barrier(&oob).unwrap();
+        }
+        kpccl_core::Oob::barrier(&oob).unwrap();
+        (w.poisoned(), w.free())
+    });
+    assert!(results.iter().all(|r| *r == (None, Ok(()))), "{results:?}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "rank 0 is left waiting for ever, which Miri reports at the end")]
+fn a_rank_that_panics_is_reported_at_once_with_its_message() {
+    // Rank 1 panics while rank 0 waits for it in an out-of-band barrier that
+    // will never complete: `run` reports the panic, naming the rank and
+    // saying what it was, without waiting for its limit.
+    let limit = Duration::from_secs(20);
+    let started = std::time::Instant::now();
+    let outcome = std::panic::catch_unwind(|| {
+        run(2, limit, |rank, oob| {
+            if rank == 1 {
+                panic!("rank 1 broke down");
+            }
+            kpccl_core::Oob::barrier(&oob)
+        })
+    });
+    let payload = outcome.expect_err("a rank panicked");
+    let message = payload.downcast_ref::<String>().map_or("(not a string)", String::as_str);
+    assert!(message.contains("rank 1 panicked: rank 1 broke down"), "{message}");
+    assert!(started.elapsed() < limit / 2, "reported after {:?}", started.elapsed());
+}
+
+#[test]
+fn a_rank_count_that_is_not_the_groups_fails_without_a_hang() {
+    // Rank 1 of a thread group of 2 says the communicator has 3 ranks, or 1
+    // (then it is out of range); rank 0 says 2, or 3 when rank 1 says 2. The
+    // out-of-band allgather of the wrong size still takes part, so every
+    // rank fails in the protocol, rather than the others waiting in its
+    // barrier for ever.
+    for counts in [[2u32, 3], [2, 1], [3, 2]] {
+        let results = run(2, LIMIT, move |rank, oob| {
+            let platform = ThreadPlatform::new(4096);
+            let n = counts[rank as usize];
+            let mut table = vec![Record::default(); n as usize];
+            create_comm(Collective::new(&platform, &oob, rank, n, &mut table), Placement::alone(rank)).map(drop)
+        });
+        assert!(results.iter().all(Result::is_err), "{counts:?}: {results:?}");
+    }
+}

@@ -130,12 +130,13 @@ impl PendingFence {
     /// leave later ranks waiting for this one; a flat fence this rank has
     /// arrived at would count the rank's next arrival in this fence too, so
     /// that it completes without some rank (the counter names a fence by
-    /// arrivals alone).
+    /// arrivals alone) unless the others' arrivals completed it meanwhile
+    /// (the counter never goes back, so its next arrival counts in the next).
     #[must_use]
     pub fn abandoning_breaks_window<A: SyncArea + ?Sized>(&self, area: &A) -> bool {
         match self.step {
             Step::Round { round, .. } => round + 1 < rounds(area.nranks()),
-            Step::Arrivals { .. } => true,
+            Step::Arrivals { target } => !all_arrived(area, target),
             // A failed fence poisoned the window, or found it poisoned.
             Step::Answer { .. } | Step::Signal { .. } | Step::Done | Step::Failed(_) => false,
         }
