@@ -330,15 +330,21 @@ mod tests {
     use super::*;
     use crate::layout::{LayoutMode, LayoutParams};
 
-    /// A zeroed, 8-aligned heap window of `nranks` empty segments, and its layout.
-    fn window(nranks: u32, mode: LayoutMode) -> (Vec<u64>, Layout) {
+    /// One line of a heap window: 128-aligned on every target (a `u64` is
+    /// only 4-aligned on 32-bit x86, where the atomic views need 8).
+    #[derive(Clone, Copy)]
+    #[repr(C, align(128))]
+    struct Line([u64; 16]);
+
+    /// A zeroed, line-aligned heap window of `nranks` empty segments, and its layout.
+    fn window(nranks: u32, mode: LayoutMode) -> (Vec<Line>, Layout) {
         let layout = Layout::new(LayoutParams { nranks, mode, align: 64, page: 4096 }, |_| 0).expect("a layout");
-        (vec![0; usize::try_from(layout.total()).expect("small") / 8], layout)
+        (vec![Line([0; 16]); usize::try_from(layout.total()).expect("small") / LINE_BYTES], layout)
     }
 
-    fn blocks(buf: &mut [u64], layout: &Layout) -> SyncBlocks {
+    fn blocks(buf: &mut [Line], layout: &Layout) -> SyncBlocks {
         // SAFETY: the buffer outlives the view (both live in the test's frame).
-        let mem = unsafe { Mapped::new(NonNull::from(&mut *buf).cast(), buf.len() * 8) };
+        let mem = unsafe { Mapped::new(NonNull::from(&mut *buf).cast(), buf.len() * LINE_BYTES) };
         SyncBlocks::new(&mem, layout)
     }
 

@@ -215,9 +215,6 @@ impl ThreadOob {
 impl Oob for ThreadOob {
     fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
         let (n, len) = (self.group.nranks, send.len());
-        if recv.len() != n * len {
-            return Err(OobError { code: -22 });
-        }
         {
             let mut buf = self.group.buf.lock().unwrap();
             if buf.len() < n * len {
@@ -226,7 +223,13 @@ impl Oob for ThreadOob {
             buf[self.rank * len..][..len].copy_from_slice(send);
         }
         self.group.barrier.wait();
-        recv.copy_from_slice(&self.group.buf.lock().unwrap()[..n * len]);
+        // A `recv` for another rank count than the group's (a rank that
+        // disagrees on it) gets what fits, the rest zeroed, as from ranks
+        // that sent nothing: failing here instead, before the barrier, would
+        // leave the others in it for ever, and so would this rank's flush.
+        let fits = recv.len().min(n * len);
+        recv[..fits].copy_from_slice(&self.group.buf.lock().unwrap()[..fits]);
+        recv[fits..].fill(0);
         // Nobody writes the next round's contribution before everyone has read this one.
         self.group.barrier.wait();
         Ok(())
@@ -239,7 +242,8 @@ impl Oob for ThreadOob {
 }
 
 /// Runs `f(rank, oob)` on `nranks` threads and returns the results in rank
-/// order; panics if a rank panics or if they take longer than `limit` (a
+/// order; panics if a rank panics (at once, with its message: the others
+/// may be waiting for it for ever) or if they take longer than `limit` (a
 /// hang is a failure, never a stuck test).
 pub fn run<T, F>(nranks: u32, limit: Duration, f: F) -> Vec<T>
 where
@@ -255,7 +259,9 @@ where
             std::thread::Builder::new()
                 .name(std::format!("rank-{rank}"))
                 .spawn(move || {
-                    let out = f(rank, oob);
+                    // Caught to be reported at once: a rank waiting for this
+                    // one in the out-of-band barrier would never end.
+                    let out = std::panic::catch_unwind(core::panic::AssertUnwindSafe(|| f(rank, oob)));
                     let _ = tx.send((rank, out));
                 })
                 .unwrap()
@@ -266,12 +272,17 @@ where
     let mut results: Vec<Option<T>> = (0..nranks).map(|_| None).collect();
     for _ in 0..nranks {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok((rank, out)) => results[rank as usize] = Some(out),
+            Ok((rank, Ok(out))) => results[rank as usize] = Some(out),
+            Ok((rank, Err(e))) => {
+                let what = e.downcast_ref::<&str>().copied().or_else(|| e.downcast_ref::<String>().map(String::as_str));
+                let what = what.unwrap_or("a panic whose payload is not a string");
+                std::panic::resume_unwind(std::boxed::Box::new(std::format!("rank {rank} panicked: {what}")));
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let missing: Vec<usize> = (0..results.len()).filter(|&r| results[r].is_none()).collect();
                 panic!("ranks {missing:?} of {nranks} still running after {limit:?}");
             }
-            // A rank panicked: join reports it below.
+            // Unreachable: every rank reports, panicked or not.
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
