@@ -169,8 +169,12 @@ fn partner<A: SyncArea + ?Sized>(area: &A, me: u32, peer: u32) -> Result<bool, F
 /// cycle of waits forms: even ranks go successor-first, odd ones
 /// predecessor-first, and in an odd ring the last rank goes
 /// predecessor-first too (pairs (0,1), (2,3).. then (1,2), (3,4).. then (n-1,0)).
+///
+/// # Panics
+/// If `rank` is not below `nranks` (there is no such ring).
 #[must_use]
 pub const fn ring_order(rank: u32, nranks: u32) -> [u32; 2] {
+    assert!(rank < nranks, "ring_order: rank outside the ring");
     let (next, prev) = ((rank + 1) % nranks, (rank + nranks - 1) % nranks);
     if rank.is_multiple_of(2) && !(nranks % 2 == 1 && rank == nranks - 1) { [next, prev] } else { [prev, next] }
 }
