@@ -21,7 +21,7 @@ pub use arena::{Arena, PAGE, Page};
 pub use oob::{Group, StaticOob};
 pub use platform::{StaticPlatform, StaticSegment};
 
-use kpccl_core::fence::ring_order;
+use kpccl_core::fence::{Barrier, ring_order};
 use kpccl_core::{
     Collective, CollectiveError, FenceError, NodeRanks, Placement, Record, WaitPolicy, WindowRequest, create_comm,
     create_window,
@@ -67,9 +67,10 @@ pub fn rank_main(
     let table = &mut table[..nranks as usize];
     let info = create_comm(Collective::new(&platform, oob, rank, nranks, table), Placement::alone(rank))
         .map_err(RunError::Collective)?;
-    // Spin while every rank has a core; otherwise relax at once (the platform's hook).
-    let policy = WaitPolicy::for_load(nranks, info.cpus);
-    let request = WindowRequest { size: 64, policy, ..WindowRequest::default() };
+    // Spin while every rank has a core; otherwise relax at once (the
+    // platform's hook), and fence windows with the flat barrier.
+    let (policy, barrier) = (WaitPolicy::for_load(nranks, info.cpus), Barrier::for_load(nranks, info.cpus));
+    let request = WindowRequest { size: 64, policy, barrier, ..WindowRequest::default() };
     let window = create_window(Collective::new(&platform, oob, rank, nranks, table), NodeRanks::All, &request)
         .map_err(RunError::Collective)?;
     let prev = (rank + nranks - 1) % nranks;
