@@ -456,7 +456,7 @@ const METHOD: &str = "## Method
 - **kpccl** ranks are separate processes started by the kpccl launcher (no MPI, no binding);
   the C programs link `libkpccl.so`. Open MPI runs under `mpirun` with the flags shown above
   (shared memory only, no binding either).
-- **Window creation**: rank 0's time from a barrier to the end of the collective free, for
+- **Window creation**: the ranks' mean time from a barrier to the end of the collective free, for
   windows of the given total size (each rank owns size / N); 30 repetitions up to 1 MiB, 6 at
   64 MiB, 3 at 1 GiB.
 - **Copy**: rank 0 copies 8 MiB from a private buffer into rank 1's segment
