@@ -217,7 +217,8 @@ impl PyComm {
     /// The communicator of this process under ``kpccl-run -n N python prog.py``
     /// (collective). Raises ``kpccl.Error`` when not started by ``kpccl-run``.
     /// Ctrl-C while it waits for the launcher or the other ranks abandons it
-    /// (see :class:`Comm`). A process joins once: a second call raises :class:`Error` saying so.
+    /// (see :class:`Comm`). A process joins once: a second call raises
+    /// :class:`Error` saying so.
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Self> {
         if let Some(rank) = joined() {
@@ -370,7 +371,7 @@ impl PyComm {
             Err(TryLockError::WouldBlock) => {
                 return Err(errors::library(
                     "the communicator is in use by another thread of this rank, making a window: make a \
-                 communicator's windows one at a time, in the same order on every rank",
+                     communicator's windows one at a time, in the same order on every rank",
                 ));
             }
         };

@@ -312,7 +312,7 @@ mod tests {
     fn other_errors_and_empty_ranges() {
         assert_eq!(in_pieces(0, 1 << 20, |_, _| Err(Errno::NOSPC)), Err(Errno::NOSPC));
         assert_eq!(in_pieces(0, 0, |_, _| panic!("nothing to allocate")), Ok(()));
-        // A signal at every call, however small: retried at the smallest piece.
+        // A signal at every call above the smallest piece: retried at that size.
         let mut calls = interrupted_above(MIN_PIECE, 100);
         assert_eq!(in_pieces(0, 4 * MIN_PIECE, &mut calls), Ok(()));
     }
