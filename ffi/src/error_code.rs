@@ -6,6 +6,8 @@ use core::cell::Cell;
 use core::ffi::c_int;
 
 #[cfg(feature = "ascend")]
+use kpccl_ascend::BackendError;
+#[cfg(feature = "ascend")]
 use kpccl_ascend::window::{Error as DeviceError, Failure as DeviceFailure};
 use kpccl_posix::ErrorKind;
 
@@ -104,7 +106,10 @@ fn device(e: &DeviceError) -> kpccl_error_code_t {
         | DeviceError::NegativeDevice { .. }
         | DeviceError::SizeTooLarge { .. }
         // A peer's record that breaks the rules: as a host record that disagrees.
-        | DeviceError::BadRecord { .. } => KPCCL_ERR_INVALID_ARGUMENT,
+        | DeviceError::BadRecord { .. }
+        // A `KPCCL_ASCEND` word that names no runtime: an invalid variable,
+        // as `KPCCL_ASCEND_PID_VALIDATION`'s (a host `Config` error) is.
+        | DeviceError::Backend(BackendError::Unknown(_)) => KPCCL_ERR_INVALID_ARGUMENT,
         _ => KPCCL_ERR_DEVICE_RUNTIME,
     }
 }

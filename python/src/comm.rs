@@ -215,7 +215,8 @@ impl PyComm {
     }
 
     /// The communicator of this process under ``kpccl-run -n N python prog.py``
-    /// (collective). Raises ``kpccl.Error`` when not started by ``kpccl-run``.
+    /// (collective). Raises ``kpccl.Error`` when not started by ``kpccl-run``,
+    /// ``ValueError`` when a launcher variable (``KPCCL_RANK``, …) is malformed.
     /// Ctrl-C while it waits for the launcher or the other ranks abandons it
     /// (see :class:`Comm`). A process joins once: a second call raises
     /// :class:`Error` saying so.
@@ -242,6 +243,11 @@ impl PyComm {
                 return Err(errors::library(
                     "not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N python prog.py`",
                 ));
+            }
+            // A malformed launcher variable is this rank's setting, as any
+            // refused `KPCCL_*` one is (C: `KPCCL_ERR_INVALID_ARGUMENT`).
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(errors::value(format!("cannot join kpccl-run: {e}")));
             }
             Err(e) => return Err(errors::library(format!("cannot join kpccl-run: {e}"))),
         };

@@ -135,6 +135,9 @@ pub(crate) fn device_kind(e: &kpccl_ascend::window::Error) -> Kind {
     match e {
         D::Host(h) => host_kind(h),
         D::OutOfBounds { .. } | D::NegativeDevice { .. } | D::SizeTooLarge { .. } => Kind::Value,
+        // A `KPCCL_ASCEND` word that names no runtime: a refused `KPCCL_*`
+        // variable, as `KPCCL_ASCEND_PID_VALIDATION`'s is (`Config`).
+        D::Backend(kpccl_ascend::BackendError::Unknown(_)) => Kind::Value,
         _ => Kind::Library,
     }
 }
