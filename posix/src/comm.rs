@@ -247,10 +247,20 @@ impl<O: Oob> Comm<O> {
     /// this node whose process is gone, else the launcher's code in words
     /// ([`Error::Launcher`]).
     pub fn barrier(&self) -> Result<(), Error> {
+        self.in_its_process()?;
         self.oob.barrier().map_err(|e| {
             let e = kpccl_core::CollectiveError::Local(kpccl_core::Failure::Oob(e));
             crate::explain::creation_error(e, "a barrier", &self.nodes.peers, None)
         })
+    }
+
+    /// Refuses a collective in a child forked from the process that made the
+    /// communicator ([`Error::ForkedChild`]): the child would publish its
+    /// parent's identity and speak for it in the other ranks' collectives.
+    pub fn in_its_process(&self) -> Result<(), Error> {
+        use kpccl_core::Platform;
+        let (parent, child) = (self.platform.identity().pid, u64::from(std::process::id()));
+        if parent == child { Ok(()) } else { Err(Error::ForkedChild { parent, child }) }
     }
 
     /// Starts describing a window in which this rank owns `size` bytes; finish
@@ -429,6 +439,7 @@ impl<O: Oob> WindowBuilder<'_, O> {
 
     fn create(self, local: Result<(), ArgError>) -> Result<Window, Error> {
         let c = self.comm;
+        c.in_its_process()?;
         let barrier = self.barrier.unwrap_or_else(|| {
             use kpccl_core::Platform;
             Barrier::for_load(c.local_size(), c.platform.cpu_count())

@@ -65,6 +65,16 @@ pub enum Error {
         /// The launcher's code (see [`launch::code`](crate::launch::code)).
         code: i32,
     },
+    /// A collective called in a child forked from the process that made the
+    /// communicator: the child has its parent's identity and out-of-band
+    /// connection, so its collective would take the parent's place in the
+    /// other ranks'.
+    ForkedChild {
+        /// The process that made the communicator.
+        parent: u64,
+        /// This process.
+        child: u64,
+    },
     /// A `KPCCL_*` environment variable (or an option) has an invalid value.
     Config {
         /// The variable.
@@ -128,6 +138,11 @@ impl fmt::Display for Error {
                 }
                 write!(f, ": {} (code {code})", code::describe(*code))
             }
+            Self::ForkedChild { parent, child } => write!(
+                f,
+                "the communicator was made before this process was forked from it (in process {parent}; this is \
+                 {child}): a forked child cannot take part in its collectives (make windows in the parent)"
+            ),
             Self::Config { var, value, expected } => write!(f, "{var}={value:?} is invalid: expected {expected}"),
         }
     }

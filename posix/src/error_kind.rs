@@ -121,7 +121,9 @@ impl Error {
         match self {
             Self::Collective(e) => ErrorKind::of_collective(e),
             Self::Fence(e) => ErrorKind::of_fence(e),
-            Self::OutOfBounds { .. } | Self::OtherNode { .. } | Self::Config { .. } => ErrorKind::InvalidArgument,
+            Self::OutOfBounds { .. } | Self::OtherNode { .. } | Self::ForkedChild { .. } | Self::Config { .. } => {
+                ErrorKind::InvalidArgument
+            }
             // A rank that never came, alive or not: the deadline passed.
             Self::RankLost { departure, .. } => match departure.ending {
                 Ending::Unresponsive(_) => ErrorKind::Timeout,

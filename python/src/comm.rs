@@ -49,9 +49,6 @@ pub(crate) struct PyComm {
     inner: RwLock<Option<Arc<Comm<PyOob>>>>,
     rank: u32,
     size: u32,
-    /// The process it was made in: a forked child's pid differs (the fork
-    /// generation counts only from the first window a process made).
-    pid: u32,
     /// Held while a window is made on it: the ranks' collectives pair up in
     /// call order, so two threads of a rank making windows at once would
     /// pair with the wrong calls of the others (or mix their records).
@@ -149,8 +146,7 @@ impl PyComm {
             // its connection closes, and the others' next collective fails.
             (_, Some(interrupted)) => Err(interrupted),
             (Ok(c), None) => {
-                let pid = std::process::id();
-                Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks, pid, making: Mutex::new(()) })
+                Ok(Self { inner: RwLock::new(Some(Arc::new(c))), rank, size: nranks, making: Mutex::new(()) })
             }
             (Err(e), None) => Err(oob_error(py, errors::host_kind(&e), e, &oob)),
         }
@@ -161,13 +157,9 @@ impl PyComm {
     /// its collective would take the parent's place in the others' (they
     /// would then fail, confused, or wait for the parent's next one).
     fn for_collective(&self) -> PyResult<Arc<Comm<PyOob>>> {
-        if std::process::id() != self.pid {
-            return Err(errors::library(
-                "the communicator was made before this process was forked from it: a forked child cannot take \
-                 part in its collectives (make windows in the parent)",
-            ));
-        }
-        self.comm()
+        let c = self.comm()?;
+        c.in_its_process().map_err(errors::host)?;
+        Ok(c)
     }
 
     fn comm(&self) -> PyResult<Arc<Comm<PyOob>>> {
