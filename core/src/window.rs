@@ -237,9 +237,9 @@ impl<P: Platform> Window<P> {
     /// Consumes the next signal from `peer` if it has come, without waiting
     /// (see [`fence::peer_test`]): `Ok(false)` if it has not. Tests that
     /// find none look for dead ranks at most once per the policy's
-    /// `liveness_ns` (the tested peer each time, every rank that has not left
-    /// every eighth time, whichever peers a loop of tests alternates
-    /// between), so a loop of tests ends on a dead peer as a wait does, at
+    /// `liveness_ns` (the tested peer each time, and a slice of the others
+    /// that moves on at each look, whichever peers a loop of tests
+    /// alternates between), so a loop of tests ends on a dead peer as a wait does, at
     /// the cost of a clock read per empty test.
     #[inline]
     pub fn try_wait(&self, peer: u32) -> Result<bool, FenceError> {

@@ -67,8 +67,8 @@ where
 /// Fails like a wait on a poisoned window. A loop of tests is the caller's
 /// wait, so the caller decides how often a test that finds no signal looks
 /// for dead ranks: `liveness_check()`, asked then, says whether this is
-/// such a look and its number (the awaited peer every time, every rank that
-/// has not left every eighth, as a sleeping wait does). A test of a rank
+/// such a look and its number (the awaited peer every time, and a slice of
+/// the others that moves on at each look, as a sleeping wait does). A test of a rank
 /// that has left the window, or is freeing it, answers `Ok(false)` once its
 /// signals are taken.
 pub fn peer_test<A, E>(

@@ -448,11 +448,26 @@ where
     if ready() { Ok(()) } else { Err(poison(area, env, why).error()) }
 }
 
-/// The awaited peer (unless it left) at every check; every eighth check,
-/// every rank that has not left (the awaited peer may itself be stuck behind a dead rank nobody
-/// else waits on). A rank that left had made its last arrival, and a wait
-/// for one it never made ends on the mark itself: nobody is stuck behind
-/// it, so its process may end without its window's other ranks failing.
+/// Checks that look at every rank, at most, between two looks at the same
+/// one (besides the awaited peer, looked at every time).
+const CHECKS_PER_SCAN: u32 = 8;
+/// Ranks one check looks at, at most, besides the awaited peer.
+const RANKS_PER_CHECK: u32 = 8;
+
+/// The awaited peer (unless it left) at every check, then a slice of the
+/// other ranks that have not left (the awaited peer may itself be stuck
+/// behind a dead rank nobody else waits on). A rank that left had made its
+/// last arrival, and a wait for one it never made ends on the mark itself:
+/// nobody is stuck behind it, so its process may end without its window's
+/// other ranks failing.
+///
+/// The slice moves on at each check: up to 64 ranks, every rank is seen
+/// every [`CHECKS_PER_SCAN`] checks; past that each check reads
+/// [`RANKS_PER_CHECK`] of them, so that n waiters' checks cost O(n), not
+/// O(n²) (1024 ranks scanning all every eighth check read `/proc` a
+/// million times per scan, more than two cores do in the interval). Each
+/// waiter starts its slices at its own place, so that together the waiters
+/// still look at every rank within a check or two.
 pub(super) fn find_dead<A, E>(area: &A, env: &E, me: u32, peer: u32, checks: u32) -> Option<u32>
 where
     A: SyncArea + ?Sized,
@@ -461,8 +476,10 @@ where
     if peer != me && !has_left(area, peer, false) && !env.is_alive(peer) {
         return Some(peer);
     }
-    if checks.is_multiple_of(8) {
-        return (0..area.nranks()).find(|&r| r != me && !has_left(area, r, false) && !env.is_alive(r));
-    }
-    None
+    let n = area.nranks();
+    let len = n.div_ceil(CHECKS_PER_SCAN).min(RANKS_PER_CHECK);
+    // The slice's place in units of `len`: (me + checks) mod n, kept small
+    // (n ≤ 1024, len ≤ 8) so that nothing overflows.
+    let start = (me % n + checks % n) % n * len;
+    (start..start + len).map(|r| r % n).find(|&r| r != me && r != peer && !has_left(area, r, false) && !env.is_alive(r))
 }
