@@ -286,7 +286,10 @@ where
             let alike = laid_out.is_err();
             // The layout numbers the node's ranks; the caller, every rank.
             let (e, culprit) = match e {
+                // `new` measures against `MAX_TOTAL`, the most any system
+                // maps; the limit to quote is this one's, if lower.
                 LayoutError::TooLarge { rank, size, total, max } => {
+                    let max = max.min(platform.max_window_len());
                     (LayoutError::TooLarge { rank: node.global(rank), size, total, max }, node.global(rank))
                 }
                 e => (e, leader),
