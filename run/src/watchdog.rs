@@ -36,6 +36,9 @@ const LEAVE_BOUND: Duration = Duration::from_secs(2);
 /// them, and then the watchdog has work to do).
 const IGNORED: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE];
 
+/// The watchdog's process name (`comm`, at most 15 bytes).
+const WATCHDOG_NAME: &CStr = c"kpccl-watchdog";
+
 /// The signals the watchdog keeps pending (blocked): one sent to the
 /// launcher's whole process group reaches the watchdog too, and the
 /// launcher then sees it there ([`Watchdog::got`]).
@@ -125,6 +128,12 @@ impl Drop for Watchdog {
 /// The watchdog: waits for the launcher's word or its end, then kills the
 /// job's processes if it ended without a word.
 fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
+    // A name of its own: `pkill kpccl-run` or `killall kpccl-run` signals
+    // the launcher alone, which passes the signal on; had the watchdog got
+    // it too, the launcher would take it for one sent to the whole group,
+    // already at the ranks, and not pass it on. (`pkill -f` still matches
+    // the command line, which the fork keeps.)
+    let _ = rustix::thread::set_name(WATCHDOG_NAME);
     for sig in IGNORED {
         // SAFETY: sets a disposition to `SIG_IGN`; no handler runs.
         unsafe { libc::signal(sig, libc::SIG_IGN) };

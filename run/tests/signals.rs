@@ -402,3 +402,27 @@ fn gnu_timeouts_signal_is_one_request_that_reaches_each_rank_once() {
     assert!(stderr.contains("killed 0.500s after the launcher got signal 15"), "{stderr}");
     assert!(!stderr.contains("second signal"), "{stderr}");
 }
+
+/// `killall kpccl-run` (or `pkill kpccl-run`): every process named
+/// `kpccl-run` of this job gets the signal. Before, the watchdog bore the
+/// launcher's name and got it too, so the launcher took it for a signal to
+/// the whole group, already at the ranks, and did not pass it on: the ranks
+/// never heard of it, and were killed after the grace.
+#[test]
+fn a_signal_to_the_launcher_by_name_is_passed_on_to_each_rank_once() {
+    if emulated() {
+        return;
+    }
+    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "name-term", "signals");
+    let launcher = counting_terms(scratch.path(), &[]);
+    let job = [vec![launcher.id()], children_of(launcher.id())].concat();
+    let named = |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kpccl-run");
+    for pid in job.iter().filter(|p| named(p)) {
+        // SAFETY: a plain kill(2) of a process of the job this test started.
+        assert_eq!(unsafe { libc::kill(i32::try_from(*pid).unwrap(), libc::SIGTERM) }, 0);
+    }
+    let out = launcher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(terms(scratch.path()), [1, 1], "each rank's SIGTERMs; {stderr}");
+    assert!(stderr.contains("the launcher got signal 15 and passed it on to the ranks"), "{stderr}");
+}
