@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use kpccl_run::{Binding, DEFAULT_ABORT_AFTER, Launch, parse_rank_count};
 
-const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--bind-to cpu|none] [--] program [args...]\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
+const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--bind-to cpu|none] [--] program [args...]\n       kpccl-run --version\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
 
 /// The rest of `--help`.
 const HELP: &str = "\
@@ -83,6 +83,10 @@ fn main() -> ExitCode {
     // `args_os`: `args` panics on a word that is not UTF-8, even the
     // program's own path (an install directory named in Latin-1).
     let first = std::env::args_os().nth(1);
+    if matches!(first.as_deref().and_then(OsStr::to_str), Some("--version" | "-V")) {
+        say!("kpccl-run {} (launcher protocol {})", env!("CARGO_PKG_VERSION"), kpccl_posix::launch::wire::VERSION);
+        return ExitCode::SUCCESS;
+    }
     if first.as_deref() == Some(OsStr::new("--sweep")) {
         let dirs: Vec<OsString> = std::env::args_os().skip(2).collect();
         // Not the first of several silently: the user meant them all.

@@ -186,6 +186,18 @@ fn kpccl_run_usage_errors_exit_2() {
     }
 }
 
+#[test]
+fn kpccl_run_says_its_version() {
+    for flag in ["--version", "-V"] {
+        let out = kpccl_run(&[flag]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{flag}: {out:?}");
+        let protocol = kpccl_posix::launch::wire::VERSION;
+        let want = format!("kpccl-run {} (launcher protocol {protocol})", env!("CARGO_PKG_VERSION"));
+        assert_eq!(said.trim(), want, "{flag}");
+    }
+}
+
 /// A directory `/dev/shm/kpccl-<tag>-<pid>` of this test's, and the name in
 /// it of a segment of this user's whose creator is dead (pid 2^22 + 1 is
 /// above Linux's pid_max: never a live process), with serial `serial`.
