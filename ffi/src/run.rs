@@ -39,7 +39,10 @@ fn connect() -> Result<&'static RunOob, Error> {
                 Error::Launcher(e.to_string())
             }
         })?
-        .ok_or(Error::Invalid { arg: "environment", why: "not started by kpccl-run (KPCCL_RUN_SOCKET is not set)" })?;
+        .ok_or(Error::Invalid {
+            arg: "environment",
+            why: "not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N -- ./prog`",
+        })?;
     Ok(&RUN.get_or_init(|| (run, std::process::id())).0)
 }
 

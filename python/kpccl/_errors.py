@@ -30,3 +30,10 @@ class TimeoutError(Error, builtins.TimeoutError):
     def __init__(self, message, rank=None):
         super().__init__(message)
         self.rank = rank
+
+
+# Where users import and catch them: a traceback reads "kpccl.Error: …",
+# not the private module's name.
+for _class in (Error, PeerDeadError, TimeoutError):
+    _class.__module__ = "kpccl"
+del _class

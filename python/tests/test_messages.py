@@ -36,3 +36,18 @@ def test_communicator_rank_errors_name_the_last_valid_rank():
 def test_from_mpi_refuses_what_is_not_a_communicator():
     with pytest.raises(ValueError, match=r"^`comm` must be an mpi4py communicator"):
         kpccl.Comm.from_mpi(42)
+
+
+def test_exceptions_are_named_as_users_catch_them(in_process):
+    # An uncaught one printed "kpccl._errors.Error: …" before.
+    code = """
+import traceback, kpccl
+try:
+    kpccl.Comm.from_env()
+except kpccl.Error as e:
+    print("".join(traceback.format_exception_only(e)))
+"""
+    out = in_process(code, {"KPCCL_RUN_SOCKET": ""}).stdout
+    assert out.startswith("kpccl.Error: not started by kpccl-run"), out
+    for cls in (kpccl.Error, kpccl.PeerDeadError, kpccl.TimeoutError):
+        assert f"{cls.__module__}.{cls.__qualname__}" == f"kpccl.{cls.__name__}"
