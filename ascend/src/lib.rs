@@ -35,6 +35,21 @@ pub const ENVIRONMENT: &[kpccl_posix::EnvVar] = &[
         default: "`auto`",
     },
     kpccl_posix::EnvVar {
+        name: "ASCEND_HOME_PATH",
+        meaning: "where CANN is installed (`KPCCL_ASCEND=acl` or `auto`): `libascendcl.so` is loaded from its `lib64`, and only if none is there from the loader's paths; one there that fails to load is an error naming it",
+        default: "unset: the loader's paths",
+    },
+    kpccl_posix::EnvVar {
+        name: "ASCEND_SIM_DIR",
+        meaning: "the directory of the Ascend simulator's per-user registry (export keys, whitelists, import counts), removed when it empties",
+        default: "`/dev/shm/ascend-sim2-<uid>`",
+    },
+    kpccl_posix::EnvVar {
+        name: "ASCEND_SIM_STRICT",
+        meaning: "`1`: the Ascend simulator refuses (507022) an exporter's close or free while importers still map the memory, which the hardware accepts and punishes later",
+        default: "unset: accepted, as on the hardware",
+    },
+    kpccl_posix::EnvVar {
         name: "ASCEND_SIM_CHIP",
         meaning: "the chip the Ascend simulator plays: `inference` (another device imports only memory allocated with a P2P policy), `A2`, `A3`, `200I/500 A2` (no IPC: 207000); another value fails `aclInit`",
         default: "`A2`",

@@ -1,6 +1,6 @@
 //! The README's table of environment variables is generated from
 //! `kpccl_posix::ENVIRONMENT` and `kpccl_ascend::ENVIRONMENT`, and every
-//! `KPCCL_*` variable the libraries read is in it.
+//! `KPCCL_*` and `ASCEND_*` variable the libraries read is in it.
 //!
 //! `KPCCL_BLESS=1 cargo test -p kpccl-ascend --test environment` rewrites
 //! the README's table from the code.
@@ -41,7 +41,7 @@ fn the_readme_table_is_generated_from_the_code() {
     );
 }
 
-/// The `"KPCCL_…"` string literals of the `.rs` files under `dir`.
+/// The `"KPCCL_…"` and `"ASCEND_…"` string literals of the `.rs` files under `dir`.
 fn names_read(dir: &Path, out: &mut Vec<String>) {
     for entry in std::fs::read_dir(dir).expect("a source directory") {
         let path = entry.expect("an entry").path();
@@ -49,10 +49,12 @@ fn names_read(dir: &Path, out: &mut Vec<String>) {
             names_read(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             let text = std::fs::read_to_string(&path).expect("a source file");
-            for piece in text.split("\"KPCCL_").skip(1) {
-                let name: String = piece.chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
-                if piece[name.len()..].starts_with('"') {
-                    out.push(format!("KPCCL_{name}"));
+            for prefix in ["KPCCL_", "ASCEND_"] {
+                for piece in text.split(&format!("\"{prefix}")).skip(1) {
+                    let name: String = piece.chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
+                    if piece[name.len()..].starts_with('"') {
+                        out.push(format!("{prefix}{name}"));
+                    }
                 }
             }
         }
