@@ -277,13 +277,7 @@ pub fn table(segments: &[SegmentInfo]) -> String {
     for s in segments {
         let creator = s.creator.map_or_else(|| "?".to_owned(), |c| c.pid.to_string());
         let ranks = s.nranks.map_or_else(|| "?".to_owned(), |n| n.to_string());
-        let attached = if s.attached.is_empty() {
-            "-".to_owned()
-        } else {
-            let mut pids = s.attached.clone();
-            pids.sort_unstable();
-            pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        };
+        let attached = attached(&s.attached);
         out.push_str(&format!(
             "{:<9} {creator:>8} {:<6} {ranks:>5} {:>10} {:>8}  {attached:<16} {}\n",
             s.state.name(),
@@ -294,6 +288,20 @@ pub fn table(segments: &[SegmentInfo]) -> String {
         ));
     }
     out
+}
+
+/// The pids that map a segment, in order: a few listed, more as their range
+/// and count, `5011…6034(1024)` (a window of 1024 ranks printed a line of
+/// 6000 characters); one word either way, so that columns split on spaces.
+fn attached(pids: &[u32]) -> String {
+    const LISTED: usize = 4;
+    let mut pids = pids.to_vec();
+    pids.sort_unstable();
+    match pids[..] {
+        [] => "-".to_owned(),
+        [first, .., last] if pids.len() > LISTED => format!("{first}…{last}({})", pids.len()),
+        _ => pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+    }
 }
 
 fn bytes(n: u64) -> String {
@@ -317,6 +325,14 @@ fn duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_attached_pids_are_counted_not_listed() {
+        assert_eq!(attached(&[]), "-");
+        assert_eq!(attached(&[30, 10, 20, 40]), "10,20,30,40");
+        let job: Vec<u32> = (5011..5011 + 1024).rev().collect();
+        assert_eq!(attached(&job), "5011…6034(1024)");
+    }
 
     #[test]
     fn reads_the_rank_count_and_creator_of_a_window_header_only() {
