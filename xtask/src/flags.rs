@@ -60,10 +60,13 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Task> {
     let mut args: Vec<String> = args.into_iter().collect();
     // Everything after the first `--` goes to the demo untouched.
     let rest = args.iter().position(|a| a == "--").map(|i| args.split_off(i)[1..].to_vec());
+    // `cargo xtask soak --help` asks for help, not for an error about a flag.
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Ok(Task::Help);
+    }
     let mut p = lexopt::Parser::from_args(args);
     let task = match p.next().map_err(|e| err!("{e}"))? {
         None => return Ok(Task::Help),
-        Some(Short('h') | Long("help")) => String::from("help"),
         Some(Value(task)) => task.into_string().map_err(|t| err!("unknown task {t:?}"))?,
         Some(other) => bail!("{}", other.unexpected()),
     };
@@ -169,6 +172,8 @@ mod tests {
     #[test]
     fn parses_tasks() {
         assert_eq!(p(&[]).unwrap(), Task::Help);
+        assert_eq!(p(&["soak", "--help"]).unwrap(), Task::Help);
+        assert_eq!(p(&["install", "-h"]).unwrap(), Task::Help);
         assert_eq!(p(&["test"]).unwrap(), Task::Test { quick: false });
         assert_eq!(p(&["test", "--quick"]).unwrap(), Task::Test { quick: true });
         assert_eq!(p(&["test-aarch64", "--cross"]).unwrap(), Task::TestAarch64 { install: false, cross: true });
