@@ -218,7 +218,9 @@ thread_local! {
 /// Records `e` as this thread's last error and logs it.
 pub(crate) fn record(name: &'static str, e: &Error) {
     let text = format!("{name}: {e}");
-    // Creation failures were logged by the Rust API already.
+    // Creation failures were logged by the Rust API already, as were the
+    // variables a communicator's creation refused (a device window's
+    // refusal of one is not).
     let logged = matches!(
         e,
         Error::Api(
@@ -228,7 +230,7 @@ pub(crate) fn record(name: &'static str, e: &Error) {
                 | kpccl_posix::Error::SegmentDir(_)
                 | kpccl_posix::Error::Platform { .. }
         )
-    );
+    ) || (name == "kpccl_shm_comm_create" && matches!(e, Error::Api(kpccl_posix::Error::Config { .. })));
     if !logged {
         // Another rank's bad argument is logged there, once, not on every rank.
         let level = if matches!(e, Error::PeerArgument { .. }) { Level::Debug } else { Level::Error };
