@@ -139,7 +139,7 @@ fn seconds(v: &Bound<'_, PyAny>) -> Result<Option<Duration>, String> {
     })?;
     match s {
         0.0 => Ok(None),
-        s if s.is_infinite() => Err(format!("timeout must be a finite number of seconds, not {s}")),
+        s if !s.is_finite() => Err(format!("timeout must be a finite number of seconds, not {s}")),
         s if s > 0.0 => Duration::try_from_secs_f64(s).map(Some).map_err(|_| too_long(&s)),
         s => Err(format!("timeout must be > 0 seconds (0: never), not {s}")),
     }

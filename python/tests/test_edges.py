@@ -61,8 +61,9 @@ def test_a_timeout_too_long_is_out_of_range():
                 comm.alloc(8, timeout=v)
             assert "timeout" in str(e.value) and "is out of range" in str(e.value), e.value
             assert "not int" not in str(e.value)
-        with pytest.raises(ValueError, match="finite"):
-            comm.alloc(8, timeout=float("inf"))
+        for v in (float("inf"), float("nan")):  # NaN read "must be > 0 seconds … not NaN"
+            with pytest.raises(ValueError, match="finite"):
+                comm.alloc(8, timeout=v)
 
 
 def test_a_second_from_env_in_one_process_says_so(run):
