@@ -63,7 +63,7 @@ fn rank_main() {
         _ => None,
     };
     if let Some(case_fn) = own_comm {
-        if let Err(e) = case_fn(oob) {
+        if let Err(e) = case_fn(oob).and_then(|()| balanced()) {
             eprintln!("rank {rank}: {case}: {e}");
             std::process::exit(1);
         }
@@ -93,11 +93,18 @@ fn rank_main() {
         "signal_device_failure" => device_failure(&comm, signal_after_a_faulting_copy, |w| w.wait(1)),
         other => Err(format!("unknown case {other}")),
     };
-    if let Err(e) = result {
+    if let Err(e) = result.and_then(|()| balanced()) {
         eprintln!("rank {rank}: {case}: {e}");
         std::process::exit(1);
     }
     std::process::exit(0);
+}
+
+/// Every allocation, import, stream and device count the case took in this
+/// process's simulator was given back, on its error paths too.
+fn balanced() -> Result<(), String> {
+    let held = kpccl_ascend::sim::held();
+    if held == kpccl_ascend::sim::Held::default() { Ok(()) } else { Err(format!("the simulator still holds {held:?}")) }
 }
 
 /// One `#[test]` per row, named by it: it runs the row's `(ranks, case, env…)`

@@ -64,18 +64,8 @@ fn a_held_registry_lock_fails_calls_naming_the_holder() {
         .spawn()
         .expect("run the child");
     // A hang is the failure this test is about: bounded, then killed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("the child still waited for the lock after 30 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = kpccl_testkit::wait_or_kill(&mut child, std::time::Duration::from_secs(30))
+        .expect("the child still waited for the lock after 30 s");
     assert!(status.success(), "the child failed: {status}");
 }
 
@@ -111,4 +101,144 @@ fn an_unusable_registry_fails_calls_with_the_internal_error() {
     assert!(out.status.success(), "the child failed: {}\n{stderr}", out.status);
     let said = format!("ascend simulator: {}", std::io::Error::from_raw_os_error(libc::ENOTDIR));
     assert!(stderr.contains(&said), "stderr lacks {said:?}:\n{stderr}");
+}
+
+/// Runs this binary's test `name` alone in a child with `flag` set and a
+/// registry of its own (`ASCEND_SIM_DIR`, waited for at most 200 ms), bounded;
+/// asserts it succeeds and leaves no registry behind.
+fn in_child_with_own_registry(name: &str, flag: &str) {
+    let scratch = ScratchDir::new("sim-registry", flag);
+    let sim = scratch.path().join("sim");
+    let mut child = test_alone(name)
+        .arg("--nocapture")
+        .env(flag, "1")
+        .env(kpccl_ascend::sim::LOCK_TIMEOUT_ENV, "200")
+        .env("ASCEND_SIM_DIR", &sim)
+        .spawn()
+        .expect("run the child");
+    let status = kpccl_testkit::wait_or_kill(&mut child, std::time::Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("{name}: the child did not finish in 60 s"));
+    assert!(status.success(), "{name}: the child failed: {status}");
+    assert!(!sim.exists(), "{name}: simulator state left in {}: {:?}", sim.display(), entries(&sim));
+}
+
+/// The registry directory the child of [`in_child_with_own_registry`] uses.
+fn own_registry() -> std::path::PathBuf {
+    std::env::var_os("ASCEND_SIM_DIR").expect("ASCEND_SIM_DIR set by the parent").into()
+}
+
+/// Set in the child of the close-retry test.
+const CLOSE_RETRY_ENV: &str = "KPCCL_SIM_CLOSE_RETRY";
+
+/// An importer's close that cannot update the registry (its lock held past
+/// the timeout) fails and leaves the import as it was: closed again, it
+/// succeeds, and the exporter (strict) then finds no importer left. Before,
+/// the failed close had already unmapped and forgotten the import: the retry
+/// gave 507899, and the registry counted the importer until it exited, so a
+/// strict exporter's close was refused.
+#[test]
+fn an_importers_close_that_the_registry_refused_can_be_retried() {
+    use kpccl_ascend::AclRuntime;
+    use kpccl_ascend::codes::{ACL_ERROR_RT_INTERNAL_ERROR, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION};
+    use kpccl_testkit::acl::ipc::{Exported, code};
+    if std::env::var_os(CLOSE_RETRY_ENV).is_none() {
+        return in_child_with_own_registry(
+            "an_importers_close_that_the_registry_refused_can_be_retried",
+            CLOSE_RETRY_ENV,
+        );
+    }
+    let rt = kpccl_ascend::sim::HostSim::strict();
+    let exp = Exported::new(&rt, 0, 7, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+    exp.run_importer(0, |_, k| {
+        rt.ipc_mem_import_by_key(k, 0).unwrap();
+        let lock = std::fs::File::open(own_registry().join("registry.lock")).unwrap();
+        // SAFETY: flock on a descriptor this test owns; no memory is passed.
+        assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) }, 0);
+        assert_eq!(code(rt.ipc_mem_close(k)), ACL_ERROR_RT_INTERNAL_ERROR, "a close while the lock is held");
+        drop(lock);
+        assert_eq!(code(rt.ipc_mem_close(k)), 0, "the close, retried");
+        assert_eq!(kpccl_ascend::sim::held().imports, 0, "the import is gone once closed");
+    });
+    exp.release();
+}
+
+/// Set in the child of the failed-import test.
+const FAILED_IMPORT_ENV: &str = "KPCCL_SIM_FAILED_IMPORT";
+
+/// The mappings of simulated device memory in this process.
+fn device_mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps").unwrap().lines().filter(|l| l.contains("ascend-sim")).count()
+}
+
+/// An import whose registry rewrite fails (here `registry.tmp` cannot be
+/// created) fails and maps nothing: before, the mapping made for it stayed in
+/// the importer's address space for good, with nothing left to unmap it.
+#[test]
+fn an_import_the_registry_cannot_record_leaves_no_mapping() {
+    use kpccl_ascend::AclRuntime;
+    use kpccl_ascend::codes::{ACL_ERROR_RT_INTERNAL_ERROR, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION};
+    use kpccl_testkit::acl::ipc::{Exported, code};
+    if std::env::var_os(FAILED_IMPORT_ENV).is_none() {
+        return in_child_with_own_registry("an_import_the_registry_cannot_record_leaves_no_mapping", FAILED_IMPORT_ENV);
+    }
+    let rt = kpccl_ascend::sim::HostSim::faithful();
+    let exp = Exported::new(&rt, 0, 7, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+    let blocker = own_registry().join("registry.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    exp.run_importer(0, |_, k| {
+        let before = device_mappings();
+        assert_eq!(code(rt.ipc_mem_import_by_key(k, 0)), ACL_ERROR_RT_INTERNAL_ERROR, "an unrecorded import");
+        assert_eq!(device_mappings(), before, "the failed import left a mapping");
+        assert_eq!(kpccl_ascend::sim::held().imports, 0, "the failed import is held");
+    });
+    std::fs::remove_dir(&blocker).unwrap();
+    exp.release();
+}
+
+/// Set in the child of the fork test.
+const FORK_ENV: &str = "KPCCL_SIM_FORK_DURING_CALL";
+
+/// A process forked while another of its threads is inside a simulator call
+/// (here waiting for the registry lock) gets a simulator that works: the
+/// fork waits for the call to leave the simulator's locks. Before, the
+/// child inherited them locked by a thread it does not have, and its first
+/// simulator call waited for ever.
+#[test]
+fn a_process_forked_during_another_threads_call_can_use_the_simulator() {
+    use kpccl_ascend::AclRuntime;
+    use kpccl_ascend::codes::{ACL_ERROR_RT_INTERNAL_ERROR, ACL_MEM_MALLOC_NORMAL_ONLY};
+    use kpccl_testkit::acl::ipc::code;
+    if std::env::var_os(FORK_ENV).is_none() {
+        return in_child_with_own_registry(
+            "a_process_forked_during_another_threads_call_can_use_the_simulator",
+            FORK_ENV,
+        );
+    }
+    let rt = kpccl_ascend::sim::HostSim::faithful();
+    let sim = own_registry();
+    std::fs::create_dir(&sim).unwrap();
+    let lock = std::fs::File::create(sim.join("registry.lock")).unwrap();
+    // SAFETY: flock on a descriptor this test owns; no memory is passed.
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) }, 0);
+    let caller = std::thread::spawn(move || {
+        rt.set_device(0).unwrap();
+        let p = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+        // Waits for the lock (200 ms) inside the call, then fails.
+        let export = code(rt.ipc_mem_get_export_key(p, 4096, 1));
+        (export, p as usize)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // Bounded: the child is killed, and the test fails, after 20 s.
+    kpccl_testkit::acl::proc::spawn(|_| {
+        rt.set_device(1).unwrap();
+        rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+        // (Not freed: a free reads the registry, whose lock the parent still holds.)
+        assert_eq!(kpccl_ascend::sim::held().allocs, 1, "the child's own allocation");
+    })
+    .join();
+    drop(lock);
+    let (export, p) = caller.join().unwrap();
+    assert_eq!(export, ACL_ERROR_RT_INTERNAL_ERROR, "the export waited for the held lock");
+    rt.free(p as *mut core::ffi::c_void).unwrap();
+    kpccl_ascend::sim::sweep().unwrap();
 }

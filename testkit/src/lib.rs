@@ -31,6 +31,6 @@ pub use dir::{ScratchDir, entries};
 pub use hooked::{Hooked, Mapped};
 pub use manual_env::ManualEnv;
 pub use oob::{FailingOob, INJECTED, Solo, When};
-pub use process::{LoweredLimit, in_forked_child, lowest_free_descriptor};
+pub use process::{LoweredLimit, in_forked_child, lowest_free_descriptor, wait_or_kill};
 #[cfg(not(loom))]
 pub use thread_env::ThreadEnv;

@@ -75,3 +75,21 @@ pub fn in_forked_child(child: impl FnOnce() -> i32) -> i32 {
     assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
     libc::WEXITSTATUS(status)
 }
+
+/// Waits for `child` at most `bound`: its status, or `None` once it was
+/// still running then (it is killed and reaped). For tests whose failure
+/// would be a hang.
+pub fn wait_or_kill(child: &mut std::process::Child, bound: std::time::Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting for a child") {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

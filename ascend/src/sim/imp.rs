@@ -591,10 +591,11 @@ impl AclRuntime for HostSim {
             let file = mem::open_foreign(r.creator_pid, r.fd).map_err(|_| ACL_ERROR_RT_DRV_INTERNAL_ERROR)?;
             let map = mem::map(&file, r.offset, r.size).map_err(|_| ACL_ERROR_RT_MEMORY_ALLOCATION)?;
             r.importers.push(Importer { pid: me, start: my_start, dev: cur });
-            Ok((map, r.dev))
+            Ok((Unrecorded(Some(map)), r.dev))
         })
         .map_err(registry_io)?;
-        let (map, owner_dev) = result.map_err(AclError::new)?;
+        let (mut map, owner_dev) = result.map_err(AclError::new)?;
+        let map = map.0.take().expect("an unrecorded mapping is taken once");
         if owner_dev != cur
             && flags == ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS
             && !p.p2p.contains(&(cur, owner_dev))
@@ -616,20 +617,23 @@ impl AclRuntime for HostSim {
             let mut g = state::proc();
             let p = g.as_mut().expect("state is set by proc()");
             if let Some(i) = p.imports.iter().position(|i| i.key == name) {
-                p.imports[i].refs -= 1;
-                if p.imports[i].refs > 0 {
+                if p.imports[i].refs > 1 {
+                    p.imports[i].refs -= 1;
                     return Ok(());
                 }
-                let imp = p.imports.swap_remove(i);
-                mem::unmap(&imp.map);
-                return registry::with(|reg| {
+                // The registry first: a close it cannot record fails with the
+                // import as it was, so that closing again finishes it.
+                registry::with(|reg| {
                     if let Some(r) = reg.find(&name)
                         && let Some(j) = r.importers.iter().position(|x| x.pid == me)
                     {
                         r.importers.remove(j);
                     }
                 })
-                .map_err(registry_io);
+                .map_err(registry_io)?;
+                let imp = p.imports.swap_remove(i);
+                mem::unmap(&imp.map);
+                return Ok(());
             }
         }
         let strict = self.strict;
@@ -648,6 +652,18 @@ impl AclRuntime for HostSim {
         })
         .map_err(registry_io)?;
         crate::runtime::check(code)
+    }
+}
+
+/// A fresh import's mapping until the registry has recorded the import:
+/// unmapped if the registry cannot be written, as the import then fails.
+struct Unrecorded(Option<mem::Mapping>);
+
+impl Drop for Unrecorded {
+    fn drop(&mut self) {
+        if let Some(map) = self.0.take() {
+            mem::unmap(&map);
+        }
     }
 }
 

@@ -21,6 +21,7 @@ mod mem;
 mod procinfo;
 #[allow(unsafe_code)]
 mod registry;
+#[allow(unsafe_code)]
 mod state;
 #[allow(unsafe_code)]
 mod stream;
@@ -28,7 +29,7 @@ mod stream;
 pub use chip::{CHIP_ENV, Chip};
 pub use copylog::{COPY_LOG_ENV, sync_import_copies};
 pub use registry::{LOCK_TIMEOUT_ENV, sweep};
-pub use state::take_largest_malloc;
+pub use state::{Held, held, take_largest_malloc};
 
 /// The simulated runtime. All instances of a process share its state, as the real
 /// runtime's process-wide context does.

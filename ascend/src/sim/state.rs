@@ -82,6 +82,37 @@ pub fn take_largest_malloc() -> usize {
     proc().as_mut().map_or(0, |p| core::mem::take(&mut p.largest_malloc))
 }
 
+/// What this process holds of the simulated runtime: the resources a
+/// program must give back (allocations, imports, created streams, host
+/// blocks, device counts). A test reads it to prove a code path balanced
+/// every `aclrtMalloc`, import, `aclrtCreateStream` and `aclrtSetDevice`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// Live `aclrtMalloc` blocks.
+    pub allocs: usize,
+    /// Imported keys not closed (each counted once, whatever its refcount).
+    pub imports: usize,
+    /// Streams from `aclrtCreateStream` not destroyed.
+    pub streams: usize,
+    /// Live `aclrtMallocHost` blocks.
+    pub host: usize,
+    /// `(device, count)` of every device set and not reset as often.
+    pub devices: Vec<(i32, u32)>,
+}
+
+/// What this process holds now (see [`Held`]).
+pub fn held() -> Held {
+    let mut held = proc().as_ref().map_or_else(Held::default, |p| Held {
+        allocs: p.allocs.len(),
+        imports: p.imports.len(),
+        streams: p.streams.iter().filter(|s| s.handle != 0).count(),
+        host: p.host.len(),
+        devices: Vec::new(),
+    });
+    held.devices = with_devices(|d| d.iter().filter(|(_, r)| r.count > 0).map(|(&dev, r)| (dev, r.count)).collect());
+    held
+}
+
 impl Proc {
     /// Whether `[addr, addr+len)` lies inside one live allocation or one import that
     /// was not revoked.
@@ -125,6 +156,7 @@ static PROC: Mutex<Option<Proc>> = Mutex::new(None);
 
 /// This process's state, reset if the process is a fork of the one that made it.
 pub(crate) fn proc() -> MutexGuard<'static, Option<Proc>> {
+    guard_forks();
     let mut g = PROC.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let me = procinfo::own_pid();
     if g.as_ref().is_none_or(|p| p.pid != me) {
@@ -158,6 +190,7 @@ static DEVICES: Mutex<(i32, BTreeMap<i32, DeviceRefs>)> = Mutex::new((0, BTreeMa
 
 /// Runs `f` on this process's device counts.
 fn with_devices<R>(f: impl FnOnce(&mut BTreeMap<i32, DeviceRefs>) -> R) -> R {
+    guard_forks();
     let mut g = DEVICES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let me = procinfo::own_pid();
     if g.0 != me {
@@ -233,4 +266,36 @@ pub(crate) fn reset_device(dev: i32) -> Option<bool> {
         }
         Some(released)
     })
+}
+
+type Locks = (MutexGuard<'static, Option<Proc>>, MutexGuard<'static, (i32, BTreeMap<i32, DeviceRefs>)>);
+
+thread_local! {
+    /// The simulator's locks, held by the forking thread across a `fork`.
+    static HELD_ACROSS_FORK: core::cell::RefCell<Option<Locks>> = const { core::cell::RefCell::new(None) };
+}
+
+/// Makes every `fork` of the process wait until no other thread is inside
+/// the simulator: a child inherits the locks as they were, and one held by
+/// a thread the child does not have would make its first simulator call
+/// wait for ever (the simulator never forks while it holds them).
+fn guard_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: the handlers are plain functions of this library, which
+        // unregisters them if it is unloaded (glibc ties them to the DSO).
+        unsafe { libc::pthread_atfork(Some(lock_for_fork), Some(unlock_after_fork), Some(unlock_after_fork)) };
+    });
+}
+
+/// `pthread_atfork` prepare handler: takes the locks, in the order no call nests them.
+extern "C" fn lock_for_fork() {
+    let p = PROC.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let d = DEVICES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some((p, d)));
+}
+
+/// `pthread_atfork` parent and child handler: gives the locks back.
+extern "C" fn unlock_after_fork() {
+    HELD_ACROSS_FORK.with(|h| drop(h.borrow_mut().take()));
 }
