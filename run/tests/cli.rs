@@ -343,16 +343,7 @@ fn kpccl_run_list_never_blocks_on_a_fifo() {
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .unwrap();
-            let start = Instant::now();
-            while child.try_wait().unwrap().is_none() {
-                if start.elapsed() > Duration::from_secs(3) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return true;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            false
+            kpccl_testkit::wait_or_kill(&mut child, Duration::from_secs(3)).is_none()
         })
         .count();
     // Relaxed: as above; the join orders the rest.

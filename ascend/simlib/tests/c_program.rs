@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn skip(why: &str) {
     // Straight to stderr, past the test harness's capture, so the skip shows.
@@ -66,14 +66,8 @@ fn build_and_run(name: &str, include: Option<&Path>, args: &[&str], env: &[(&str
         run.env(k, v);
     }
     let mut child = run.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the C program {name} did not finish in 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let finished = kpccl_testkit::wait_or_kill(&mut child, Duration::from_secs(30));
+    assert!(finished.is_some(), "the C program {name} did not finish in 30 s");
     let out = child.wait_with_output().unwrap();
     let _ = std::fs::remove_dir_all(&work);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
