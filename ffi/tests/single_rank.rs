@@ -235,12 +235,18 @@ fn a_free_racing_queries_and_fences_is_refused_or_refuses_them() {
     let (_, comm) = create(GOOD);
     let (base, win) = alloc(comm, 128);
     let (h, base) = (win as usize, base as usize);
+    // Each thread says so once its first call succeeded.
+    let (ran, first_calls) = std::sync::mpsc::channel();
+    let query_ran = ran.clone();
     let query = std::thread::spawn(move || {
         let (mut size, mut ptr) = (0usize, null_mut());
         let mut ok = 0u64;
         while unsafe { kpccl_shm_win_query(h as kpccl_shm_win_h, 0, &mut size, &mut ptr) } == KPCCL_OK {
             assert_eq!((size, ptr as usize), (128, base));
             ok += 1;
+            if ok == 1 {
+                let _ = query_ran.send(());
+            }
         }
         (ok, last_error())
     });
@@ -249,13 +255,21 @@ fn a_free_racing_queries_and_fences_is_refused_or_refuses_them() {
         loop {
             if unsafe { kpccl_shm_peer_fence(h as kpccl_shm_win_h, 0) } == KPCCL_OK {
                 ok += 1;
+                if ok == 1 {
+                    let _ = ran.send(());
+                }
             } else if !last_error().contains("in use by another thread") {
                 // Only the free's own claim can make it busy: a try during it.
                 return (ok, last_error());
             }
         }
     });
-    std::thread::sleep(core::time::Duration::from_millis(20));
+    // The free races both threads only once both run: a fixed pause could
+    // end before a loaded machine had started them.
+    for _ in 0..2 {
+        let waited = first_calls.recv_timeout(core::time::Duration::from_secs(60));
+        waited.expect("the query and fence threads did not both succeed once within 60 s");
+    }
     let mut refusals = 0;
     while unsafe { kpccl_shm_win_free(win) } == KPCCL_ERROR {
         assert!(last_error().contains("is in use by another thread"), "{}", last_error());

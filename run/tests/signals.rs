@@ -178,6 +178,7 @@ fn ranks_that_ignore_the_forwarded_signal_are_killed_after_the_grace_or_a_second
     // `trap '' TERM` makes the shell and the sleep it starts ignore SIGTERM.
     let rank = ["sh", "-c", "trap '' TERM; sleep 60; :"];
     let (launcher, ranks) = start(&["--abort-after", "0.3"], &rank);
+    ignoring(&ranks, libc::SIGTERM);
     let started = Instant::now();
     signal(&launcher, libc::SIGTERM);
     let out = launcher.wait_with_output().unwrap();
@@ -188,6 +189,7 @@ fn ranks_that_ignore_the_forwarded_signal_are_killed_after_the_grace_or_a_second
     assert_eq!(out.status.code(), Some(128 + libc::SIGKILL), "{stderr}");
 
     let (launcher, ranks) = start(&["--abort-after", "never"], &rank);
+    ignoring(&ranks, libc::SIGTERM);
     signal(&launcher, libc::SIGTERM);
     std::thread::sleep(Duration::from_millis(300));
     assert!(ranks.iter().all(|&p| runs(p)), "the ranks ignore SIGTERM");
@@ -203,6 +205,17 @@ fn ignores(pid: u32, sig: i32) -> bool {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).map(str::trim).unwrap_or("0");
     u64::from_str_radix(mask, 16).unwrap_or(0) & (1 << (sig - 1)) != 0
+}
+
+/// Waits until every one of `pids` ignores `sig` (a shell rank has run its
+/// `trap`): a signal sent before would end it, which is not what the test
+/// checks. A fixed pause was not enough on a loaded machine.
+fn ignoring(pids: &[u32], sig: i32) {
+    let started = Instant::now();
+    while !pids.iter().all(|&p| ignores(p, sig)) {
+        assert!(started.elapsed() < BOUND, "the ranks did not come to ignore signal {sig} within {BOUND:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// `nohup kpccl-run … &`, then the terminal closes: a launcher started

@@ -459,8 +459,17 @@ fn stall<O: Oob>(comm: &Comm<O>, args: &Args) -> Res {
     let bound = Duration::from_millis(args.get("bound_ms", 5_000)?);
     let win = comm.window(64).timeout(Some(timeout)).alloc().map_err(s)?;
     if me == victim {
-        std::thread::sleep(timeout * 4);
-        // The others gave up: the window is poisoned, free still unmaps it.
+        // Until the others gave up, which poisons the window. (A fixed pause
+        // could end first on a loaded machine: the free's fence would then
+        // meet theirs, or end their wait, instead of their timeout.)
+        let start = Instant::now();
+        while win.poisoned().is_none() {
+            if start.elapsed() > bound {
+                return Err(format!("rank {me}: the others did not give up on it within {bound:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The window is poisoned: free still unmaps it.
         return match win.free() {
             Err(Error::Fence(_)) => Ok(()),
             other => Err(format!("the stalled rank's free should fail fast, got {other:?}")),

@@ -35,17 +35,18 @@ pub(crate) fn interrupted_waits<O: Oob>(comm: &Comm<O>, args: &crate::args::Args
     catch_sigusr1()?;
     let win = comm.window(64).spins(0).alloc().map_err(|e| e.to_string())?;
     for round in 0..rounds {
+        // Rank 1 writes it once its signals are sent, just before its fence.
+        let came = [u64::from(round) + 1];
         match me {
             0 => {
-                let start = Instant::now();
                 win.peer_fence(1).map_err(|e| format!("round {round}: {e}"))?;
-                // Rank 1's clock started before ours, so allow slack; a fence
-                // ended by the first EINTR would return within milliseconds.
-                if start.elapsed() < hold / 2 {
-                    return Err(format!(
-                        "round {round}: the fence returned after {:?}, before rank 1 came",
-                        start.elapsed()
-                    ));
+                // A fence ended by an EINTR returns before rank 1 came, so it
+                // finds the previous round's mark. (Not a clock: rank 0 may be
+                // woken late on a loaded machine, and measure a short wait.)
+                let mut mark = [0u64];
+                win.read(1, 0, &mut mark).map_err(|e| e.to_string())?;
+                if mark != came {
+                    return Err(format!("round {round}: the fence returned before rank 1 came (its mark: {mark:?})"));
                 }
             }
             1 => {
@@ -55,6 +56,7 @@ pub(crate) fn interrupted_waits<O: Oob>(comm: &Comm<O>, args: &crate::args::Args
                     interrupt(pid);
                     std::thread::sleep(Duration::from_millis(2));
                 }
+                win.write(1, 0, &came).map_err(|e| e.to_string())?;
                 win.peer_fence(0).map_err(|e| e.to_string())?;
             }
             _ => {}
