@@ -373,21 +373,34 @@ fn terms(dir: &std::path::Path) -> Vec<usize> {
     (0..2).map(|r| std::fs::read_to_string(dir.join(format!("term.{r}"))).unwrap_or_default().lines().count()).collect()
 }
 
+/// Runs [`counting_terms`] through `wrap` in a scratch directory named by
+/// `tag`, signals it with `send`, and checks that each rank got one
+/// `SIGTERM`; the launcher's exit code and stderr, or `None` under an
+/// emulator (see [`emulated`]).
+fn each_rank_terms_once(tag: &str, wrap: &[&str], send: impl FnOnce(&Child)) -> Option<(Option<i32>, String)> {
+    if emulated() {
+        return None;
+    }
+    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), tag, "signals");
+    let launcher = counting_terms(scratch.path(), wrap);
+    send(&launcher);
+    let out = launcher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(terms(scratch.path()), [1, 1], "each rank's SIGTERMs; {stderr}");
+    Some((out.status.code(), stderr))
+}
+
 /// `kill -TERM -PGID`: the launcher and the ranks, in its process group,
 /// get the signal from the sender. The launcher must not pass it on again
 /// (before, each rank got it twice), and still ends the ranks after the grace.
 #[test]
 fn a_signal_to_the_launchers_process_group_reaches_each_rank_once() {
-    if emulated() {
+    let Some((_, stderr)) = each_rank_terms_once("group-term", &[], |launcher| {
+        // SAFETY: a plain kill(2) of the process group of the launcher this test started.
+        assert_eq!(unsafe { libc::kill(-i32::try_from(launcher.id()).unwrap(), libc::SIGTERM) }, 0);
+    }) else {
         return;
-    }
-    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "group-term", "signals");
-    let launcher = counting_terms(scratch.path(), &[]);
-    // SAFETY: a plain kill(2) of the process group of the launcher this test started.
-    assert_eq!(unsafe { libc::kill(-i32::try_from(launcher.id()).unwrap(), libc::SIGTERM) }, 0);
-    let out = launcher.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(terms(scratch.path()), [1, 1], "each rank's SIGTERMs; {stderr}");
+    };
     assert!(stderr.contains("the launcher and the ranks got signal 15, sent to their process group"), "{stderr}");
     assert!(stderr.contains("killed 0.500s after the launcher got signal 15"), "{stderr}");
 }
@@ -398,20 +411,15 @@ fn a_signal_to_the_launchers_process_group_reaches_each_rank_once() {
 /// passed the signal on to ranks that got it from the group as well.
 #[test]
 fn gnu_timeouts_signal_is_one_request_that_reaches_each_rank_once() {
-    if emulated() {
-        return;
-    }
     if Command::new("timeout").arg("--version").output().is_err() {
         eprintln!("skipped: no timeout(1)");
         return;
     }
-    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "timeout-term", "signals");
     // Long enough for the ranks to be ready (they are waited for first).
-    let launcher = counting_terms(scratch.path(), &["timeout", "-s", "TERM", "2"]);
-    let out = launcher.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(124), "timeout's code for a timed-out command; {stderr}");
-    assert_eq!(terms(scratch.path()), [1, 1], "each rank's SIGTERMs; {stderr}");
+    let Some((code, stderr)) = each_rank_terms_once("timeout-term", &["timeout", "-s", "TERM", "2"], |_| {}) else {
+        return;
+    };
+    assert_eq!(code, Some(124), "timeout's code for a timed-out command; {stderr}");
     assert!(stderr.contains("killed 0.500s after the launcher got signal 15"), "{stderr}");
     assert!(!stderr.contains("second signal"), "{stderr}");
 }
@@ -423,19 +431,16 @@ fn gnu_timeouts_signal_is_one_request_that_reaches_each_rank_once() {
 /// never heard of it, and were killed after the grace.
 #[test]
 fn a_signal_to_the_launcher_by_name_is_passed_on_to_each_rank_once() {
-    if emulated() {
+    let Some((_, stderr)) = each_rank_terms_once("name-term", &[], |launcher| {
+        let job = [vec![launcher.id()], children_of(launcher.id())].concat();
+        let named =
+            |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kpccl-run");
+        for pid in job.iter().filter(|p| named(p)) {
+            // SAFETY: a plain kill(2) of a process of the job this test started.
+            assert_eq!(unsafe { libc::kill(i32::try_from(*pid).unwrap(), libc::SIGTERM) }, 0);
+        }
+    }) else {
         return;
-    }
-    let scratch = kpccl_testkit::ScratchDir::under(&std::env::temp_dir(), "name-term", "signals");
-    let launcher = counting_terms(scratch.path(), &[]);
-    let job = [vec![launcher.id()], children_of(launcher.id())].concat();
-    let named = |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kpccl-run");
-    for pid in job.iter().filter(|p| named(p)) {
-        // SAFETY: a plain kill(2) of a process of the job this test started.
-        assert_eq!(unsafe { libc::kill(i32::try_from(*pid).unwrap(), libc::SIGTERM) }, 0);
-    }
-    let out = launcher.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(terms(scratch.path()), [1, 1], "each rank's SIGTERMs; {stderr}");
+    };
     assert!(stderr.contains("the launcher got signal 15 and passed it on to the ranks"), "{stderr}");
 }
