@@ -370,11 +370,11 @@ where
     let window = match attached {
         Ok(w) => {
             platform.checkpoint(Step::Attached, rank);
-            Some(w)
+            Ok(w)
         }
         Err(f) => {
             mine.fail(f);
-            None
+            Err(f)
         }
     };
     let gathered = lockstep::allgather(oob, &mine, table);
@@ -386,14 +386,16 @@ where
         // The others may have finished this allgather and be waiting in the
         // window fence below: ask them, through the poison word, to flush too
         // (over several nodes, the flush meets the others' `Ready` allgather).
-        if let Some(w) = &window {
+        if let Ok(w) = &window {
             w.poison(Poison { kind: PoisonKind::Flush, rank: me });
         }
         lockstep::flush(oob, &mine, Failure::Oob(e), table);
         return Err(CollectiveError::Local(Failure::Oob(e)));
     }
     verdict(table, rank, Stage::Attach)?;
-    let mut window = window.expect("a rank without a window reported a failure");
+    // The table may have lost this rank's own failure (an out-of-band layer
+    // that delivered another record for it): the rank still fails.
+    let mut window = window.map_err(CollectiveError::Local)?;
     window.join();
 
     // 6. Everyone is in: the node's fence, then (several nodes) its result to every node.

@@ -1,0 +1,66 @@
+//! A rank whose attach failed, and whose own record of that failure the
+//! out-of-band layer lost (one byte of it changed in every rank's table),
+//! fails with its own attach error: it panicked ("a rank without a window
+//! reported a failure").
+#![cfg(not(loom))] // the window API is compiled out under loom
+
+use core::cell::Cell;
+use core::time::Duration;
+use std::vec;
+
+use kpccl_core::error::AttachError;
+use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
+use kpccl_core::{
+    Collective, CollectiveError, Failure, NodeRanks, Oob, OobError, Record, WaitPolicy, WindowRequest, create_window,
+};
+
+/// A hang shows as a panic of `run` after this long.
+const LIMIT: Duration = Duration::from_secs(20);
+/// Where a record keeps its segment name, and the kind of its failure (its
+/// fixed `repr(C)` layout; were it to move, no attach would fail and the
+/// test would fail, not pass).
+const NAME: usize = 96;
+const FAILURE_KIND: usize = 20;
+/// The kind of an attach failure.
+const ATTACH: u8 = 4;
+
+/// Window creation's allgathers (1: requests, 2: the creator's name, 3:
+/// attach results), where the second loses the creator's name and the
+/// third rank 1's failure.
+struct Losing {
+    inner: ThreadOob,
+    calls: Cell<u32>,
+}
+
+impl Oob for Losing {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        self.inner.allgather(send, recv)?;
+        self.calls.set(self.calls.get() + 1);
+        match self.calls.get() {
+            2 => recv[NAME] = 0,
+            3 => recv[send.len() + FAILURE_KIND] ^= ATTACH,
+            _ => {}
+        }
+        Ok(())
+    }
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
+#[test]
+fn a_rank_whose_failure_the_table_lost_fails_without_panicking() {
+    let platform = ThreadPlatform::new(4096);
+    let p = platform.clone();
+    let results = run(2, LIMIT, move |rank, oob| {
+        let oob = Losing { inner: oob, calls: Cell::new(0) };
+        let mut table = vec![Record::default(); 2];
+        // Rank 0 waits in creation's fence for rank 1, which never comes.
+        let policy = WaitPolicy { timeout_ns: 500_000_000, ..WaitPolicy::DEFAULT };
+        let request = WindowRequest { size: 64, policy, ..WindowRequest::default() };
+        create_window(Collective::new(&p, &oob, rank, 2, &mut table), NodeRanks::All, &request).map(drop)
+    });
+    assert_eq!(results[1], Err(CollectiveError::Local(Failure::Attach(AttachError::Name { rank: 0 }))));
+    assert!(results[0].is_err(), "rank 0 made a window rank 1 is not in: {results:?}");
+    assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
+}
