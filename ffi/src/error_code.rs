@@ -5,10 +5,6 @@
 use core::cell::Cell;
 use core::ffi::c_int;
 
-#[cfg(feature = "ascend")]
-use kpccl_ascend::BackendError;
-#[cfg(feature = "ascend")]
-use kpccl_ascend::window::{Error as DeviceError, Failure as DeviceFailure};
 use kpccl_posix::ErrorKind;
 
 use crate::error::Error;
@@ -76,41 +72,12 @@ pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
         Error::NoHandle { .. } => KPCCL_ERR_NO_SPACE,
         Error::Api(e) => e.kind().into(),
         #[cfg(feature = "ascend")]
-        Error::Device(e) => device(e),
+        Error::Device(e) => e.kind().into(),
         // Like a build with the backend on a machine without a device runtime.
         #[cfg(not(feature = "ascend"))]
         Error::NoAscend => KPCCL_ERR_DEVICE_RUNTIME,
         Error::Launcher(_) => KPCCL_ERR_OUT_OF_BAND,
         Error::Panic(_) => KPCCL_ERR_INTERNAL,
-    }
-}
-
-#[cfg(feature = "ascend")]
-fn device(e: &DeviceError) -> kpccl_error_code_t {
-    use kpccl_error_code_t::*;
-    let failure = |f: &DeviceFailure| match f {
-        DeviceFailure::Argument => KPCCL_ERR_INVALID_ARGUMENT,
-        DeviceFailure::Oob(_) => KPCCL_ERR_OUT_OF_BAND,
-        DeviceFailure::Unknown => KPCCL_ERR_INTERNAL,
-        _ => KPCCL_ERR_DEVICE_RUNTIME,
-    };
-    if let Some(f) = e.failure() {
-        return failure(&f);
-    }
-    match e {
-        DeviceError::Host(e) => e.kind().into(),
-        DeviceError::Collective(_)
-        | DeviceError::OutOfBounds { .. }
-        | DeviceError::MultiNode { .. }
-        | DeviceError::SharedProcess { .. }
-        | DeviceError::NegativeDevice { .. }
-        | DeviceError::SizeTooLarge { .. }
-        // A peer's record that breaks the rules: as a host record that disagrees.
-        | DeviceError::BadRecord { .. }
-        // A `KPCCL_ASCEND` word that names no runtime: an invalid variable,
-        // as `KPCCL_ASCEND_PID_VALIDATION`'s (a host `Config` error) is.
-        | DeviceError::Backend(BackendError::Unknown(_)) => KPCCL_ERR_INVALID_ARGUMENT,
-        _ => KPCCL_ERR_DEVICE_RUNTIME,
     }
 }
 
@@ -157,7 +124,7 @@ pub extern "C" fn kpccl_last_error_code() -> kpccl_error_code_t {
 
 #[cfg(all(test, feature = "ascend"))]
 mod tests {
-    use kpccl_ascend::window::RecordFlaw;
+    use kpccl_ascend::window::{Error as DeviceError, RecordFlaw};
 
     use super::*;
 
@@ -167,6 +134,6 @@ mod tests {
     #[test]
     fn a_peers_bad_device_record_is_an_invalid_argument() {
         let e = DeviceError::BadRecord { rank: 1, flaw: RecordFlaw::NoKey { size: 4096 } };
-        assert_eq!(device(&e), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
+        assert_eq!(class(&Error::Device(e)), kpccl_error_code_t::KPCCL_ERR_INVALID_ARGUMENT);
     }
 }

@@ -129,7 +129,9 @@ pub(crate) fn host(e: HostError) -> PyErr {
     raise(host_kind(&e), e.to_string())
 }
 
-/// Which exception a device-window error is.
+/// Which exception a device-window error is: [`host_kind`] for its host
+/// part, `ValueError` for this rank's own bad argument, else its
+/// [`ErrorKind`] (which C's error code reports too).
 pub(crate) fn device_kind(e: &kpccl_ascend::window::Error) -> Kind {
     use kpccl_ascend::window::Error as D;
     match e {
@@ -138,7 +140,7 @@ pub(crate) fn device_kind(e: &kpccl_ascend::window::Error) -> Kind {
         // A `KPCCL_ASCEND` word that names no runtime: a refused `KPCCL_*`
         // variable, as `KPCCL_ASCEND_PID_VALIDATION`'s is (`Config`).
         D::Backend(kpccl_ascend::BackendError::Unknown(_)) => Kind::Value,
-        _ => Kind::Library,
+        _ => of_kind(e.kind(), None),
     }
 }
 

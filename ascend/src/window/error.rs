@@ -3,6 +3,7 @@
 use std::fmt;
 
 use kpccl_core::error::CollectiveError;
+use kpccl_posix::ErrorKind;
 
 use crate::backend::BackendError;
 use crate::runtime::AclError;
@@ -286,6 +287,37 @@ impl Error {
         }
     }
 
+    /// The class of the error, in the host API's classes: what C's
+    /// `kpccl_last_error_code` reports and Python's exception class follows.
+    /// A bad argument or setting (this rank's or, in a collective, another's)
+    /// is [`ErrorKind::InvalidArgument`]; a failing ACL call or a missing
+    /// runtime [`ErrorKind::DeviceRuntime`].
+    pub fn kind(&self) -> ErrorKind {
+        if let Some(failure) = self.failure() {
+            return match failure {
+                Failure::Argument => ErrorKind::InvalidArgument,
+                Failure::Oob(_) => ErrorKind::OutOfBand,
+                Failure::Unknown => ErrorKind::Internal,
+                Failure::Acl { .. } | Failure::NoRuntime | Failure::NoPeerAccess { .. } => ErrorKind::DeviceRuntime,
+            };
+        }
+        match self {
+            Self::Host(e) => e.kind(),
+            Self::Collective(_)
+            | Self::OutOfBounds { .. }
+            | Self::MultiNode { .. }
+            | Self::SharedProcess { .. }
+            | Self::NegativeDevice { .. }
+            | Self::SizeTooLarge { .. }
+            // A peer's record that breaks the rules: as a host record that disagrees.
+            | Self::BadRecord { .. }
+            // A `KPCCL_ASCEND` word that names no runtime: an invalid variable,
+            // as `KPCCL_ASCEND_PID_VALIDATION`'s (a host `Config` error) is.
+            | Self::Backend(BackendError::Unknown(_)) => ErrorKind::InvalidArgument,
+            Self::Backend(_) => ErrorKind::DeviceRuntime,
+        }
+    }
+
     /// The ACL code behind the error, this rank's or the peer's, if there is one.
     pub fn acl_code(&self) -> Option<i32> {
         match self.failure()? {
@@ -369,5 +401,45 @@ impl From<BackendError> for Error {
 impl From<Collective> for Error {
     fn from(e: Collective) -> Self {
         Self::Collective(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each failure a creation record can carry has the class its cause has,
+    /// on the rank that failed and on the peers that learnt of it.
+    #[test]
+    fn a_creation_failure_has_its_causes_class_on_every_rank() {
+        let acl = Failure::Acl { call: Call::ImportByKey, code: 507899, peer: Some(1) };
+        for (failure, kind) in [
+            (acl, ErrorKind::DeviceRuntime),
+            (Failure::NoRuntime, ErrorKind::DeviceRuntime),
+            (Failure::NoPeerAccess { peer: 1 }, ErrorKind::DeviceRuntime),
+            (Failure::Argument, ErrorKind::InvalidArgument),
+            (Failure::Oob(-5), ErrorKind::OutOfBand),
+            (Failure::Unknown, ErrorKind::Internal),
+        ] {
+            assert_eq!(Error::local(failure).kind(), kind, "{failure:?} on this rank");
+            assert_eq!(Error::Collective(Collective::Peer { rank: 2, failure }).kind(), kind, "{failure:?} on a peer");
+        }
+    }
+
+    /// Rules a rank or its peer broke are bad arguments; a runtime that is
+    /// not there is the device runtime's failure.
+    #[test]
+    fn broken_rules_are_invalid_arguments_and_a_missing_runtime_is_the_runtimes() {
+        let flaw = RecordFlaw::NoKey { size: 4096 };
+        for e in [
+            Error::BadRecord { rank: 1, flaw },
+            Error::NegativeDevice { device: -1 },
+            Error::OutOfBounds { rank: 0, offset: 8, len: 8, size: 8 },
+            Error::Backend(BackendError::Unknown("bogus".into())),
+        ] {
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        }
+        let missing = Error::Backend(BackendError::SimulatorOnly("libascendcl.so".into()));
+        assert_eq!(missing.kind(), ErrorKind::DeviceRuntime);
     }
 }
