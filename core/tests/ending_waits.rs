@@ -119,27 +119,6 @@ fn testing_a_dead_peer_that_never_left_fails() {
     assert_eq!(poison_state(&area).map(|p| p.kind), Some(PoisonKind::Dead));
 }
 
-/// A clock that moves a millisecond at every look, and rank `dead` not alive.
-struct Ticking {
-    now: Cell<u64>,
-    dead: Option<u32>,
-}
-
-impl WaitEnv for Ticking {
-    fn now_ns(&self) -> u64 {
-        self.now.set(self.now.get() + MS);
-        self.now.get()
-    }
-    fn yield_now(&self) {}
-    fn wait(&self, _word: &AtomicU32, _expected: u32, _deadline_ns: u64) -> WaitOutcome {
-        WaitOutcome::Woken
-    }
-    fn wake(&self, _word: &AtomicU32) {}
-    fn is_alive(&self, rank: u32) -> bool {
-        self.dead != Some(rank)
-    }
-}
-
 /// `wait` on a thread, which must end within 20 s.
 fn ends(wait: impl FnOnce() -> Result<(), FenceError> + Send + 'static) -> Result<(), FenceError> {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -156,20 +135,20 @@ fn a_spin_count_near_the_maximum_still_ends_the_wait() {
     let always = WaitPolicy { spins: u32::MAX, signal_spins: u32::MAX, ..WaitPolicy::DEFAULT };
     let timed_out = ends(move || {
         let area = HeapArea::new(2);
-        let env = Ticking { now: Cell::new(0), dead: None };
+        let env = ManualEnv::ticking(MS);
         peer_fence(&area, &env, 0, 1, &WaitPolicy { timeout_ns: 100 * MS, ..always })
     });
     assert_eq!(timed_out, Err(FenceError::Timeout { peer: 1 }));
     let dead = ends(move || {
         let area = HeapArea::new(2);
-        let env = Ticking { now: Cell::new(0), dead: Some(1) };
+        let env = ManualEnv::ticking(MS).with_dead(1);
         peer_wait(&area, &env, 0, 1, &always)
     });
     assert_eq!(dead, Err(FenceError::PeerDead { rank: 1 }));
     let poisoned = ends(move || {
         let area = HeapArea::new(2);
         poison(&area, &ManualEnv::default(), Poison { kind: PoisonKind::Aborted, rank: 1 });
-        peer_fence(&area, &Ticking { now: Cell::new(0), dead: None }, 0, 1, &always)
+        peer_fence(&area, &ManualEnv::ticking(MS), 0, 1, &always)
     });
     assert_eq!(poisoned, Err(FenceError::Aborted { rank: 1 }));
 }

@@ -4,15 +4,13 @@
 //! reported a failure").
 #![cfg(not(loom))] // the window API is compiled out under loom
 
-use core::cell::Cell;
 use core::time::Duration;
 use std::vec;
 
 use kpccl_core::error::AttachError;
-use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
-use kpccl_core::{
-    Collective, CollectiveError, Failure, NodeRanks, Oob, OobError, Record, WaitPolicy, WindowRequest, create_window,
-};
+use kpccl_core::threads::{ThreadPlatform, run};
+use kpccl_core::{Collective, CollectiveError, Failure, NodeRanks, Record, WaitPolicy, WindowRequest, create_window};
+use kpccl_testkit::Tampering;
 
 /// A hang shows as a panic of `run` after this long.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -24,36 +22,19 @@ const FAILURE_KIND: usize = 20;
 /// The kind of an attach failure.
 const ATTACH: u8 = 4;
 
-/// Window creation's allgathers (1: requests, 2: the creator's name, 3:
-/// attach results), where the second loses the creator's name and the
-/// third rank 1's failure.
-struct Losing {
-    inner: ThreadOob,
-    calls: Cell<u32>,
-}
-
-impl Oob for Losing {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        self.inner.allgather(send, recv)?;
-        self.calls.set(self.calls.get() + 1);
-        match self.calls.get() {
-            2 => recv[NAME] = 0,
-            3 => recv[send.len() + FAILURE_KIND] ^= ATTACH,
-            _ => {}
-        }
-        Ok(())
-    }
-    fn barrier(&self) -> Result<(), OobError> {
-        self.inner.barrier()
-    }
-}
-
 #[test]
 fn a_rank_whose_failure_the_table_lost_fails_without_panicking() {
     let platform = ThreadPlatform::new(4096);
     let p = platform.clone();
     let results = run(2, LIMIT, move |rank, oob| {
-        let oob = Losing { inner: oob, calls: Cell::new(0) };
+        // Window creation's allgathers (1: requests, 2: the creator's name, 3:
+        // attach results): the second loses the creator's name, the third rank
+        // 1's failure.
+        let oob = Tampering::new(oob, |call, len, recv: &mut [u8]| match call {
+            2 => recv[NAME] = 0,
+            3 => recv[len + FAILURE_KIND] ^= ATTACH,
+            _ => {}
+        });
         let mut table = vec![Record::default(); 2];
         // Rank 0 waits in creation's fence for rank 1, which never comes.
         let policy = WaitPolicy { timeout_ns: 500_000_000, ..WaitPolicy::DEFAULT };

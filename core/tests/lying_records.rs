@@ -5,16 +5,15 @@
 //! and none panics, hangs or leaves a name behind.
 #![cfg(not(loom))] // the window API is compiled out under loom
 
-use core::cell::Cell;
 use core::time::Duration;
 use std::vec;
 use std::vec::Vec;
 
-use kpccl_core::threads::{ThreadOob, ThreadPlatform, run};
+use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{
-    Collective, CollectiveError, NodeRanks, Oob, OobError, Placement, Record, WaitPolicy, WindowRequest, create_comm,
-    create_window,
+    Collective, CollectiveError, NodeRanks, Placement, Record, WaitPolicy, WindowRequest, create_comm, create_window,
 };
+use kpccl_testkit::Tampering;
 use proptest::prelude::*;
 
 /// A hang shows as a panic of `run` after this long (Miri reports deadlocks itself).
@@ -30,33 +29,17 @@ struct Lie {
     xor: u8,
 }
 
-struct Lying {
-    inner: ThreadOob,
-    lie: Lie,
-    calls: Cell<u32>,
-}
-
-impl Oob for Lying {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        self.inner.allgather(send, recv)?;
-        self.calls.set(self.calls.get() + 1);
-        if self.calls.get() == self.lie.call {
-            recv[self.lie.liar * send.len() + self.lie.byte] ^= self.lie.xor;
-        }
-        Ok(())
-    }
-    fn barrier(&self) -> Result<(), OobError> {
-        self.inner.barrier()
-    }
-}
-
 /// Four ranks on two nodes (rank r on node r % 2) make a communicator and a
 /// window, and free it, under `lie`.
 fn create(lie: Lie) -> (ThreadPlatform, Vec<Result<(), CollectiveError>>) {
     let platform = ThreadPlatform::new(4096);
     let p = platform.clone();
     let results = run(4, LIMIT, move |rank, oob| {
-        let oob = Lying { inner: oob, lie, calls: Cell::new(0) };
+        let oob = Tampering::new(oob, |call, len, recv: &mut [u8]| {
+            if call == lie.call {
+                recv[lie.liar * len + lie.byte] ^= lie.xor;
+            }
+        });
         let mut table = vec![Record::default(); 4];
         let me = Placement { node: u64::from(rank % 2), local_rank: rank / 2 };
         let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), me)?;

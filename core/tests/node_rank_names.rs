@@ -8,13 +8,12 @@ use std::vec;
 use std::vec::Vec;
 
 use kpccl_core::error::Failure;
-use kpccl_core::threads::ThreadOob;
 use kpccl_core::threads::{ThreadPlatform, run};
 use kpccl_core::{
-    Collective, CollectiveError, FenceError, NodeRanks, Oob, OobError, Placement, Record, WaitPolicy, WindowRequest,
-    create_comm, create_window,
+    Collective, CollectiveError, FenceError, NodeRanks, Placement, Record, WaitPolicy, WindowRequest, create_comm,
+    create_window,
 };
-use kpccl_testkit::{FailingOob, INJECTED, When};
+use kpccl_testkit::{FailingOob, INJECTED, Tampering, When};
 
 const LIMIT: Duration = Duration::from_secs(if cfg!(miri) { 1 << 40 } else { 60 });
 
@@ -44,32 +43,17 @@ fn a_nodes_fence_failure_names_the_communicators_ranks() {
     assert_eq!(results, want);
 }
 
-/// Rank 3's collectives: its attach allgather (its 4th) returns late, so the
-/// other rank of its node times out waiting for it in the creation fence.
-struct Late {
-    inner: ThreadOob,
-    calls: core::cell::Cell<u32>,
-}
-
-impl Oob for Late {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
-        let done = self.inner.allgather(send, recv);
-        self.calls.set(self.calls.get() + 1);
-        if self.calls.get() == 4 {
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        done
-    }
-    fn barrier(&self) -> Result<(), OobError> {
-        self.inner.barrier()
-    }
-}
-
 #[test]
 fn a_nodes_fence_timeout_names_the_communicators_ranks() {
     let p = ThreadPlatform::new(4096);
     let results = run(4, LIMIT, move |rank, oob| {
-        let oob = Late { inner: oob, calls: core::cell::Cell::new(if rank == 3 { 0 } else { 1 << 20 }) };
+        // Rank 3's attach allgather (its 4th) returns late, so the other rank
+        // of its node times out waiting for it in the creation fence.
+        let oob = Tampering::new(oob, |call, _, _: &mut [u8]| {
+            if rank == 3 && call == 4 {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
         let mut table = vec![Record::default(); 4];
         let me = Placement { node: u64::from(rank % 2), local_rank: rank / 2 };
         let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), me)?;

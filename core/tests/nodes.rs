@@ -16,6 +16,7 @@ use kpccl_core::{
     Collective, CollectiveError, LayoutError, LayoutMode, NodeInfo, NodeRanks, Placement, Platform, Record, WaitPolicy,
     WindowRequest, create_comm, create_window,
 };
+use kpccl_testkit::Tampering;
 use support::{check, fill};
 
 const LIMIT: Duration = Duration::from_secs(if cfg!(miri) { 1 << 40 } else { 120 });
@@ -135,33 +136,6 @@ fn one_nodes_oversized_window_fails_every_node() {
     assert!(platform.leaked().is_empty(), "names left behind: {:?}", platform.leaked());
 }
 
-/// `inner`, except that in allgather number `call` (from 1) the segment
-/// name in rank `liar`'s record is replaced by `name` (a name field is
-/// `name.len()` bytes) before this rank reads it.
-struct BadName<O> {
-    inner: O,
-    call: u32,
-    liar: usize,
-    name: &'static [u8],
-    calls: core::cell::Cell<u32>,
-}
-
-impl<O: kpccl_core::Oob> kpccl_core::Oob for BadName<O> {
-    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), kpccl_core::OobError> {
-        self.inner.allgather(send, recv)?;
-        self.calls.set(self.calls.get() + 1);
-        if self.calls.get() == self.call {
-            let record = &mut recv[self.liar * send.len()..][..send.len()];
-            let at = record.windows(6).position(|w| w == b"kpccl-").expect("the creator's record names its segment");
-            record[at..][..self.name.len()].copy_from_slice(self.name);
-        }
-        Ok(())
-    }
-    fn barrier(&self) -> Result<(), kpccl_core::OobError> {
-        self.inner.barrier()
-    }
-}
-
 /// The creator of node 1 (rank 1) sends a segment name that is empty or
 /// lacks its NUL: every rank of every node fails naming it, and no node
 /// waits for the other in an allgather the other never makes.
@@ -173,8 +147,16 @@ fn a_bad_segment_name_fails_every_node() {
         // A hang shows as a panic of `run` after this long.
         let limit = if cfg!(miri) { LIMIT } else { Duration::from_secs(20) };
         let results = run(4, limit, move |rank, oob| {
-            // Calls: 1 communicator, 2 requests, 3 segment names.
-            let oob = BadName { inner: oob, call: 3, liar: 1, name, calls: core::cell::Cell::new(0) };
+            // Calls: 1 communicator, 2 requests, 3 segment names, where rank
+            // 1's name is replaced by `name` (a name field's length).
+            let oob = Tampering::new(oob, |call, len, recv: &mut [u8]| {
+                if call == 3 {
+                    let record = &mut recv[len..][..len];
+                    let at =
+                        record.windows(6).position(|w| w == b"kpccl-").expect("the creator's record names its segment");
+                    record[at..][..name.len()].copy_from_slice(name);
+                }
+            });
             let mut table = vec![Record::default(); 4];
             let info = create_comm(Collective::new(&p, &oob, rank, 4, &mut table), round_robin(rank, 2))?;
             let ranks = [rank % 2, rank % 2 + 2];

@@ -1,5 +1,5 @@
 //! What the tests of kpccl share, in one place instead of a copy per test
-//! (or a source file included by path): out-of-band doubles ([`FailingOob`], [`Solo`]),
+//! (or a source file included by path): out-of-band doubles ([`FailingOob`], [`Solo`], [`Tampering`]),
 //! scratch directories removed on drop ([`ScratchDir`]), a window's sync
 //! area on the heap for fences between threads ([`heap`], [`ThreadEnv`]) or
 //! polled by one thread ([`ManualEnv`]), a resource limit lowered for a
@@ -30,7 +30,7 @@ pub use dir::{ScratchDir, entries};
 #[cfg(not(loom))]
 pub use hooked::{Hooked, Mapped};
 pub use manual_env::ManualEnv;
-pub use oob::{FailingOob, INJECTED, Solo, When};
+pub use oob::{FailingOob, INJECTED, Solo, Tampering, When};
 pub use process::{LoweredLimit, in_forked_child, lowest_free_descriptor, wait_or_kill};
 #[cfg(not(loom))]
 pub use thread_env::ThreadEnv;

@@ -1,5 +1,7 @@
-//! An out-of-band layer that fails one chosen allgather, for the tests that
-//! every rank gets an error (and none hangs) when one rank's collective fails.
+//! Out-of-band doubles: one rank alone, a layer that fails one chosen
+//! allgather (every rank must get an error, and none hang, when one rank's
+//! collective fails), and one that alters what an allgather delivers (a
+//! lying, corrupting or late layer).
 
 use core::cell::Cell;
 
@@ -80,6 +82,42 @@ impl<O: Oob> Oob for FailingOob<O> {
     }
 }
 
+/// `inner`, after whose allgather number `call` (counting from 1) succeeds
+/// `tamper(call, record_len, recv)` may change what it delivered (rank r's
+/// record is `recv[r * record_len..][..record_len]`), or take its time.
+pub struct Tampering<O, F> {
+    inner: O,
+    tamper: F,
+    calls: Cell<u32>,
+}
+
+impl<O: Oob, F: Fn(u32, usize, &mut [u8])> Tampering<O, F> {
+    /// `inner`, with `tamper` run after each of its allgathers.
+    pub fn new(inner: O, tamper: F) -> Self {
+        Self { inner, tamper, calls: Cell::new(0) }
+    }
+}
+
+impl<O: core::fmt::Debug, F> core::fmt::Debug for Tampering<O, F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tampering").field("inner", &self.inner).field("calls", &self.calls).finish_non_exhaustive()
+    }
+}
+
+impl<O: Oob, F: Fn(u32, usize, &mut [u8])> Oob for Tampering<O, F> {
+    fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
+        self.inner.allgather(send, recv)?;
+        let call = self.calls.get() + 1;
+        self.calls.set(call);
+        (self.tamper)(call, send.len(), recv);
+        Ok(())
+    }
+
+    fn barrier(&self) -> Result<(), OobError> {
+        self.inner.barrier()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +138,24 @@ mod tests {
         assert_eq!(outcomes(&FailingOob::new(Solo, 2, When::After)), [(Ok(()), 1), (e, 2), (Ok(()), 3)]);
         assert_eq!(outcomes(&FailingOob::passing(Solo)), [(Ok(()), 1), (Ok(()), 2), (Ok(()), 3)]);
         assert_eq!(FailingOob::new(Solo, 1, When::Before).barrier(), Ok(()));
+    }
+
+    #[test]
+    fn tampering_sees_each_call_and_changes_what_it_names() {
+        let oob = Tampering::new(Solo, |call, len, recv: &mut [u8]| {
+            assert_eq!(len, 1);
+            if call == 2 {
+                recv[0] ^= 0xff;
+            }
+        });
+        let got: Vec<u8> = (1..=3u8)
+            .map(|i| {
+                let mut got = [0u8];
+                oob.allgather(&[i], &mut got).unwrap();
+                got[0]
+            })
+            .collect();
+        assert_eq!(got, [1, !2, 3]);
     }
 
     #[test]
