@@ -242,3 +242,41 @@ fn a_process_forked_during_another_threads_call_can_use_the_simulator() {
     rt.free(p as *mut core::ffi::c_void).unwrap();
     kpccl_ascend::sim::sweep().unwrap();
 }
+
+/// Set in the child of the unreadable-registry test.
+const UNREAD_ENV: &str = "KPCCL_SIM_REGISTRY_UNREAD";
+
+/// A process that cannot read the registry (here it has one descriptor left,
+/// which the lock file takes) fails its call and leaves the other processes'
+/// keys alone. Before, a failed read was an empty registry: the call went on,
+/// found no record, and removed the registry, every live key of the user with
+/// it (the exporter's close then gave 507899).
+#[test]
+fn a_registry_that_cannot_be_read_is_not_taken_for_an_empty_one() {
+    use kpccl_ascend::AclRuntime;
+    use kpccl_ascend::codes::ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION;
+    use kpccl_testkit::acl::ipc::{Exported, read};
+    if std::env::var_os(UNREAD_ENV).is_none() {
+        return in_child_with_own_registry("a_registry_that_cannot_be_read_is_not_taken_for_an_empty_one", UNREAD_ENV);
+    }
+    let rt = kpccl_ascend::sim::HostSim::faithful();
+    let exp = Exported::new(&rt, 0, 0x3c, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+    // One descriptor left: the lock file's. Restored before the asserts.
+    let mut saved = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `saved` is a valid out pointer.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut saved) }, 0);
+    let one_left = libc::rlimit { rlim_cur: kpccl_testkit::lowest_free_descriptor() + 1, rlim_max: saved.rlim_max };
+    // SAFETY: a valid limit, below the hard one.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const one_left) }, 0);
+    let swept = kpccl_ascend::sim::sweep();
+    // SAFETY: the saved limit.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const saved) }, 0);
+    let e = swept.expect_err("the registry could not be read");
+    assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
+    exp.run_importer(0, |_, k| {
+        let q = rt.ipc_mem_import_by_key(k, 0).expect("the key survives");
+        assert!(read(&rt, q).iter().all(|&b| b == 0x3c));
+        rt.ipc_mem_close(k).unwrap();
+    });
+    exp.release();
+}

@@ -10,6 +10,13 @@ use super::{Chip, HostSim, copylog, device_count, procinfo, stream};
 use crate::codes::*;
 use crate::runtime::{AclContext, AclError, AclResult, AclRuntime, AclStream, IpcKey, Memcpy};
 
+/// The whitelist entries a key can hold (the driver's `IPC_WLIST_NUM`). Like the
+/// driver (`devmm_ipc_node_set_pids_check`), a call is refused whole when the
+/// entries held plus the pids it passes would exceed it, counting pids it would
+/// skip (0, the creator) or only refresh: `-EINVAL`, which reaches the caller as
+/// 507899.
+const WLIST_LIMIT: usize = 32_768;
+
 fn fail<T>(code: i32) -> AclResult<T> {
     Err(AclError::new(code))
 }
@@ -526,6 +533,9 @@ impl AclRuntime for HostSim {
             };
             if !r.need_wlist {
                 return ACL_ERROR_RT_NO_PERMISSION;
+            }
+            if r.wlist.len() + pids.len() > WLIST_LIMIT {
+                return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
             }
             let creator = r.creator_tgid;
             let wanted: Vec<i32> = pids.iter().copied().filter(|&p| p != 0 && p != creator).collect();

@@ -5,8 +5,11 @@ use crate::IpcKey;
 use crate::codes::ACL_IPC_KEY_LEN;
 
 /// The key for an export by `tgid` of memory on `dev`, the `counter`-th of the machine.
+/// `%02x` is a minimum width, as in the kernel's `sprintf`: device 256 (the simulator
+/// has up to 65536) is `100`, never `00`, so a key always names its own device (a
+/// real machine's device ids stay under 256). The simulator never reads it back.
 pub(crate) fn format(tgid: i32, counter: u64, dev: i32) -> IpcKey {
-    let text = format!("{:08x}{:016x}{:02x}{:02x}", tgid.cast_unsigned(), counter, u8::try_from(dev).unwrap_or(0), 0u8);
+    let text = format!("{:08x}{:016x}{:02x}{:02x}", tgid.cast_unsigned(), counter, dev.cast_unsigned(), 0u8);
     let mut bytes = [b'0'; ACL_IPC_KEY_LEN];
     bytes[..text.len()].copy_from_slice(text.as_bytes());
     bytes[ACL_IPC_KEY_LEN - 1] = 0;
@@ -51,5 +54,15 @@ mod tests {
         assert!(k.0[28..64].iter().all(|&b| b == b'0'));
         assert_eq!(k.0[64], 0);
         assert_eq!(parse(&k), Parsed::Hex(String::from_utf8_lossy(&k.0[..64]).into_owned()));
+    }
+
+    /// Devices 256 and up (the simulator has up to 65536) are named in full, as
+    /// `%02x` prints them: before, every one of them printed device `00`.
+    #[test]
+    fn devices_past_255_are_named_in_full() {
+        assert_eq!(&format(0x1234, 7, 0xff).0[..28], b"000012340000000000000007ff00");
+        assert_eq!(&format(0x1234, 7, 256).0[..29], b"00001234000000000000000710000");
+        assert_eq!(&format(0x1234, 7, 65535).0[..30], b"000012340000000000000007ffff00");
+        assert!(format(0x1234, 7, 65535).0[30..64].iter().all(|&b| b == b'0'));
     }
 }

@@ -4,11 +4,25 @@
 /// `USER_HZ`: `/proc` reports times in these ticks on every Linux architecture.
 const TICKS_PER_SEC: u64 = 100;
 
-/// `(state, starttime)` of `pid` from its stat line.
-fn stat(pid: i32) -> Option<(u8, u64)> {
+/// The stat line of `pid`: `Ok(None)` if no such process runs.
+fn stat_line(pid: i32) -> std::io::Result<Option<String>> {
     // "/proc/./": qemu-user intercepts "/proc/self/stat" and "/proc/<own pid>/stat"
     // and fakes fields; this path reaches the kernel's view for every pid.
-    let text = std::fs::read_to_string(format!("/proc/./{pid}/stat")).ok()?;
+    match std::fs::read_to_string(format!("/proc/./{pid}/stat")) {
+        Ok(text) => Ok(Some(text)),
+        // ESRCH: it exited between the open and the read.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `(state, starttime)` of `pid`, if it runs.
+fn stat(pid: i32) -> Option<(u8, u64)> {
+    parse_stat(&stat_line(pid).ok()??)
+}
+
+/// `(state, starttime)` from a stat line.
+fn parse_stat(text: &str) -> Option<(u8, u64)> {
     let rest = &text[text.rfind(')')? + 2..];
     let mut fields = rest.split_ascii_whitespace();
     let state = *fields.next()?.as_bytes().first()?;
@@ -24,9 +38,18 @@ pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
 
 /// Whether `pid` still runs and is the process that started at `start`.
 pub(crate) fn alive(pid: i32, start: u64) -> bool {
-    match stat(pid) {
-        Some((state, s)) => !matches!(state, b'Z' | b'X') && s == start,
-        None => false,
+    alive_by(stat_line(pid), start)
+}
+
+/// [`alive`] from what reading the stat line gave. A read that failed for
+/// another reason than the process being gone (no descriptor left, say) says
+/// nothing: the process counts as alive, as a sweep must never destroy a live
+/// process's keys on a guess.
+fn alive_by(line: std::io::Result<Option<String>>, start: u64) -> bool {
+    match line {
+        Ok(Some(text)) => parse_stat(&text).is_some_and(|(state, s)| !matches!(state, b'Z' | b'X') && s == start),
+        Ok(None) => false,
+        Err(_) => true,
     }
 }
 
@@ -75,6 +98,23 @@ pub(crate) fn own_pid() -> i32 {
 
 #[cfg(test)]
 mod tests {
+    /// A stat line that could not be read for want of a descriptor leaves the
+    /// process alive; before, any failed read made it dead, and the sweep of
+    /// a process short of descriptors destroyed live processes' keys.
+    #[test]
+    fn only_a_process_that_is_gone_is_dead() {
+        let me = super::own_pid();
+        let start = super::start_ticks(me).unwrap();
+        assert!(super::alive(me, start));
+        assert!(!super::alive(me, start + 1), "another start time is another process");
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(super::alive_by(Err(emfile), start), "an unread line says nothing");
+        assert!(!super::alive_by(Ok(None), start), "gone");
+        let line = |state: &str| format!("{me} (a b) {state} 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0");
+        assert!(super::alive_by(Ok(Some(line("S"))), start), "sleeping");
+        assert!(!super::alive_by(Ok(Some(line("Z"))), start), "a zombie");
+    }
+
     #[test]
     fn the_holder_of_a_flock_is_read_from_proc_locks() {
         let locks = "1: POSIX  ADVISORY  WRITE 10 00:1a:977 0 EOF\n\

@@ -4,11 +4,13 @@
 //! rewritten under `flock` on `registry.lock`. Records of dead processes are swept on every access
 //! (the driver's recycle on exit) and the directory is removed when it empties.
 
+use std::cell::Cell;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::procinfo;
@@ -280,6 +282,49 @@ fn lock(dir: &Path) -> Result<Locked, RegistryError> {
     Err(last.into())
 }
 
+/// Held by a thread for the whole of its registry access, from opening the lock
+/// file to closing it, and by a thread that forks across the `fork` (see
+/// [`hold_for_fork`]): a child forked in between would share the lock's open
+/// file description, and if this process were then killed before it unlocks,
+/// the lock would stay held for as long as the child lives.
+static ACCESS: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Whether this thread is inside a registry access (holds [`ACCESS`]).
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// [`ACCESS`] held by this thread, marked as such until dropped.
+struct Access {
+    _guard: MutexGuard<'static, ()>,
+}
+
+impl Access {
+    fn take() -> Self {
+        let guard = ACCESS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        INSIDE.with(|i| i.set(true));
+        Self { _guard: guard }
+    }
+}
+
+impl Drop for Access {
+    fn drop(&mut self) {
+        INSIDE.with(|i| i.set(false));
+    }
+}
+
+/// For the `pthread_atfork` prepare handler: waits until no other thread is
+/// inside a registry access and keeps them out until the guard is dropped.
+/// `None` when the forking thread is itself inside one (a fork from a signal
+/// handler): it holds [`ACCESS`] already, and its own unlock still releases
+/// the lock for the child.
+pub(crate) fn hold_for_fork() -> Option<MutexGuard<'static, ()>> {
+    if INSIDE.with(Cell::get) {
+        return None;
+    }
+    Some(ACCESS.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
 /// Runs `f` on the swept registry under the lock and writes the result back;
 /// removes the registry directory when no record is left.
 pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> Result<R, RegistryError> {
@@ -288,9 +333,12 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> Result<R, RegistryE
 
 /// [`with`] on the registry in `dir`.
 fn with_in<R>(dir: &Path, f: impl FnOnce(&mut Registry) -> R) -> Result<R, RegistryError> {
+    super::state::guard_forks();
+    // Dropped last: the lock file is unlocked and closed before a fork may run.
+    let _access = Access::take();
     let lock = lock(dir)?;
     let data = dir.join("registry");
-    let mut reg = Registry::parse(&fs::read_to_string(&data).unwrap_or_default());
+    let mut reg = Registry::parse(&read_registry(&data)?);
     if reg.counter == 0 {
         // A fresh registry: start the counter from the clock so keys of a removed
         // registry are never handed out again.
@@ -316,6 +364,16 @@ fn with_in<R>(dir: &Path, f: impl FnOnce(&mut Registry) -> R) -> Result<R, Regis
     }
     drop(lock);
     Ok(out)
+}
+
+/// The registry's text; empty if there is none yet. A read that fails
+/// otherwise (no descriptor left, say) fails the call: taken for an empty
+/// registry, it would be rewritten without the other processes' records.
+fn read_registry(data: &Path) -> io::Result<String> {
+    match fs::read_to_string(data) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
+        read => read,
+    }
 }
 
 /// Sweeps dead processes' records now (and removes the directory if empty).

@@ -268,7 +268,11 @@ pub(crate) fn reset_device(dev: i32) -> Option<bool> {
     })
 }
 
-type Locks = (MutexGuard<'static, Option<Proc>>, MutexGuard<'static, (i32, BTreeMap<i32, DeviceRefs>)>);
+type Locks = (
+    MutexGuard<'static, Option<Proc>>,
+    MutexGuard<'static, (i32, BTreeMap<i32, DeviceRefs>)>,
+    Option<MutexGuard<'static, ()>>,
+);
 
 thread_local! {
     /// The simulator's locks, held by the forking thread across a `fork`.
@@ -278,8 +282,9 @@ thread_local! {
 /// Makes every `fork` of the process wait until no other thread is inside
 /// the simulator: a child inherits the locks as they were, and one held by
 /// a thread the child does not have would make its first simulator call
-/// wait for ever (the simulator never forks while it holds them).
-fn guard_forks() {
+/// wait for ever (the simulator never forks while it holds them); nor does
+/// it inherit the registry lock's open file (see `registry::hold_for_fork`).
+pub(crate) fn guard_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: the handlers are plain functions of this library, which
@@ -288,11 +293,13 @@ fn guard_forks() {
     });
 }
 
-/// `pthread_atfork` prepare handler: takes the locks, in the order no call nests them.
+/// `pthread_atfork` prepare handler: takes the locks, in the order calls nest
+/// them (the registry is entered with the process state held, never the reverse).
 extern "C" fn lock_for_fork() {
     let p = PROC.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let d = DEVICES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some((p, d)));
+    let r = super::registry::hold_for_fork();
+    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some((p, d, r)));
 }
 
 /// `pthread_atfork` parent and child handler: gives the locks back.

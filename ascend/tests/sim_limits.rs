@@ -1,0 +1,108 @@
+//! The simulator at the driver's limits: a key's whitelist holds at most
+//! 32 768 entries, and a key names its device however many devices are
+//! simulated. Each case runs in a child with a registry of its own.
+#![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+use std::path::PathBuf;
+
+use kpccl_ascend::AclRuntime;
+use kpccl_ascend::codes::*;
+use kpccl_ascend::sim::{DEVICES_ENV, HostSim, LOCK_TIMEOUT_ENV};
+use kpccl_posix::launch::runner::test_alone;
+use kpccl_testkit::acl::ipc::{Exported, code, read};
+use kpccl_testkit::{ScratchDir, entries};
+
+/// Set in the child: the case to run.
+const CHILD_ENV: &str = "KPCCL_SIM_LIMITS_CHILD";
+
+/// Runs this binary's test `name` alone in a child with its own registry and
+/// `env`, bounded; asserts it succeeds and leaves no registry behind.
+fn in_child(name: &str, env: &[(&str, &str)]) {
+    let scratch = ScratchDir::new("sim-limits", name);
+    let sim = scratch.path().join("sim");
+    let mut cmd = test_alone(name);
+    cmd.arg("--nocapture").env(CHILD_ENV, "1").env(LOCK_TIMEOUT_ENV, "2000").env("ASCEND_SIM_DIR", &sim);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("run the child");
+    let status = kpccl_testkit::wait_or_kill(&mut child, std::time::Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("{name}: the child did not finish in 60 s"));
+    assert!(status.success(), "{name}: the child failed: {status}");
+    assert!(!sim.exists(), "{name}: simulator state left in {}: {:?}", sim.display(), entries(&sim));
+}
+
+fn own_registry() -> PathBuf {
+    std::env::var_os("ASCEND_SIM_DIR").expect("ASCEND_SIM_DIR set by the parent").into()
+}
+
+/// Adds whitelist entries for `pids` to the only record of the registry, as
+/// that many `aclrtIpcMemSetImportPid` calls would (32 768 entries through the
+/// API are a thousand rewrites of a growing registry: seconds of a test).
+fn add_entries(pids: impl Iterator<Item = i32>) {
+    let path = own_registry().join("registry");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let record = lines.iter_mut().find(|l| l.starts_with("K ")).expect("the key's record");
+    let mut fields: Vec<String> = record.split(' ').map(str::to_owned).collect();
+    // "K" then 14 fields; the whitelist is the 13th, "pid:set_time,...".
+    let set_time = fields[13].split(',').next().and_then(|e| e.split(':').nth(1)).expect("one entry").to_owned();
+    for pid in pids {
+        fields[13] += &format!(",{pid}:{set_time}");
+    }
+    *record = fields.join(" ");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+}
+
+/// A key's whitelist holds at most 32 768 entries (the driver's
+/// `IPC_WLIST_NUM`): a call that would pass it is refused whole with 507899,
+/// counting every pid it passes, even one it would only refresh. Before, the
+/// whitelist grew without bound.
+#[test]
+fn a_whitelist_holds_at_most_32768_entries() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return in_child("a_whitelist_holds_at_most_32768_entries", &[]);
+    }
+    let rt = HostSim::faithful();
+    rt.set_device(0).unwrap();
+    let p = rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY).unwrap();
+    let key = rt.ipc_mem_get_export_key(p, 4096, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT).unwrap();
+    let me = rt.device_get_bare_tgid().unwrap();
+    // Pids that are neither 0 nor ours (they need not run).
+    let mut pids = (1..).filter(|&pid| pid != me);
+    let first = pids.next().unwrap();
+    rt.ipc_mem_set_import_pid(&key, &[first]).unwrap();
+    add_entries(pids.by_ref().take(32_766));
+    let (a, b) = (pids.next().unwrap(), pids.next().unwrap());
+    // 32 767 held: two more would be 32 769.
+    let refused = ACL_ERROR_RT_DRV_INTERNAL_ERROR;
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&key, &[a, b])), refused, "two pids past the limit");
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&key, &[a])), 0, "the 32 768th entry");
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&key, &[b])), refused, "the 32 769th entry");
+    assert_eq!(code(rt.ipc_mem_set_import_pid(&key, &[first])), refused, "a refresh counts as the driver counts it");
+    rt.ipc_mem_close(&key).unwrap();
+    rt.free(p).unwrap();
+}
+
+/// A key names its device in full, `%02x` being a minimum width: 255 is
+/// `ff`, 256 is `100`, and the key imports. Before, every device from 256 on
+/// printed `00`, naming device 0.
+#[test]
+fn a_key_names_a_device_past_255_in_full() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return in_child("a_key_names_a_device_past_255_in_full", &[(DEVICES_ENV, "300")]);
+    }
+    let rt = HostSim::faithful();
+    for (dev, named) in [(255, &b"ff00"[..]), (256, &b"10000"[..]), (299, &b"12b00"[..])] {
+        let exp = Exported::new(&rt, dev, 0x5a, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
+        let text = exp.key.as_bytes();
+        // tgid (8 hex digits), counter (16), then the device and the vf (00).
+        assert_eq!(&text[24..24 + named.len()], named, "device {dev}: key {:?}", String::from_utf8_lossy(text));
+        exp.run_importer(dev, |_, k| {
+            let q = rt.ipc_mem_import_by_key(k, 0).unwrap();
+            assert!(read(&rt, q).iter().all(|&b| b == 0x5a), "device {dev}: the import reads the exporter's bytes");
+            rt.ipc_mem_close(k).unwrap();
+        });
+        exp.release();
+    }
+}
