@@ -283,6 +283,10 @@ fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
         let too_many = |st: &mut State| st.greeting >= most_greeting && !st.stopping;
         let mut st = shared.changed.wait_while(st, too_many).unwrap_or_else(PoisonError::into_inner);
         if st.stopping || st.gone == shared.nranks {
+            // Refuses what comes later at once: the waker keeps the listener
+            // open, and a connection left in its backlog would wait for a
+            // welcome until its timeout, then blame a stuck launcher.
+            let _ = rustix::net::shutdown(listener, rustix::net::Shutdown::Both);
             return;
         }
         // A failed accept (EMFILE, ECONNABORTED) is the connecting rank's
@@ -382,9 +386,17 @@ fn welcome(shared: &Shared, stream: &UnixStream) -> Option<u32> {
         if st.stopping {
             return None;
         }
-        if st.presence[rank as usize] != Presence::NotYet {
-            drop(st);
-            return refuse(Reason::Duplicate);
+        match st.presence[rank as usize] {
+            Presence::NotYet => {}
+            // Not "another process": none is that rank any more.
+            Presence::Gone => {
+                drop(st);
+                return refuse(Reason::Left);
+            }
+            Presence::Here => {
+                drop(st);
+                return refuse(Reason::Duplicate);
+            }
         }
         st.presence[rank as usize] = Presence::Here;
         st.pids[rank as usize] = pid;

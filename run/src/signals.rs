@@ -180,6 +180,50 @@ fn ignored(sig: libc::c_int) -> io::Result<bool> {
     Ok(current.sa_sigaction == libc::SIG_IGN)
 }
 
+/// `SIGCHLD` as a launcher needs it while this lives: not ignored, nor with
+/// `SA_NOCLDWAIT`, either of which makes the kernel reap the ranks itself, so
+/// that waiting for them fails (`ECHILD`). A parent's `SIG_IGN` survives
+/// `exec` (a daemon's, Python's `signal(SIGCHLD, SIG_IGN)`): started so,
+/// `kpccl-run` failed every job with "No child processes". The ranks start
+/// with the default; the previous disposition comes back when it is dropped.
+pub(crate) struct ChildrenWaited {
+    previous: Option<libc::sigaction>,
+}
+
+impl ChildrenWaited {
+    pub(crate) fn install() -> io::Result<ChildrenWaited> {
+        // SAFETY: a zeroed sigaction is a valid value for the kernel to overwrite.
+        let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: reads the disposition into a live local; changes nothing.
+        if unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), &raw mut current) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if current.sa_sigaction != libc::SIG_IGN && current.sa_flags & libc::SA_NOCLDWAIT == 0 {
+            return Ok(ChildrenWaited { previous: None });
+        }
+        // A handler of the process's own stays, without the flag.
+        let mut action = current;
+        action.sa_flags &= !libc::SA_NOCLDWAIT;
+        if action.sa_sigaction == libc::SIG_IGN {
+            action.sa_sigaction = libc::SIG_DFL;
+        }
+        // SAFETY: a valid disposition from a live local.
+        if unsafe { libc::sigaction(libc::SIGCHLD, &raw const action, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ChildrenWaited { previous: Some(current) })
+    }
+}
+
+impl Drop for ChildrenWaited {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            // SAFETY: restores a disposition `sigaction` gave us, from a live local.
+            unsafe { libc::sigaction(libc::SIGCHLD, previous, std::ptr::null_mut()) };
+        }
+    }
+}
+
 /// What [`Caught::received`] saw.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Received {

@@ -128,7 +128,9 @@ impl Launch {
     ///
     /// An error means the job could not start (no hub, a rank that cannot
     /// be spawned: the ranks already started are killed) or a child could
-    /// not be waited for; how the ranks ended is in the [`Report`].
+    /// not be waited for; how the ranks ended is in the [`Report`]. While it
+    /// runs, a `SIGCHLD` the process ignores (or whose handler has
+    /// `SA_NOCLDWAIT`) is back to its default, so that the ranks can be waited for.
     pub fn run<I, S>(&self, program: impl AsRef<OsStr>, args: I) -> io::Result<Report>
     where
         I: IntoIterator<Item = S>,
@@ -141,6 +143,8 @@ impl Launch {
         let mut hub = Hub::bind(self.nranks)?;
         // Before the first rank starts, so that no signal goes unseen.
         let caught = if self.forward_signals { Some(Caught::install()?) } else { None };
+        // Before the watchdog and the ranks start, back after they are reaped.
+        let _waited = signals::ChildrenWaited::install()?;
         let runner = runner::from_env();
         let cpus = match self.binding {
             Binding::None => None,

@@ -64,6 +64,25 @@ fn ranks_connecting_before_serve_wait_in_the_backlog() {
     assert_eq!(hub.never_connected(), Vec::<u32>::new());
 }
 
+/// The launcher welcomes no rank before it has started them all: a rank
+/// started first waits for that too, even past its timeout and the second
+/// it gives a stuck launcher. Before, it gave up: a job of 512 ranks with
+/// `KPCCL_TIMEOUT_MS=1000`, whose start took 3 s, lost half its ranks at
+/// once ("launcher at @…: timed out").
+#[test]
+fn a_rank_started_first_waits_for_the_launcher_to_start_the_others() {
+    const N: u32 = 64;
+    let mut hub = Hub::bind(N).unwrap();
+    let socket = hub.socket().to_owned();
+    let timeout = Duration::from_millis(100);
+    let first = thread::spawn(move || RunOob::connect(&socket, 0, N, timeout).map(|_| ()));
+    // The other 63 ranks take 1.5 s to start: more than 100 ms and a second.
+    thread::sleep(Duration::from_millis(1500));
+    hub.serve().unwrap();
+    let welcomed = first.join().unwrap();
+    assert!(welcomed.is_ok(), "{welcomed:?}");
+}
+
 #[test]
 fn disagreeing_ranks_all_fail_and_the_job_goes_on() {
     let hub = Hub::start(3).unwrap();
@@ -132,6 +151,28 @@ fn hellos_are_checked() {
     let _one = connect(&hub, 1);
 }
 
+/// A rank that left the job (its connection closed, or its process exited)
+/// and comes back is told so: no other process is that rank. Before, it
+/// read "another process is that rank", sending its user to look for one.
+#[test]
+fn a_rank_that_left_and_comes_back_is_told_it_left() {
+    let hub = Hub::start(3).unwrap();
+    let _stays = connect(&hub, 2);
+    drop(connect(&hub, 0));
+    hub.rank_exited(1);
+    let want = |rank| format!("refused rank {rank} of 3: that rank already left the job (a process joins once)");
+    for rank in [0, 1] {
+        // The hub sees rank 0's connection close a moment later.
+        let deadline = Instant::now() + T;
+        let mut e = RunOob::connect(hub.socket(), rank, 3, T).unwrap_err().to_string();
+        while !e.ends_with(&want(rank)) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+            e = RunOob::connect(hub.socket(), rank, 3, T).unwrap_err().to_string();
+        }
+        assert!(e.ends_with(&want(rank)), "{e}");
+    }
+}
+
 /// Connections that end (strays that never say hello, ranks that left)
 /// hold nothing in the hub: a job would otherwise run out of descriptors.
 #[test]
@@ -187,6 +228,33 @@ fn the_hub_stops_once_every_rank_is_gone() {
     }
     // Rank 1 reached barrier #0's end before rank 0 left: nothing failed.
     assert_eq!(hub.failure(), None);
+}
+
+/// Once every rank is gone, a late connection (a process a rank left
+/// behind, started with the job's variables) is refused at once. Before, it
+/// waited in the backlog of a listener nobody served any more, for its
+/// timeout and a second, and then blamed a stuck launcher.
+#[test]
+fn a_connection_after_every_rank_left_is_refused_at_once() {
+    let hub = Hub::start(1).unwrap();
+    connect(&hub, 0).barrier().unwrap();
+    let deadline = Instant::now() + T;
+    while !hub.finished() {
+        assert!(Instant::now() < deadline, "the hub did not see the rank leave");
+        thread::sleep(Duration::from_millis(1));
+    }
+    // The acceptor sees that every rank is gone a moment after the last
+    // leaves: a connection before that is dropped, one after refused.
+    loop {
+        let start = Instant::now();
+        let e = RunOob::connect(hub.socket(), 0, 1, T).unwrap_err();
+        assert!(start.elapsed() < T, "refused after {:?}: {e}", start.elapsed());
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never refused: {e}");
+        thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Set in the re-executed test process: the hub socket to knock on as another user.

@@ -444,3 +444,30 @@ fn a_signal_to_the_launcher_by_name_is_passed_on_to_each_rank_once() {
     };
     assert!(stderr.contains("the launcher got signal 15 and passed it on to the ranks"), "{stderr}");
 }
+
+/// A launcher started with `SIGCHLD` ignored (a disposition its parent set,
+/// which survives `exec`: a daemon, a Python `signal(SIGCHLD, SIG_IGN)`)
+/// still waits for its ranks and exits with their code; the ranks start
+/// with the default. Before, the kernel reaped the ranks itself, and every
+/// job failed with "No child processes" (exit 1), whatever the ranks did.
+#[test]
+fn a_launcher_started_ignoring_sigchld_still_reports_its_ranks() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = launcher();
+    // Rank 1 reports whether it ignores SIGCHLD (bit 17 of its SigIgn mask).
+    let rank = "grep -q '^SigIgn:.*[13579bdf]....$' /proc/self/status && exit 9; exit $((KPCCL_RANK * 3))";
+    cmd.args(["-n", "2", "--", "sh", "-c", rank]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let ignore_sigchld = || {
+        // SAFETY: sets a disposition to `SIG_IGN`; no handler runs.
+        unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+        Ok(())
+    };
+    // SAFETY: the closure runs in the child before exec: one system call.
+    unsafe { cmd.pre_exec(ignore_sigchld) };
+    let started = Instant::now();
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(started.elapsed() < BOUND, "took {:?}: {stderr}", started.elapsed());
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.starts_with("kpccl-run: 1 of 2 ranks failed (rank 1: exit 3)"), "{stderr}");
+}

@@ -33,6 +33,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// a launcher that is itself stuck.
 const BACKSTOP: Duration = Duration::from_secs(1);
 
+/// How long, per rank of the job, a rank also waits for the launcher's
+/// welcome: the launcher welcomes no rank before it has started them all,
+/// one after another (a fork and an exec each, a few milliseconds; more
+/// under an emulator), so the first rank waits for the others' start too.
+const START_PER_RANK: Duration = Duration::from_millis(50);
+
 /// Out-of-band collectives through the hub of the launcher that started
 /// this process (`kpccl-run`, or its library's `Launch`).
 ///
@@ -86,7 +92,8 @@ impl RunOob {
     /// Connects to the hub at `socket` (`@name` for an abstract name, else a
     /// path) as `rank` of `nranks`; `timeout` bounds how long a collective
     /// waits for the other ranks (at most `u32::MAX` milliseconds), and with
-    /// a second more, how long this waits for the launcher to welcome it.
+    /// a second more, and 50 ms per rank for the launcher to start them all,
+    /// how long this waits for the launcher to welcome it.
     pub fn connect(socket: &str, rank: u32, nranks: u32, timeout: Duration) -> io::Result<RunOob> {
         if rank >= nranks {
             let why = RankOutOfRange { what: "rank", value: rank, whose: "the launcher", nranks };
@@ -105,12 +112,18 @@ impl RunOob {
             io::Error::new(kind, format!("launcher at {socket} refused rank {rank} of {nranks}: {why}"))
         };
         // The answer within the timeout and a second, as a collective's reply,
-        // however often signals interrupt the wait (a stopped launcher).
-        let within = timeout.saturating_add(BACKSTOP);
+        // however often signals interrupt the wait (a stopped launcher), and
+        // the time the launcher may take to start the other ranks: before, a
+        // rank started early in a job of 512 with a timeout of 1 s gave up.
+        let start_all = START_PER_RANK.saturating_mul(nranks);
+        let within = timeout.saturating_add(BACKSTOP).saturating_add(start_all);
         match Msg::read_from(Deadline::new(&stream, within)).map_err(context)? {
             Some(Msg::Welcome) => {}
             Some(Msg::Fail { reason: Reason::BadRank, .. }) => return Err(refused("not a rank of its job")),
             Some(Msg::Fail { reason: Reason::Duplicate, .. }) => return Err(refused("another process is that rank")),
+            Some(Msg::Fail { reason: Reason::Left, .. }) => {
+                return Err(refused("that rank already left the job (a process joins once)"));
+            }
             Some(Msg::Fail { reason: Reason::BadVersion, .. }) => return Err(refused("another protocol version")),
             Some(Msg::Fail { reason: Reason::Foreign, .. }) => {
                 return Err(refused("this process belongs to another user"));

@@ -28,7 +28,7 @@ pub const BROKEN: i32 = -9;
 /// A rank did not reach the collective within this rank's timeout
 /// (`KPCCL_OOB_TIMEOUT_MS`, or `KPCCL_TIMEOUT_MS` if shorter): stopped,
 /// stuck, or busy elsewhere. The job is broken from then on: every later
-/// collective fails with [`RANK_LOST`].
+/// collective fails with this code too, naming the same rank.
 pub const UNRESPONSIVE: i32 = -10;
 /// The caller ended the wait for the launcher's reply (Python's Ctrl-C; see
 /// [`crate::interrupt`]). The connection has been closed, which the other

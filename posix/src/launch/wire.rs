@@ -56,6 +56,9 @@ pub enum Reason {
     Foreign,
     /// The ranks agree, but the allgather's result would exceed [`MAX_DATA`].
     TooLarge,
+    /// Hello: the rank already left the job (its connection closed, or its
+    /// process exited); a process joins once.
+    Left,
     /// A code this version does not know.
     Unknown(u32),
 }
@@ -70,6 +73,7 @@ kpccl_core::codes!(Reason: u32 {
     Foreign = 7,
     Timeout = 8,
     TooLarge = 9,
+    Left = 10,
 } else Unknown);
 
 /// The rank a failure is about, and what the hub knows of it.
@@ -319,6 +323,7 @@ mod tests {
             Msg::fail(Reason::BadVersion),
             Msg::fail(Reason::Foreign),
             Msg::fail(Reason::TooLarge),
+            Msg::fail(Reason::Left),
             Msg::fail(Reason::Unknown(99)),
         ];
         for m in &msgs {
@@ -334,7 +339,8 @@ mod tests {
         }
         assert_eq!(Reason::from_code(0), Reason::Unknown(0));
         assert_eq!(Reason::from_code(9), Reason::TooLarge);
-        assert_eq!(Reason::from_code(10), Reason::Unknown(10));
+        assert_eq!(Reason::from_code(10), Reason::Left);
+        assert_eq!(Reason::from_code(11), Reason::Unknown(11));
         assert_eq!(Reason::from_code(6), Reason::BadVersion);
     }
 
