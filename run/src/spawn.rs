@@ -43,7 +43,9 @@ pub const DEFAULT_ABORT_AFTER: Duration = Duration::from_secs(10);
 /// [`Launch::run`] ends, however it ends, and if the process dies meanwhile
 /// (even of `SIGKILL`), a watchdog process it started kills what the ranks
 /// started (every process of its user whose environment has this job's
-/// `KPCCL_RUN_SOCKET`). Under qemu-user the
+/// `KPCCL_RUN_SOCKET`); it does so too when the launcher cuts the job short
+/// (a timeout, a failed rank, a signal), for what a killed rank orphaned.
+/// Under qemu-user the
 /// program goes through the target runner (`KPCCL_RUNNER`, or on aarch64
 /// `CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER`, split on whitespace).
 ///
@@ -151,8 +153,9 @@ impl Launch {
             Binding::Cpu => Some(crate::bind::allowed_cpus()?),
         };
         // Before the first rank, and dropped after the last is reaped (or
-        // killed, on an early return): it acts only if the launcher dies.
-        let watchdog = Watchdog::start(hub.socket())
+        // killed, on an early return): it acts if the launcher dies, or
+        // sweeps a job cut short.
+        let mut watchdog = Watchdog::start(hub.socket())
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the launcher's watchdog: {e}")))?;
         let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
         for rank in 0..self.nranks {
@@ -206,6 +209,9 @@ impl Launch {
             .filter(|&r| ranks.0.get(r as usize).is_some_and(|k| k.status.is_none() && !reached_exec(&k.exec_watch)))
             .collect();
         let killed = if cut_short { ranks.kill_rest(&hub)? } else { Vec::new() };
+        if cut_short {
+            watchdog.sweep_when_dropped();
+        }
         // A rank that exited by itself just before (not reaped yet) had not
         // connected either, but was not lost that way.
         let never_connected = never_connected.into_iter().filter(|r| killed.contains(r)).collect();

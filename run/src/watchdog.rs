@@ -7,11 +7,14 @@
 //! Every process of a job was started with its hub's `KPCCL_RUN_SOCKET` in
 //! its environment (inherited from its rank), a name no other job has. The
 //! watchdog, a process forked before the first rank, waits on a pipe that
-//! only the launcher writes to. A launcher that ends its job itself tells it
-//! to go; one that dies says nothing, and the watchdog then kills every
-//! process of the launcher's user whose environment holds the job's entry,
-//! pass after pass until none is left (a process killed cannot fork again;
-//! one forked just before is found by the next pass). The ranks stay in the
+//! only the launcher writes to. A launcher whose ranks all exited tells it
+//! to go; one that cut its job short (a timeout, a failed rank, a signal)
+//! tells it to sweep, for what a killed rank had orphaned escapes the
+//! killing of its process tree; one that dies says nothing. To sweep, or on
+//! nothing said, the watchdog kills every process of the launcher's user
+//! whose environment holds the job's entry, pass after pass until none is
+//! left (a process killed cannot fork again; one forked just before is
+//! found by the next pass). The ranks stay in the
 //! launcher's process group, so a terminal's Ctrl-C and rank 0's reads of
 //! the terminal work as before.
 
@@ -32,6 +35,12 @@ use crate::SOCKET_ENV;
 const PASSES: usize = 64;
 /// How long a launcher waits for its watchdog to leave before killing it.
 const LEAVE_BOUND: Duration = Duration::from_secs(2);
+/// The same, when it asked for a sweep (passes over `/proc`, slower under an emulator).
+const SWEEP_BOUND: Duration = Duration::from_secs(20);
+/// The launcher's word: go, killing nothing.
+const GO: u8 = 1;
+/// The launcher's word: kill what is left of the job, then go.
+const SWEEP: u8 = 2;
 /// The signals that ask a job to stop: the launcher handles them (or dies of
 /// them, and then the watchdog has work to do).
 const IGNORED: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE];
@@ -51,6 +60,8 @@ pub(crate) struct Watchdog {
     pid: Pid,
     /// The pipe's only write end (close-on-exec: no rank holds it).
     to_watchdog: Option<OwnedFd>,
+    /// Whether to sweep the job when dropped ([`Watchdog::sweep_when_dropped`]).
+    sweep: bool,
 }
 
 impl Watchdog {
@@ -74,7 +85,7 @@ impl Watchdog {
             0 => watch(&read, write.as_raw_fd(), &entry, uid),
             pid => {
                 let pid = Pid::from_raw(pid).ok_or(io::ErrorKind::Other)?;
-                Ok(Watchdog { pid, to_watchdog: Some(write) })
+                Ok(Watchdog { pid, to_watchdog: Some(write), sweep: false })
             }
         }
     }
@@ -100,15 +111,25 @@ impl Watchdog {
     }
 }
 
+impl Watchdog {
+    /// The launcher cut the job short and killed its ranks' process trees:
+    /// once dropped, the watchdog also kills what those had orphaned (a
+    /// rank's `sh -c '(prog &); …'`), which no tree holds any more.
+    pub(crate) fn sweep_when_dropped(&mut self) {
+        self.sweep = true;
+    }
+}
+
 impl Drop for Watchdog {
     /// The launcher ended its job itself: the watchdog goes, killing nothing
-    /// (what a rank left running on purpose stays, as without a watchdog).
+    /// (what a rank left running on purpose stays, as without a watchdog),
+    /// or sweeps the job first if it was cut short.
     fn drop(&mut self) {
         if let Some(w) = self.to_watchdog.take() {
             // One byte into an empty pipe: it does not block.
-            let _ = rustix::io::write(&w, &[1]);
+            let _ = rustix::io::write(&w, &[if self.sweep { SWEEP } else { GO }]);
         }
-        let until = Instant::now() + LEAVE_BOUND;
+        let until = Instant::now() + if self.sweep { SWEEP_BOUND } else { LEAVE_BOUND };
         loop {
             match rustix::process::waitpid(Some(self.pid), WaitOptions::NOHANG) {
                 Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(1)),
@@ -126,7 +147,7 @@ impl Drop for Watchdog {
 }
 
 /// The watchdog: waits for the launcher's word or its end, then kills the
-/// job's processes if it ended without a word.
+/// job's processes if it ended without a word or asked for a sweep.
 fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
     // A name of its own: `pkill kpccl-run` or `killall kpccl-run` signals
     // the launcher alone, which passes the signal on; had the watchdog got
@@ -152,7 +173,8 @@ fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
             other => break other,
         }
     };
-    if heard == Ok(0) {
+    let dead = heard == Ok(0);
+    if dead || (heard == Ok(1) && byte[0] == SWEEP) {
         let mut killed = Killed { pids: [0; 1024], len: 0 };
         for _ in 0..PASSES {
             if !kill_pass(entry, uid, &mut killed) {
@@ -161,7 +183,9 @@ fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
             // Let the killed die before the next look.
             let _ = rustix::thread::nanosleep(&rustix::thread::Timespec { tv_sec: 0, tv_nsec: 1_000_000 });
         }
-        say_killed(killed.len);
+        if dead {
+            say_killed(killed.len);
+        }
     }
     // SAFETY: ends the process without running the launcher's exit handlers.
     unsafe { libc::_exit(0) }

@@ -158,6 +158,27 @@ fn a_job_that_ends_leaves_no_watchdog_and_keeps_what_a_rank_left_running() {
     assert_eq!(tagged, Vec::<u32>::new(), "processes of the launcher left after it ended (its watchdog?)");
 }
 
+/// A job the launcher cuts short (here its `--timeout`) loses what its ranks
+/// started, even a process a rank had orphaned, which no process tree holds:
+/// the watchdog sweeps the job. Before, the orphan ran on.
+#[test]
+fn a_job_cut_short_takes_what_its_ranks_orphaned_with_it() {
+    // The subshell starts the sleep, says its pid and exits: the sleep is an
+    // orphan before the job ends.
+    let rank = "(sleep 60 > /dev/null 2>&1 & echo $!); exec sleep 60";
+    let out = launcher()
+        .args(["-n", "2", "--timeout", "1", "--", "sh", "-c", rank])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let orphans: Vec<u32> =
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert_eq!(orphans.len(), 2, "each rank started its orphan: {out:?}");
+    assert_eq!(survivors(&orphans), Vec::<u32>::new(), "what the ranks orphaned outlived a job cut short");
+}
+
 #[test]
 fn a_terminated_launcher_ends_its_ranks_reports_and_exits_with_the_signal() {
     for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
