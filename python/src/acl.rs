@@ -52,7 +52,7 @@ fn int<T: TryFrom<u64>>(v: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
 }
 
 fn signed(v: &Bound<'_, PyAny>, what: &str) -> PyResult<i32> {
-    v.extract().map_err(|_| errors::value(format!("{what} must be an int that fits 32 bits")))
+    options::signed(v, what).map_err(errors::value)
 }
 
 fn ptr(v: &Bound<'_, PyAny>, what: &str) -> PyResult<*mut c_void> {
@@ -259,44 +259,50 @@ fn memcpy_async(
 }
 
 /// `key, ret = acl.rt.ipc_mem_get_export_key(dev_ptr, size, len, flags)`: `len` is 65.
+/// The IPC calls run without the GIL: they may wait (the driver, or the
+/// simulator's registry lock, up to its timeout) while other threads go on.
 #[pyfunction]
 fn ipc_mem_get_export_key(
+    py: Python<'_>,
     dev_ptr: &Bound<'_, PyAny>,
     size: &Bound<'_, PyAny>,
     len: &Bound<'_, PyAny>,
     flags: &Bound<'_, PyAny>,
 ) -> PyResult<(String, i32)> {
-    let (p, n, l, f) = (ptr(dev_ptr, "dev_ptr")?, int(size, "size")?, int::<usize>(len, "len")?, int(flags, "flags")?);
+    // The address as an int: a pointer does not cross into a call without the GIL.
+    let (p, n, l, f) =
+        (int::<usize>(dev_ptr, "dev_ptr")?, int(size, "size")?, int::<usize>(len, "len")?, int(flags, "flags")?);
     let rt = rt()?;
     if l < ACL_IPC_KEY_LEN {
         // What the runtime answers for a key buffer shorter than a key.
         return Ok((String::new(), ACL_ERROR_RT_PARAM_INVALID));
     }
-    Ok(pair(rt.ipc_mem_get_export_key(p, n, f).map(|k| key_str(&k)), String::new()))
+    let key = py.detach(|| rt.ipc_mem_get_export_key(p as *mut c_void, n, f).map(|k| key_str(&k)));
+    Ok(pair(key, String::new()))
 }
 
 /// `ret = acl.rt.ipc_mem_set_import_pid(key, pids)`: `pids` a list (at most 31).
 #[pyfunction]
-fn ipc_mem_set_import_pid(key: &str, pids: &Bound<'_, PyAny>) -> PyResult<i32> {
+fn ipc_mem_set_import_pid(py: Python<'_>, key: &str, pids: &Bound<'_, PyAny>) -> PyResult<i32> {
     let list: Vec<Bound<'_, PyAny>> = pids.try_iter()?.collect::<PyResult<_>>()?;
     let pids = list.iter().map(|p| signed(p, "pid")).collect::<PyResult<Vec<i32>>>()?;
-    let rt = rt()?;
-    Ok(ret(rt.ipc_mem_set_import_pid(&key_of(key), &pids)))
+    let key = key_of(key);
+    ret_detached(py, |rt| rt.ipc_mem_set_import_pid(&key, &pids))
 }
 
 /// `dev_ptr, ret = acl.rt.ipc_mem_import_by_key(key, flags)`.
 #[pyfunction]
-fn ipc_mem_import_by_key(key: &str, flags: &Bound<'_, PyAny>) -> PyResult<(usize, i32)> {
-    let f = int(flags, "flags")?;
+fn ipc_mem_import_by_key(py: Python<'_>, key: &str, flags: &Bound<'_, PyAny>) -> PyResult<(usize, i32)> {
+    let (key, f) = (key_of(key), int(flags, "flags")?);
     let rt = rt()?;
-    Ok(pair(rt.ipc_mem_import_by_key(&key_of(key), f).map(|p| p as usize), 0))
+    Ok(pair(py.detach(|| rt.ipc_mem_import_by_key(&key, f).map(|p| p as usize)), 0))
 }
 
 /// `ret = acl.rt.ipc_mem_close(key)`.
 #[pyfunction]
-fn ipc_mem_close(key: &str) -> PyResult<i32> {
-    let rt = rt()?;
-    Ok(ret(rt.ipc_mem_close(&key_of(key))))
+fn ipc_mem_close(py: Python<'_>, key: &str) -> PyResult<i32> {
+    let key = key_of(key);
+    ret_detached(py, |rt| rt.ipc_mem_close(&key))
 }
 
 /// `pid, ret = acl.rt.device_get_bare_tgid()`: this process as the host sees it.

@@ -9,6 +9,7 @@ use kpccl_posix::launch::RunOob;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::device::{Movable, PyDeviceWindow};
 use crate::oob::{PyOob, Route};
@@ -388,6 +389,25 @@ impl PyComm {
     /// calling it again does nothing.
     fn destroy(&self) {
         self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
+    }
+
+    /// What the communicator holds of Python (its callables, or the mpi4py
+    /// communicator), for the cycle collector: an object whose bound methods
+    /// are the collectives holds the communicator, which holds them.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // Never waits (the collector must not block): a lock busy now, or
+        // a communicator shared with a creation in progress, is skipped;
+        // the next collection sees it.
+        let Ok(inner) = self.inner.try_read() else { return Ok(()) };
+        match inner.as_ref() {
+            Some(c) if Arc::strong_count(c) == 1 => c.oob().traverse(&visit),
+            _ => Ok(()),
+        }
+    }
+
+    /// Destroys it, letting go of its callables (the cycle collector's call).
+    fn __clear__(&self) {
+        self.destroy();
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -8,6 +8,7 @@ use kpccl_posix::launch::RunOob;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::options;
 
@@ -53,6 +54,23 @@ impl PyOob {
     /// The Python exception a collective raised, if one did (taken).
     pub(crate) fn take_raised(&self) -> Option<PyErr> {
         self.0.raised.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    /// Visits the Python objects of the route for the cycle collector
+    /// (`PyComm::__traverse__`), if this is their only holder: a clone held
+    /// elsewhere (a creation in progress) is a reference from outside.
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if Arc::strong_count(&self.0) > 1 {
+            return Ok(());
+        }
+        match &self.0.route {
+            Route::Launcher(_) => Ok(()),
+            Route::Mpi(comm) => visit.call(comm),
+            Route::Callables { allgather, barrier } => {
+                visit.call(allgather)?;
+                visit.call(barrier)
+            }
+        }
     }
 
     fn python(&self, call: impl FnOnce(Python<'_>) -> PyResult<()>) -> Result<(), OobError> {

@@ -90,6 +90,17 @@ pub(crate) fn count<T: TryFrom<u64>>(v: &Bound<'_, PyAny>, what: &str) -> Result
     }
 }
 
+/// A 32-bit signed integer (a device, a pid), refused naming the value:
+/// "device_id = 1099511627776 is out of range: …", "pid must be an int, not str".
+pub(crate) fn signed(v: &Bound<'_, PyAny>, what: &str) -> Result<i32, String> {
+    let out_of_range =
+        |n: &dyn std::fmt::Display| format!("{what} = {n} is out of range: {} to {}", i32::MIN, i32::MAX);
+    match int_of(v, what)? {
+        Int::Fits(n) => i32::try_from(n).map_err(|_| out_of_range(&n)),
+        Int::Huge(digits) => Err(out_of_range(&digits)),
+    }
+}
+
 /// A rank (or another index) in `0..end`, refused in the words the C API
 /// uses: "rank 3 is out of range: this window has ranks 0 to 2" (`whose`:
 /// "this window", "the communicator"), never Rust's half-open `0..3`, which

@@ -235,3 +235,103 @@ print("cpu", cpu)
     queued, waited, cpu = int(values["queued"]), float(values["waited"]), float(values["cpu"])
     assert queued == 3, out
     assert cpu < 0.25 * waited, out
+
+
+def test_a_bad_device_or_pid_is_named():
+    # Before: "device_id must be an int that fits 32 bits", whatever was passed.
+    import kpccl.acl as acl
+
+    for value, said in (
+        (2**40, "device_id = 1099511627776 is out of range"),
+        (1.5, "device_id must be an int, not float"),
+    ):
+        with pytest.raises(ValueError) as e:
+            acl.rt.set_device(value)
+        assert str(e.value).startswith(said), e.value
+    with pytest.raises(ValueError) as e:
+        acl.rt.ipc_mem_set_import_pid("0" * 64, [1, -(2**31) - 1])
+    assert str(e.value).startswith("pid = -2147483649 is out of range"), e.value
+    with pytest.raises(ValueError) as e:
+        acl.rt.reset_device("1")
+    assert str(e.value).startswith("device_id must be an int, not str"), e.value
+
+
+def test_ptr_to_bytes_takes_numpy_ints_and_names_a_bad_value():
+    # Before: numpy ints (a size from arr.nbytes * k, an address from an
+    # array of them) were refused as "not ints", though acl.rt.memcpy takes
+    # them; and a value past 64 bits raised OverflowError, naming neither.
+    import numpy as np
+
+    import kpccl.acl as acl
+
+    data = bytearray(b"abcdefgh")
+    ptr = acl.util.bytes_to_ptr(data)
+    assert acl.util.ptr_to_bytes(np.uint64(ptr), np.int64(3)) == b"abc"
+    for args, said in (
+        ((ptr, 2**70), f"size = {2**70} is out of range"),
+        ((2**70, 1), f"ptr = {2**70} is out of range"),
+        ((ptr, -1), "size = -1 is out of range"),
+        ((ptr, 1.0), "size must be an int, not float"),
+    ):
+        with pytest.raises(ValueError) as e:
+            acl.util.ptr_to_bytes(*args)
+        assert said in str(e.value), e.value
+
+
+def test_bytes_to_ptr_refuses_a_strided_buffer_as_a_bad_value():
+    # Before: TypeError "memoryview: casts are restricted to C-contiguous
+    # views", where a read-only buffer is a ValueError saying what it needs.
+    import numpy as np
+
+    import kpccl.acl as acl
+
+    grid = np.zeros((4, 4))
+    for strided in (grid[::2], grid.T, memoryview(bytearray(8))[::2]):
+        with pytest.raises(ValueError, match="C-contiguous"):
+            acl.util.bytes_to_ptr(strided)
+    assert acl.util.bytes_to_ptr(grid) == grid.ctypes.data
+
+
+def test_ipc_calls_waiting_for_the_registry_let_other_threads_run(sim_env, in_process):
+    # The simulator's registry lock is held (here by this process, as a
+    # stopped peer would hold it): an IPC call waits for it, up to the lock
+    # timeout. Before, it waited holding the GIL: the main thread's short
+    # sleep lasted the whole timeout (the process's threads all stopped).
+    out = in_process(
+        """
+import fcntl, os, threading, time
+import kpccl.acl as acl
+assert acl.init() == 0 and acl.rt.set_device(0) == 0
+ptr, ret = acl.rt.malloc(4096, 0); assert ret == 0
+key, ret = acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, 1); assert ret == 0
+calls = {
+    "set_import_pid": lambda: acl.rt.ipc_mem_set_import_pid(key, [os.getpid()]),
+    "import_by_key": lambda: acl.rt.ipc_mem_import_by_key(key, 0),
+    "close": lambda: acl.rt.ipc_mem_close(key),
+    "export": lambda: acl.rt.ipc_mem_get_export_key(ptr, 4096, 65, 1),
+}
+lock = open(os.path.join(os.environ["ASCEND_SIM_DIR"], "registry.lock"), "r+")
+def on_device(call, ready, go):
+    acl.rt.set_device(0)  # the current device is the thread's
+    ready.set()
+    go.wait()
+    call()
+for name, call in calls.items():
+    ready, go = threading.Event(), threading.Event()
+    th = threading.Thread(target=on_device, args=(call, ready, go))
+    th.start()
+    ready.wait()
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    t0 = time.monotonic()
+    go.set()
+    time.sleep(0.1)  # the thread's call waits for the lock meanwhile
+    print(name, time.monotonic() - t0)
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    th.join(10)
+""",
+        dict(sim_env, ASCEND_SIM_LOCK_TIMEOUT_MS="3000"),
+    ).stdout
+    slept = {name: float(t) for name, t in (line.split() for line in out.splitlines())}
+    assert len(slept) == 4, out
+    for name, t in slept.items():
+        assert t < 1.5, f"{name}: a 0.1 s sleep took {t:.2f} s (the call held the GIL)\n{out}"

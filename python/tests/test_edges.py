@@ -2,11 +2,13 @@
 size, a second ``Comm.from_env()`` in one process, two threads making
 windows on one communicator, Ctrl-C while joining."""
 
+import gc
 import os
 import socket
 import subprocess
 import sys
 import threading
+import weakref
 
 import pytest
 
@@ -130,3 +132,26 @@ def test_ctrl_c_ends_the_wait_for_a_launcher_that_never_welcomes(tmp_path):
     said = done.stdout.split()
     assert said[:2] == ["interrupted", "after"], done.stdout + done.stderr
     assert float(said[2]) < 2.0, done.stdout
+
+
+def test_a_comm_whose_callables_hold_it_is_collected():
+    # A job object whose bound methods are the communicator's collectives
+    # holds it, and it holds them: a cycle through the Rust object, which
+    # the cycle collector could not see. Before, the job (its windows, its
+    # arrays) lived until the process ended.
+    class Job:
+        def __init__(self):
+            self.comm = kpccl.Comm(1, 0, None, self.allgather, self.barrier)
+            self.win = self.comm.alloc(16)
+
+        def allgather(self, data):
+            return data
+
+        def barrier(self):
+            pass
+
+    job = Job()
+    gone = weakref.ref(job)
+    del job
+    gc.collect()
+    assert gone() is None, "the job and its communicator were never collected"
