@@ -16,7 +16,7 @@ use kpccl_core::FenceError;
 use kpccl_core::WaitOutcome;
 use kpccl_core::fence::{
     Barrier, PendingFence, Poison, PoisonKind, SyncArea, WaitEnv, WaitPolicy, flat_fence, leave, peer_fence,
-    peer_signal, peer_test, peer_wait, poison, start_freeing, window_fence,
+    peer_signal, peer_test, peer_wait, poison, poison_state, start_freeing, window_fence,
 };
 use kpccl_core::sync::{AtomicU32, Ordering};
 use loom::cell::UnsafeCell;
@@ -1148,4 +1148,172 @@ fn poison_races_a_signal_to_a_sleeper<E: Mode>() {
 
 models! {
     a_poison_racing_a_signal_to_a_sleeper: poison_races_a_signal_to_a_sleeper::<FutexStraight>();
+}
+
+// ---------------------------------------------------------------------------
+// Started window fences dropped unfinished, as `Window`'s `Pending` drops
+// them: poisoned only if `abandoning_breaks_window` says so. The tests in
+// `abandoned_fences.rs` check the steps one thread at a time; these check
+// that no partner hangs and no fence that passes misses a rank's accesses.
+
+/// What became of a started fence polled once and then dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dropped {
+    /// The one poll completed it: nothing was abandoned.
+    Completed,
+    /// Abandoned; `poisoned` if abandoning it broke the window.
+    Abandoned { poisoned: bool },
+}
+
+/// Rank `me` starts a window fence with `barrier`, polls it once and drops
+/// it, poisoning the window (as `Aborted`, naming itself) if abandoning it
+/// breaks the window, as `Window`'s `Pending` does.
+fn poll_once_then_drop(area: &Area, env: &impl WaitEnv, me: u32, barrier: Barrier, policy: &WaitPolicy) -> Dropped {
+    let mut started = PendingFence::window_fence(area, env, me, barrier, policy).unwrap();
+    if let Poll::Ready(got) = started.poll(area, env) {
+        got.unwrap();
+        return Dropped::Completed;
+    }
+    let poisoned = started.abandoning_breaks_window(area);
+    if poisoned {
+        poison(area, env, Poison { kind: PoisonKind::Aborted, rank: me });
+    }
+    Dropped::Abandoned { poisoned }
+}
+
+/// Two ranks, two window fences with `barrier`; rank 0 drops its first one
+/// after one poll, publishes again (word 2) and blocks in its second. Rank
+/// 1 blocks in both. A fence either passes on both ranks, ordering every
+/// write before it, or fails with rank 0's abandonment; it never hangs.
+/// With the flat barrier, a drop judged harmless while rank 1 had not
+/// arrived would let rank 0's second arrival complete the first fence
+/// alone, and rank 0 read rank 1's word unordered (loom reports the race).
+fn dropped_then_fenced_two_ranks<E: Mode>(barrier: Barrier) {
+    let fence: WindowFence<E> = match barrier {
+        Barrier::Dissemination => window_fence,
+        Barrier::Flat => flat_fence,
+    };
+    model(move || {
+        on_every_rank(&World::<E>::new(2, 3), move |w, me| {
+            let (area, env, data) = (&w.area, &w.env, &w.data);
+            let aborted = Err(FenceError::Aborted { rank: 0 });
+            if me == 0 {
+                data.write(0, 1);
+                let dropped = poll_once_then_drop(area, env, 0, barrier, &E::POLICY);
+                if dropped == Dropped::Completed {
+                    assert_eq!(data.read(1), 1);
+                }
+                // Dissemination's one round is its last: dropping it never breaks the window.
+                if barrier == Barrier::Dissemination {
+                    assert_ne!(dropped, Dropped::Abandoned { poisoned: true });
+                }
+                data.write(2, 2);
+                let got = fence(area, env, 0, &E::POLICY);
+                if dropped == (Dropped::Abandoned { poisoned: true }) {
+                    assert_eq!(got, aborted);
+                } else {
+                    got.unwrap();
+                    assert_eq!(data.read(1), 1);
+                }
+            } else {
+                data.write(1, 1);
+                match fence(area, env, 1, &E::POLICY) {
+                    Ok(()) => assert_eq!(data.read(0), 1),
+                    other => {
+                        assert_eq!(other, aborted);
+                        return;
+                    }
+                }
+                match fence(area, env, 1, &E::POLICY) {
+                    Ok(()) => assert_eq!((data.read(0), data.read(2)), (1, 2)),
+                    other => assert_eq!(other, aborted),
+                }
+            }
+        });
+    });
+}
+
+/// Three ranks, one dissemination fence: rank 0 drops its fence after one
+/// poll; ranks 1 and 2 block in theirs. Dropped before sending its last
+/// round, rank 0 poisons the window, and rank 2 (whose last round comes
+/// from rank 0) must fail, woken by the poison; dropped in its last round,
+/// it breaks nothing, and both must pass. A fence that passes has seen
+/// every rank's write.
+fn dropped_dissemination_three_ranks<E: Mode>() {
+    model(|| {
+        on_every_rank(&World::<E>::new(3, 3), |w, me| {
+            let (area, env, data) = (&w.area, &w.env, &w.data);
+            data.write(me, 1);
+            let passed = if me == 0 {
+                poll_once_then_drop(area, env, 0, Barrier::Dissemination, &E::POLICY) == Dropped::Completed
+            } else {
+                match window_fence(area, env, me, &E::POLICY) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        assert_eq!(e, FenceError::Aborted { rank: 0 }, "rank {me}");
+                        // Only a drop before the last round poisons, and then
+                        // rank 2's last round never comes.
+                        assert!(poison_state(area).is_some(), "rank {me} failed without a poison");
+                        false
+                    }
+                }
+            };
+            if passed {
+                for r in (0..3).filter(|&r| r != me) {
+                    assert_eq!(data.read(r), 1, "rank {me} passed without rank {r}'s write");
+                }
+            }
+            if me == 2 && poison_state(area).is_some() {
+                assert!(!passed, "rank 2 passed a fence whose last round rank 0 never sent");
+            }
+        });
+    });
+}
+
+models! {
+    a_dropped_dissemination_fence_then_another_two_ranks: dropped_then_fenced_two_ranks::<Yielding>(Barrier::Dissemination);
+    a_dropped_dissemination_fence_then_another_two_ranks_sleeping:
+        dropped_then_fenced_two_ranks::<FutexStraight>(Barrier::Dissemination);
+    a_dropped_flat_fence_then_another_two_ranks: dropped_then_fenced_two_ranks::<Yielding>(Barrier::Flat);
+    a_dropped_flat_fence_then_another_two_ranks_sleeping: dropped_then_fenced_two_ranks::<FutexStraight>(Barrier::Flat);
+    a_dropped_dissemination_fence_three_ranks_against_sleepers: dropped_dissemination_three_ranks::<FutexStraight>();
+}
+
+/// A timeout racing the signal that would end it: rank 0 waits, with a
+/// timeout, for rank 1's signal, which rank 1 does send; rank 1 then waits,
+/// without one, for rank 0's answer. Either rank 0 takes the signal (seeing
+/// rank 1's write) and answers, and both pass; or it times out, consuming
+/// nothing, and rank 1's wait fails with rank 0's reason. Neither hangs
+/// (a poison whose wake-up rank 1 missed is a deadlock loom reports).
+fn timeout_racing_a_signal() {
+    model(|| {
+        let world = World::<TimedFutex>::new(2, 1);
+        on_every_rank(&world, |w, me| {
+            let (area, env) = (&w.area, &w.env);
+            if me == 0 {
+                let policy = WaitPolicy { timeout_ns: 10, ..STRAIGHT_TO_SLEEP };
+                match peer_wait(area, env, 0, 1, &policy) {
+                    Ok(()) => {
+                        assert_eq!(w.data.read(0), 1);
+                        peer_signal(area, env, 0, 1).unwrap();
+                    }
+                    Err(e) => {
+                        assert_eq!(e, FenceError::Timeout { peer: 1 });
+                        assert_eq!(area.taken_slot(0, 1).load(Ordering::Relaxed), 0, "a failed wait took a signal");
+                    }
+                }
+            } else {
+                w.data.write(0, 1);
+                peer_signal(area, env, 1, 0).unwrap();
+                match peer_wait(area, env, 1, 0, &STRAIGHT_TO_SLEEP) {
+                    Ok(()) => assert_eq!(area.taken_slot(0, 1).load(Ordering::Relaxed), 1),
+                    Err(e) => assert_eq!(e, FenceError::GaveUp { rank: 0, waited_for: 1 }),
+                }
+            }
+        });
+    });
+}
+
+models! {
+    a_timeout_racing_a_signal_ends_both_waits_alike: timeout_racing_a_signal();
 }
