@@ -4,8 +4,10 @@
 //! without MPI.
 //!
 //! The ranks inherit stdout and stderr (rank 0 also stdin). The exit code
-//! is 0 if every rank exited 0, else the first failing rank's exit code
-//! (128 + signal if a signal killed it), with a one-line summary on stderr;
+//! is 0 if every rank exited 0, else the exit code of the rank whose failure
+//! the launcher saw first (the one after which the others were killed; the
+//! lowest failing rank if none was killed), or 128 + the signal that killed
+//! it, with a one-line summary on stderr;
 //! 127/126 if the program cannot be started, 2 for a usage error. Once a
 //! rank fails, the ranks still running `--abort-after` seconds later (10 by
 //! default) are killed, so a frozen rank cannot hold the job. When a rank
