@@ -164,13 +164,12 @@ impl CallbackOob {
         if cbs.is_null() {
             return Err(Error::Null("oob"));
         }
-        if !cbs.is_aligned() {
-            return Err(Error::Misaligned("oob"));
-        }
-        // SAFETY: not NULL, aligned, readable by the caller's contract; both
-        // fields are `Option<fn>`, for which every bit pattern C can store
-        // (NULL or a function address) is valid.
-        let cbs = unsafe { cbs.read() };
+        // Read where it is, aligned or not (a member of a packed struct):
+        // refused, the rank could not take part, and the others would wait.
+        // SAFETY: not NULL, readable by the caller's contract; both fields
+        // are `Option<fn>`, for which every bit pattern C can store (NULL or
+        // a function address) is valid.
+        let cbs = unsafe { cbs.read_unaligned() };
         Ok(Self {
             allgather: cbs.oob_allgather.ok_or(Error::Null("oob->oob_allgather"))?,
             barrier: cbs.oob_barrier,

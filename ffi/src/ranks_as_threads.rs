@@ -137,6 +137,32 @@ fn a_rank_without_a_barrier_callback_fails_every_rank() {
     assert!(zero.2.contains("rank 1 refused its part (it passed an invalid argument"), "{}", zero.2);
 }
 
+/// Callbacks at an odd address (a member of a packed C struct) are read
+/// where they are: refusing them kept that rank out of the allgather, and
+/// the other waited in it for ever.
+#[test]
+fn callbacks_at_an_odd_address_are_read_and_every_rank_gets_through() {
+    let [zero, one] = two_ranks(|rank, group| {
+        let cbs = kpccl_shm_oob_cb_t { oob_allgather: Some(allgather), oob_barrier: Some(barrier) };
+        // Aligned storage, so that one byte in is an odd address.
+        let mut packed = [0u64; size_of::<kpccl_shm_oob_cb_t>() / 8 + 1];
+        #[allow(clippy::cast_ptr_alignment)] // misaligned on purpose: only read and written unaligned
+        let odd = packed.as_mut_ptr().cast::<u8>().wrapping_add(1).cast::<kpccl_shm_oob_cb_t>();
+        unsafe { odd.write_unaligned(cbs) };
+        let oob = if rank == 1 { odd.cast_const() } else { &raw const cbs };
+        let mut comm = null_mut();
+        let r = c_int::try_from(rank).unwrap();
+        let rc = unsafe { kpccl_shm_comm_create(2, r, KPCCL_LOCAL_RANK_AUTO, oob, group, &mut comm) };
+        let text = last_error();
+        if rc == KPCCL_OK {
+            assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+        }
+        (rc, text)
+    });
+    assert_eq!(zero.0, KPCCL_OK, "rank 0: {}", zero.1);
+    assert_eq!(one.0, KPCCL_OK, "rank 1: {}", one.1);
+}
+
 /// A rank count out of range on one rank: that rank still takes part,
 /// refused, so that the other fails instead of waiting in its allgather;
 /// both are in step afterwards.

@@ -167,6 +167,22 @@ static void comm_create_collective(void)
     if (me != bad) {
         CHECK(strstr(kpccl_last_error(), "kpccl_shm_comm_create") != NULL, "peers say why too");
     }
+    {
+        /* Callbacks at an odd address on one rank (a member of a packed
+         * struct) are read where they are: refused, that rank stayed out of
+         * the allgather and the others waited in it for ever. */
+        union {
+            kpccl_shm_oob_cb_t align;
+            unsigned char bytes[sizeof(kpccl_shm_oob_cb_t) + 1];
+        } room;
+        const kpccl_shm_oob_cb_t *odd = (const kpccl_shm_oob_cb_t *)(void *)(room.bytes + 1);
+        memcpy(room.bytes + 1, &cbs, sizeof cbs);
+        rc = kpccl_shm_comm_create(n, me, me, me == bad ? odd : &cbs, &world, &comm);
+        CHECK(rc == KPCCL_OK && comm != NULL, "callbacks at an odd address on rank %d: rc %d", bad, rc);
+        if (comm != NULL) {
+            CHECK_OK(kpccl_shm_comm_destroy(comm));
+        }
+    }
     /* The collectives still line up: a good one works. */
     comm = good_comm();
     CHECK_OK(kpccl_shm_comm_destroy(comm));
