@@ -709,7 +709,10 @@ int kpccl_run_oob(struct kpccl_shm_oob_cb_t *cbs, void **group, int *rank, int *
  * rank). The window's memory is shared by the ranks of each node; a failure
  * on any node fails every rank. On success
  * `*baseptr` is this rank's segment (`NULL` when `size` is 0) and `*win`
- * the window; on failure both are `NULL` and every rank fails.
+ * the window; on failure both are `NULL` and every rank fails, except
+ * that an invalid `comm` (`NULL`, freed, or in use by another thread of
+ * this rank) keeps this rank out of the collective, and the others then
+ * wait for it (up to their out-of-band layer's own timeout).
  *
  * Equivalent to [`kpccl_shm_win_alloc_ex`] with `attr` `NULL`.
  *

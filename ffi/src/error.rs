@@ -152,6 +152,7 @@ impl fmt::Display for Error {
                          ranks in rank order"
                     ),
                     RangeOf::RankCount => write!(f, "a communicator has {min} to {max} ranks"),
+                    RangeOf::NodeRanks if *min == 1 => f.write_str("this node has 1 rank, so at least 1 is needed"),
                     RangeOf::NodeRanks => write!(f, "this node has {min} ranks, so at least {min} are needed"),
                 }
             }

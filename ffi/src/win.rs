@@ -92,7 +92,10 @@ pub(crate) unsafe fn get<'a>(h: kpccl_shm_win_h) -> Result<handle::Exclusive<'a,
 /// rank). The window's memory is shared by the ranks of each node; a failure
 /// on any node fails every rank. On success
 /// `*baseptr` is this rank's segment (`NULL` when `size` is 0) and `*win`
-/// the window; on failure both are `NULL` and every rank fails.
+/// the window; on failure both are `NULL` and every rank fails, except
+/// that an invalid `comm` (`NULL`, freed, or in use by another thread of
+/// this rank) keeps this rank out of the collective, and the others then
+/// wait for it (up to their out-of-band layer's own timeout).
 ///
 /// Equivalent to [`kpccl_shm_win_alloc_ex`] with `attr` `NULL`.
 ///
@@ -158,8 +161,10 @@ unsafe fn alloc(
         }
         // SAFETY: NULL or readable (the caller's contract).
         let options = unsafe { Options::from_attr(attr) }?;
-        // Segments are aligned within the mapping, and the mapping only to a page.
-        if options.align.is_some_and(|a| a > kpccl_posix::page_size()) {
+        // Segments are aligned within the mapping, and the mapping only to a
+        // page. (One that is no power of two is refused by the collective,
+        // saying so: it is never valid, "not supported yet" would mislead.)
+        if options.align.is_some_and(|a| a > kpccl_posix::page_size() && a.is_power_of_two()) {
             return Err(Error::Invalid {
                 arg: "attr->alignment",
                 why: "larger than the page size (not supported yet)",

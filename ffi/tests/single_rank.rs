@@ -146,6 +146,8 @@ fn one_rank_is_one_node() {
     assert_eq!(ranks, [0, -1]);
     assert_eq!(unsafe { kpccl_shm_comm_node_ranks(comm, ranks.as_mut_ptr(), 0) }, KPCCL_ERROR);
     assert!(last_error().contains("capacity"), "{}", last_error());
+    // In the words of one rank: it said "this node has 1 ranks, so at least 1 are needed".
+    assert!(last_error().ends_with("this node has 1 rank, so at least 1 is needed"), "{}", last_error());
     assert_eq!(unsafe { kpccl_shm_comm_query(comm, null_mut()) }, KPCCL_ERROR);
     assert!(last_error().contains("`info` is NULL"), "{}", last_error());
     let mut cpus = -1;
@@ -342,5 +344,22 @@ fn a_rank_count_larger_than_the_group_says_so() {
     // The right count works.
     let rc = unsafe { kpccl_shm_comm_create(1, 0, KPCCL_LOCAL_RANK_AUTO, &GOOD, group, &mut comm) };
     assert_eq!(rc, KPCCL_OK, "{}", last_error());
+    assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
+}
+
+/// An alignment that is no power of two is refused as such, even past the
+/// page size: it said "larger than the page size (not supported yet)",
+/// as if a later version could take it.
+#[test]
+fn an_alignment_that_is_no_power_of_two_is_called_so_past_the_page_too() {
+    let (_, comm) = create(GOOD);
+    let mut attr = default_attr();
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+    let (mut base, mut win) = (null_mut(), null_mut());
+    for (alignment, said) in [(3 * page, "power of two"), (2 * page, "larger than the page size")] {
+        attr.alignment = alignment;
+        assert_eq!(unsafe { kpccl_shm_win_alloc_ex(64, comm, &attr, &mut base, &mut win) }, KPCCL_ERROR);
+        assert!(last_error().contains(said), "alignment {alignment}: {}", last_error());
+    }
     assert_eq!(unsafe { kpccl_shm_comm_destroy(comm) }, KPCCL_OK);
 }
