@@ -220,8 +220,8 @@ thread_local! {
 pub(crate) fn record(name: &'static str, e: &Error) {
     let text = format!("{name}: {e}");
     // Creation failures were logged by the Rust API already, as were the
-    // variables a communicator's creation refused (a device window's
-    // refusal of one is not).
+    // variables a communicator's creation refused and the node identity it
+    // could not read (a device window's refusal of a variable is not).
     let logged = matches!(
         e,
         Error::Api(
@@ -231,7 +231,8 @@ pub(crate) fn record(name: &'static str, e: &Error) {
                 | kpccl_posix::Error::SegmentDir(_)
                 | kpccl_posix::Error::Platform { .. }
         )
-    ) || (name == "kpccl_shm_comm_create" && matches!(e, Error::Api(kpccl_posix::Error::Config { .. })));
+    ) || (name == "kpccl_shm_comm_create"
+        && matches!(e, Error::Api(kpccl_posix::Error::Config { .. } | kpccl_posix::Error::NodeIdentity { .. })));
     if !logged {
         // Another rank's bad argument is logged there, once, not on every rank.
         let level = if matches!(e, Error::PeerArgument { .. }) { Level::Debug } else { Level::Error };

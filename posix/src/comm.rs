@@ -68,7 +68,14 @@ impl<O: Oob> CommBuilder<O> {
             }
         };
         log::set_level(config.log);
-        let digest = node::digest(&config);
+        let digest = match node::digest(&config) {
+            Ok(digest) => digest,
+            Err(e) => {
+                log::log(Level::Error, format_args!("rank {rank}: {e}"));
+                Comm::fail(&oob, rank, nranks);
+                return Err(e);
+            }
+        };
         let platform = match node::segment_dir(&config, digest) {
             (dir, true) => PosixPlatform::with_node_dir(dir),
             (dir, false) => PosixPlatform::new(dir),

@@ -75,6 +75,15 @@ pub enum Error {
         /// This process.
         child: u64,
     },
+    /// What tells this rank's node from others could not be read (no
+    /// descriptor or memory left): a rank that guessed would take itself
+    /// for another node's.
+    NodeIdentity {
+        /// The file.
+        path: &'static str,
+        /// The system's error number.
+        code: i32,
+    },
     /// A `KPCCL_*` environment variable (or an option) has an invalid value.
     Config {
         /// The variable.
@@ -142,6 +151,11 @@ impl fmt::Display for Error {
                 f,
                 "the communicator was made before this process was forked from it (in process {parent}; this is \
                  {child}): a forked child cannot take part in its collectives (make windows in the parent)"
+            ),
+            Self::NodeIdentity { path, code } => write!(
+                f,
+                "cannot read {path}, which tells this rank's node from the others: {}",
+                std::io::Error::from_raw_os_error(*code)
             ),
             Self::Config { var, value, expected } => write!(f, "{var}={value:?} is invalid: expected {expected}"),
         }

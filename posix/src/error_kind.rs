@@ -137,6 +137,10 @@ impl Error {
             Self::Launcher { code: code::RANK_LOST, .. } => ErrorKind::DeadPeer,
             Self::Launcher { .. } => ErrorKind::OutOfBand,
             Self::Platform { error, .. } => ErrorKind::of_platform(error),
+            // By its errno, as a failed open of a segment: EMFILE is no space.
+            Self::NodeIdentity { code, .. } => {
+                ErrorKind::of_platform(&PlatformError { op: PlatformOp::Open, code: i64::from(*code) })
+            }
         }
     }
 }

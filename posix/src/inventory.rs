@@ -159,9 +159,23 @@ impl Mapping {
     /// user may open, else through the mapping's `map_files` link, which
     /// takes `CAP_SYS_ADMIN`.
     fn open(&self) -> Option<File> {
-        let by_fd = self.fd.as_ref().and_then(|fd| File::open(fd).ok());
-        by_fd.or_else(|| File::open(format!("/proc/{}/map_files/{}", self.pid, self.range)).ok())
+        let by_fd = self.fd.as_deref().and_then(open_link);
+        by_fd.or_else(|| open_link(Path::new(&format!("/proc/{}/map_files/{}", self.pid, self.range))))
     }
+}
+
+/// The regular file a `/proc` link leads to, opened for reading. The
+/// number (or range) may name something else by now, found under the same
+/// name: what is not a regular file is not opened (a FIFO would block the
+/// listing, a device act on the open), and the open neither blocks nor
+/// takes a terminal should that change in between.
+fn open_link(link: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if !fs::metadata(link).ok()?.is_file() {
+        return None;
+    }
+    let file = fs::OpenOptions::new().read(true).custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK).open(link).ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
 }
 
 /// The kpccl segment names in `dir` and in its node directories.
