@@ -71,7 +71,7 @@ pub const ENVIRONMENT: &[EnvVar] = &[
     EnvVar {
         name: "KPCCL_NODE_ID",
         meaning: "the node this process runs on, for kpccl: ranks with equal ids share memory (to simulate nodes on one machine; each simulated node keeps its segments in `KPCCL_SHM_DIR/kpccl-node-<uid>-<digest>/`, removed when empty)",
-        default: "boot id + hostname",
+        default: "boot id + hostname + pid namespace",
     },
 ];
 
