@@ -124,7 +124,7 @@ impl Config {
         if let Some(ms) = millis("KPCCL_TIMEOUT_MS")? {
             c.timeout = (ms > 0).then(|| Duration::from_millis(ms));
         }
-        if let Some(spins) = env_parsed("KPCCL_SPIN", "a spin count (a whole number from 0)")? {
+        if let Some(spins) = env_parsed("KPCCL_SPIN", "a spin count (a whole number from 0 to 4294967295)")? {
             c.spins = Some(spins);
         }
         if let Some(us) = env_parsed("KPCCL_YIELD_US", "microseconds (a whole number from 0)")? {

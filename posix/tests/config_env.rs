@@ -61,10 +61,13 @@ fn variables_set_the_defaults_and_bad_values_are_named() {
         r#"KPCCL_BARRIER="tree" is invalid: expected auto, dissemination or flat"#
     );
     assert_eq!(refused("KPCCL_RESERVE", "Lazy"), r#"KPCCL_RESERVE="Lazy" is invalid: expected eager or lazy"#);
-    assert_eq!(
-        refused("KPCCL_SPIN", "-1"),
-        r#"KPCCL_SPIN="-1" is invalid: expected a spin count (a whole number from 0)"#
-    );
+    // The bound too: 2^32 is a whole number from 0, but no spin count.
+    for spins in ["-1", "4294967296"] {
+        assert_eq!(
+            refused("KPCCL_SPIN", spins),
+            format!("KPCCL_SPIN={spins:?} is invalid: expected a spin count (a whole number from 0 to 4294967295)")
+        );
+    }
     assert_eq!(
         refused("KPCCL_TIMEOUT_MS", "1s"),
         r#"KPCCL_TIMEOUT_MS="1s" is invalid: expected milliseconds (a whole number from 0)"#
