@@ -256,21 +256,16 @@ fn a_registry_that_cannot_be_read_is_not_taken_for_an_empty_one() {
     use kpccl_ascend::AclRuntime;
     use kpccl_ascend::codes::ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION;
     use kpccl_testkit::acl::ipc::{Exported, read};
+    use kpccl_testkit::{LoweredLimit, Resource, lowest_free_descriptor};
     if std::env::var_os(UNREAD_ENV).is_none() {
         return in_child_with_own_registry("a_registry_that_cannot_be_read_is_not_taken_for_an_empty_one", UNREAD_ENV);
     }
     let rt = kpccl_ascend::sim::HostSim::faithful();
     let exp = Exported::new(&rt, 0, 0x3c, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
     // One descriptor left: the lock file's. Restored before the asserts.
-    let mut saved = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `saved` is a valid out pointer.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut saved) }, 0);
-    let one_left = libc::rlimit { rlim_cur: kpccl_testkit::lowest_free_descriptor() + 1, rlim_max: saved.rlim_max };
-    // SAFETY: a valid limit, below the hard one.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const one_left) }, 0);
+    let lowered = LoweredLimit::new(Resource::Nofile, lowest_free_descriptor() + 1);
     let swept = kpccl_ascend::sim::sweep();
-    // SAFETY: the saved limit.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const saved) }, 0);
+    drop(lowered);
     let e = swept.expect_err("the registry could not be read");
     assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
     exp.run_importer(0, |_, k| {

@@ -32,5 +32,7 @@ pub use hooked::{Hooked, Mapped};
 pub use manual_env::ManualEnv;
 pub use oob::{FailingOob, INJECTED, Solo, Tampering, When};
 pub use process::{LoweredLimit, in_forked_child, lowest_free_descriptor, wait_or_kill};
+/// The limits a [`LoweredLimit`] lowers.
+pub use rustix::process::Resource;
 #[cfg(not(loom))]
 pub use thread_env::ThreadEnv;
