@@ -242,7 +242,8 @@ fn soname_dir(lib: &Path, work: &Path) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Builds the C-API and MPI programs (MPI's only when they build).
+/// Builds the C-API and MPI programs; an MPI one that does not build is a
+/// failure of the run, and its part is skipped.
 fn build_c(opts: &Options, ctx: &mut Context) -> Result<Programs, String> {
     let lib = exe_dir()?;
     if !lib.join("libkpccl.so").exists() {
@@ -278,7 +279,10 @@ fn build_c(opts: &Options, ctx: &mut Context) -> Result<Programs, String> {
         match compile("mpicc", src, &out, &link) {
             Ok(()) => Some(out),
             Err(e) => {
-                ctx.notes.push(format!("{src} does not build, so its part is skipped: {e}"));
+                // A failure, not only a note: the smoke run must catch a program that stopped building.
+                let failure = format!("{src} does not build, so its part is skipped: {e}");
+                ctx.notes.push(failure.clone());
+                ctx.failures.push(failure);
                 None
             }
         }
@@ -441,6 +445,11 @@ fn wait_quiet(budget: &mut Duration) -> bool {
     }
 }
 
+/// How many lines the results file has (none when it is not there yet).
+fn result_lines(out: &Path) -> usize {
+    fs::read_to_string(out).map_or(0, |t| t.lines().count())
+}
+
 fn load() -> String {
     fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -468,7 +477,14 @@ pub fn run(opts: &Options) -> Result<Context, String> {
         ctx.mpi_command = Some(format!("mpirun {} -np N", mpirun_flags().join(" ")));
     }
     let mut failures = Vec::new();
+    let mut recorded = result_lines(&out);
     let mut step = |name: &str, r: Step| {
+        // Every program appends its samples to `out`: one that exits 0 with
+        // none added measured nothing, and the report would show a dash.
+        let now = result_lines(&out);
+        let r =
+            r.and_then(|()| if now > recorded { Ok(()) } else { Err("exited 0 but recorded no result".to_owned()) });
+        recorded = now;
         if let Err(e) = r {
             eprintln!("kpccl-bench: {name}: {e}");
             failures.push(format!("{name}: {e}"));
@@ -599,7 +615,7 @@ pub fn run(opts: &Options) -> Result<Context, String> {
         ));
     }
     ctx.notes.extend(failures.iter().cloned());
-    ctx.failures = failures;
+    ctx.failures.extend(failures);
     let text = fs::read_to_string(&out).unwrap_or_default();
     results::parse_into(&text, &mut ctx.results);
     ctx.load.1 = load();

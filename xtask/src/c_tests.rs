@@ -467,6 +467,10 @@ fn verified(
                     output,
                 },
                 _ if done.timed_out => failed(format!("FAILED: timed out after {}", Secs(cfg.timeout())), output),
+                (true, true, Some(None)) => {
+                    failed(format!("FAILED: verified, but it printed no {:?} line", ratio.unwrap_or_default()), output)
+                }
+                (true, false, _) => failed("FAILED: exit 0 but no `verified:` line".to_owned(), output),
                 _ => failed(format!("FAILED: {}", done.status), output),
             }
         }
@@ -625,4 +629,30 @@ fn shm_entries() -> BTreeSet<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A launcher that ignores its arguments and prints `out`.
+    fn printing(out: &str) -> Flavor {
+        Flavor::Launcher(["sh", "-c", &format!("printf '{out}'"), "fake-launcher"].map(str::to_owned).to_vec())
+    }
+
+    #[test]
+    fn a_missing_ratio_line_is_named() {
+        let (cfg, program) = (CTests::host(), Path::new("/bin/true"));
+        let run = verified(&cfg, &printing("verified: 8 sizes\\n"), program, (8, &[]), &[], Some(HYBRID_RATIO));
+        assert_eq!(run.counts, Counts { passed: 0, failed: 1 });
+        assert!(run.verdict.contains(HYBRID_RATIO.trim_end()), "{}", run.verdict);
+        let run = verified(&cfg, &printing("done\\n"), program, (8, &[]), &[], None);
+        assert!(run.counts.failed == 1 && run.verdict.contains("no `verified:` line"), "{}", run.verdict);
+        let printed = format!("verified: 8 sizes\\n{HYBRID_RATIO}0.9\\n");
+        let run = verified(&cfg, &printing(&printed), program, (8, &[]), &[], Some(HYBRID_RATIO));
+        assert_eq!(
+            (run.counts, run.verdict.as_str()),
+            (Counts { passed: 1, failed: 0 }, "verified; time ratio hybrid / MPI_Allreduce: 0.9")
+        );
+    }
 }

@@ -44,6 +44,9 @@ Tasks:
   help                           this text.
 ";
 
+/// The longest soak `--minutes` takes: a year.
+const MAX_SOAK_MINUTES: u64 = 366 * 24 * 60;
+
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Task {
     Help,
@@ -105,6 +108,13 @@ fn task_flags(task: &str, p: &mut lexopt::Parser, dashdash: bool) -> Result<Opti
                     Short('n') => ranks = p.value()?.parse()?,
                     _ => return Err(arg.unexpected()),
                 }
+            }
+            // The run's seconds, and the launcher's timeout beyond them, must fit in a u64.
+            if minutes > MAX_SOAK_MINUTES {
+                return Err(format!("`--minutes {minutes}` is more than {MAX_SOAK_MINUTES} (a year)").into());
+            }
+            if ranks == 0 {
+                return Err("`-n` needs a positive rank count".into());
             }
             Task::Soak { minutes, ranks }
         }
@@ -207,5 +217,7 @@ mod tests {
         assert!(p(&["test", "--", "x"]).is_err());
         assert!(p(&["install", "--prefix="]).is_err());
         assert!(p(&["help", "me"]).is_err());
+        assert!(p(&["soak", "--minutes", "307445734561825862"]).is_err());
+        assert!(p(&["soak", "-n", "0"]).is_err());
     }
 }

@@ -7,10 +7,11 @@
 //! how to make it.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::cmd::{Cmd, Result, bail};
 use crate::report::{Counts, Done};
+use crate::staticlib::target_dir;
 
 /// The variable naming the venv.
 const VENV_VAR: &str = "KPCCL_PY_VENV";
@@ -32,10 +33,7 @@ pub(crate) fn step() -> Result<Done> {
     // The launcher the suite's multi-process tests use, from this tree.
     Cmd::cargo().args(["build", "-p", "kpccl-run", "--bin", "kpccl-run"]).run()?;
     Cmd::new(&python).args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", "./python"]).run()?;
-    let out = Cmd::new(&python)
-        .env("KPCCL_RUN", "target/debug/kpccl-run")
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
-        .run_tee()?;
+    let out = pytest_cmd(&python, &target_dir()).run_tee()?;
     let counts = pytest_counts(&out.stdout);
     if !out.success {
         bail!("pytest failed ({}): {}", out.status, counts.map_or_else(|| "no summary".to_owned(), |c| c.to_string()));
@@ -44,6 +42,18 @@ pub(crate) fn step() -> Result<Done> {
         Some(c) if c.passed > 0 => Ok(Done::Ran(c.to_string())),
         _ => bail!("pytest ran no test"),
     }
+}
+
+/// The pytest suite, its ranks started by the `kpccl-run` just built under `target`.
+fn pytest_cmd(python: &Path, target: &Path) -> Cmd {
+    Cmd::new(python).env("KPCCL_RUN", target.join("debug").join("kpccl-run")).args([
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "python/tests",
+    ])
 }
 
 /// The counts of pytest's summary line (`3 failed, 12 passed in 5.0s`);
@@ -66,6 +76,13 @@ fn pytest_counts(output: &str) -> Option<Counts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pytest_uses_the_launcher_cargo_built() {
+        // With CARGO_TARGET_DIR elsewhere, a stale target/debug/kpccl-run must not be used.
+        let cmd = pytest_cmd(Path::new("/v/bin/python"), Path::new("/t/x")).to_string();
+        assert!(cmd.starts_with("KPCCL_RUN=/t/x/debug/kpccl-run /v/bin/python -m pytest"), "{cmd}");
+    }
 
     #[test]
     fn reads_pytest_summaries() {
