@@ -5,17 +5,19 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::*;
-use kpccl_ascend::sim::{HostSim, LOCK_TIMEOUT_ENV};
-use kpccl_posix::launch::runner::test_alone;
+use kpccl_ascend::sim::HostSim;
 use kpccl_testkit::acl::ipc::{Exported, code};
 use kpccl_testkit::{ScratchDir, entries};
+
+mod support;
+use support::{child_command, own_registry};
 
 /// Set in the child: the stage it runs to before it waits to be killed.
 const STAGE_ENV: &str = "KPCCL_SIM_KILL_STAGE";
@@ -32,11 +34,8 @@ struct Stage {
 
 impl Stage {
     fn start(name: &str, stage: &str, sim: &Path) -> Self {
-        let mut child = test_alone(name)
-            .arg("--nocapture")
+        let mut child = child_command(name, STAGE_ENV, sim, "2000")
             .env(STAGE_ENV, stage)
-            .env(LOCK_TIMEOUT_ENV, "2000")
-            .env("ASCEND_SIM_DIR", sim)
             .stdout(Stdio::piped())
             .spawn()
             .expect("run the child");
@@ -80,10 +79,6 @@ impl Stage {
         let status = kpccl_testkit::wait_or_kill(&mut self.child, BOUND).expect("the child did not finish");
         assert!(status.success(), "the child failed: {status}");
     }
-}
-
-fn own_registry() -> PathBuf {
-    std::env::var_os("ASCEND_SIM_DIR").expect("ASCEND_SIM_DIR set by the parent").into()
 }
 
 /// Says `what` on stdout, where the parent reads it, then waits to be killed.

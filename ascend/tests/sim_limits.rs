@@ -3,38 +3,16 @@
 //! simulated. Each case runs in a child with a registry of its own.
 #![allow(missing_docs, clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
-use std::path::PathBuf;
-
 use kpccl_ascend::AclRuntime;
 use kpccl_ascend::codes::*;
-use kpccl_ascend::sim::{DEVICES_ENV, HostSim, LOCK_TIMEOUT_ENV};
-use kpccl_posix::launch::runner::test_alone;
+use kpccl_ascend::sim::{DEVICES_ENV, HostSim};
 use kpccl_testkit::acl::ipc::{Exported, code, read};
-use kpccl_testkit::{ScratchDir, entries};
+
+mod support;
+use support::{in_child_with_own_registry, own_registry};
 
 /// Set in the child: the case to run.
 const CHILD_ENV: &str = "KPCCL_SIM_LIMITS_CHILD";
-
-/// Runs this binary's test `name` alone in a child with its own registry and
-/// `env`, bounded; asserts it succeeds and leaves no registry behind.
-fn in_child(name: &str, env: &[(&str, &str)]) {
-    let scratch = ScratchDir::new("sim-limits", name);
-    let sim = scratch.path().join("sim");
-    let mut cmd = test_alone(name);
-    cmd.arg("--nocapture").env(CHILD_ENV, "1").env(LOCK_TIMEOUT_ENV, "2000").env("ASCEND_SIM_DIR", &sim);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("run the child");
-    let status = kpccl_testkit::wait_or_kill(&mut child, std::time::Duration::from_secs(60))
-        .unwrap_or_else(|| panic!("{name}: the child did not finish in 60 s"));
-    assert!(status.success(), "{name}: the child failed: {status}");
-    assert!(!sim.exists(), "{name}: simulator state left in {}: {:?}", sim.display(), entries(&sim));
-}
-
-fn own_registry() -> PathBuf {
-    std::env::var_os("ASCEND_SIM_DIR").expect("ASCEND_SIM_DIR set by the parent").into()
-}
 
 /// Adds whitelist entries for `pids` to the only record of the registry, as
 /// that many `aclrtIpcMemSetImportPid` calls would (32 768 entries through the
@@ -61,7 +39,7 @@ fn add_entries(pids: impl Iterator<Item = i32>) {
 #[test]
 fn a_whitelist_holds_at_most_32768_entries() {
     if std::env::var_os(CHILD_ENV).is_none() {
-        return in_child("a_whitelist_holds_at_most_32768_entries", &[]);
+        return in_child_with_own_registry("a_whitelist_holds_at_most_32768_entries", CHILD_ENV, "2000", &[]);
     }
     let rt = HostSim::faithful();
     rt.set_device(0).unwrap();
@@ -90,7 +68,12 @@ fn a_whitelist_holds_at_most_32768_entries() {
 #[test]
 fn a_key_names_a_device_past_255_in_full() {
     if std::env::var_os(CHILD_ENV).is_none() {
-        return in_child("a_key_names_a_device_past_255_in_full", &[(DEVICES_ENV, "300")]);
+        return in_child_with_own_registry(
+            "a_key_names_a_device_past_255_in_full",
+            CHILD_ENV,
+            "2000",
+            &[(DEVICES_ENV, "300")],
+        );
     }
     let rt = HostSim::faithful();
     for (dev, named) in [(255, &b"ff00"[..]), (256, &b"10000"[..]), (299, &b"12b00"[..])] {

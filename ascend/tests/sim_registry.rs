@@ -5,6 +5,9 @@
 use kpccl_posix::launch::runner::test_alone;
 use kpccl_testkit::{ScratchDir, entries};
 
+mod support;
+use support::{in_child_with_own_registry, own_registry};
+
 /// Set in the child process this test starts with its own `ASCEND_SIM_DIR`.
 const CHILD_ENV: &str = "KPCCL_SIM_REGISTRY_CHILD";
 
@@ -103,30 +106,6 @@ fn an_unusable_registry_fails_calls_with_the_internal_error() {
     assert!(stderr.contains(&said), "stderr lacks {said:?}:\n{stderr}");
 }
 
-/// Runs this binary's test `name` alone in a child with `flag` set and a
-/// registry of its own (`ASCEND_SIM_DIR`, waited for at most 200 ms), bounded;
-/// asserts it succeeds and leaves no registry behind.
-fn in_child_with_own_registry(name: &str, flag: &str) {
-    let scratch = ScratchDir::new("sim-registry", flag);
-    let sim = scratch.path().join("sim");
-    let mut child = test_alone(name)
-        .arg("--nocapture")
-        .env(flag, "1")
-        .env(kpccl_ascend::sim::LOCK_TIMEOUT_ENV, "200")
-        .env("ASCEND_SIM_DIR", &sim)
-        .spawn()
-        .expect("run the child");
-    let status = kpccl_testkit::wait_or_kill(&mut child, std::time::Duration::from_secs(60))
-        .unwrap_or_else(|| panic!("{name}: the child did not finish in 60 s"));
-    assert!(status.success(), "{name}: the child failed: {status}");
-    assert!(!sim.exists(), "{name}: simulator state left in {}: {:?}", sim.display(), entries(&sim));
-}
-
-/// The registry directory the child of [`in_child_with_own_registry`] uses.
-fn own_registry() -> std::path::PathBuf {
-    std::env::var_os("ASCEND_SIM_DIR").expect("ASCEND_SIM_DIR set by the parent").into()
-}
-
 /// Set in the child of the close-retry test.
 const CLOSE_RETRY_ENV: &str = "KPCCL_SIM_CLOSE_RETRY";
 
@@ -145,6 +124,8 @@ fn an_importers_close_that_the_registry_refused_can_be_retried() {
         return in_child_with_own_registry(
             "an_importers_close_that_the_registry_refused_can_be_retried",
             CLOSE_RETRY_ENV,
+            "200",
+            &[],
         );
     }
     let rt = kpccl_ascend::sim::HostSim::strict();
@@ -179,7 +160,12 @@ fn an_import_the_registry_cannot_record_leaves_no_mapping() {
     use kpccl_ascend::codes::{ACL_ERROR_RT_INTERNAL_ERROR, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION};
     use kpccl_testkit::acl::ipc::{Exported, code};
     if std::env::var_os(FAILED_IMPORT_ENV).is_none() {
-        return in_child_with_own_registry("an_import_the_registry_cannot_record_leaves_no_mapping", FAILED_IMPORT_ENV);
+        return in_child_with_own_registry(
+            "an_import_the_registry_cannot_record_leaves_no_mapping",
+            FAILED_IMPORT_ENV,
+            "200",
+            &[],
+        );
     }
     let rt = kpccl_ascend::sim::HostSim::faithful();
     let exp = Exported::new(&rt, 0, 7, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
@@ -212,6 +198,8 @@ fn a_process_forked_during_another_threads_call_can_use_the_simulator() {
         return in_child_with_own_registry(
             "a_process_forked_during_another_threads_call_can_use_the_simulator",
             FORK_ENV,
+            "200",
+            &[],
         );
     }
     let rt = kpccl_ascend::sim::HostSim::faithful();
@@ -258,7 +246,12 @@ fn a_registry_that_cannot_be_read_is_not_taken_for_an_empty_one() {
     use kpccl_testkit::acl::ipc::{Exported, read};
     use kpccl_testkit::{LoweredLimit, Resource, lowest_free_descriptor};
     if std::env::var_os(UNREAD_ENV).is_none() {
-        return in_child_with_own_registry("a_registry_that_cannot_be_read_is_not_taken_for_an_empty_one", UNREAD_ENV);
+        return in_child_with_own_registry(
+            "a_registry_that_cannot_be_read_is_not_taken_for_an_empty_one",
+            UNREAD_ENV,
+            "200",
+            &[],
+        );
     }
     let rt = kpccl_ascend::sim::HostSim::faithful();
     let exp = Exported::new(&rt, 0, 0x3c, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION);
