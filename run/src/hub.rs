@@ -283,10 +283,17 @@ fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
         let too_many = |st: &mut State| st.greeting >= most_greeting && !st.stopping;
         let mut st = shared.changed.wait_while(st, too_many).unwrap_or_else(PoisonError::into_inner);
         if st.stopping || st.gone == shared.nranks {
-            // Refuses what comes later at once: the waker keeps the listener
-            // open, and a connection left in its backlog would wait for a
-            // welcome until its timeout, then blame a stuck launcher.
+            // Refuses what comes later at once, and closes what queued
+            // before (the wake-up's connection may have overtaken one): the
+            // waker keeps the listener open, and a connection left in its
+            // backlog would wait for a welcome until its timeout, then blame
+            // a stuck launcher.
             let _ = rustix::net::shutdown(listener, rustix::net::Shutdown::Both);
+            if listener.set_nonblocking(true).is_ok() {
+                while let Ok((queued, _)) = listener.accept() {
+                    drop(queued);
+                }
+            }
             return;
         }
         // A failed accept (EMFILE, ECONNABORTED) is the connecting rank's
