@@ -167,7 +167,7 @@ fn a_job_cut_short_takes_what_its_ranks_orphaned_with_it() {
     // orphan before the job ends.
     let rank = "(sleep 60 > /dev/null 2>&1 & echo $!); exec sleep 60";
     let out = launcher()
-        .args(["-n", "2", "--timeout", "1", "--", "sh", "-c", rank])
+        .args(["-n", "2", "--timeout", "3", "--", "sh", "-c", rank])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
