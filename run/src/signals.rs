@@ -98,6 +98,41 @@ pub(crate) fn die_with_launcher(cmd: &mut Command) {
     }
 }
 
+/// Makes the rank `cmd` starts hear a caught signal that reaches it between
+/// its fork and its exec: there it runs the launcher's handler, copied by
+/// the fork, which only counts it (in the rank's copy of the counters), and
+/// the program never learns of it. A terminal's Ctrl-C while the launcher
+/// starts its ranks hit a rank so. Last before exec, the rank puts the
+/// caught signals back to their default, then raises the one it (or the
+/// launcher, after `caught` was last looked at) got, dying of it as the
+/// program would have at its start.
+pub(crate) fn pass_on_at_exec(cmd: &mut Command, caught: &Caught) {
+    // Copied into the closure: nothing may allocate between fork and exec.
+    let mut handled = [0; CAUGHT.len()];
+    for (slot, (sig, _)) in handled.iter_mut().zip(&caught.previous) {
+        *slot = *sig;
+    }
+    // Acquire: see `note`; what the launcher had seen when it started the rank.
+    let seen = ARRIVED.load(Ordering::Acquire);
+    let at_exec = move || {
+        for &sig in handled.iter().filter(|&&s| s != 0) {
+            // SAFETY: sets a disposition to the default; no handler runs.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        }
+        // Acquire: pairs with the Release in this process's `note`.
+        if ARRIVED.load(Ordering::Acquire) != seen {
+            // Relaxed: ordered by the Acquire load above.
+            let sig = LAST.load(Ordering::Relaxed);
+            // SAFETY: raises a signal whose disposition is now the default.
+            unsafe { libc::raise(libc::c_int::try_from(sig).unwrap_or(libc::SIGTERM)) };
+        }
+        Ok(())
+    };
+    // SAFETY: the closure runs in the forked child before exec: `sigaction`,
+    // atomic loads and `raise`, all async-signal-safe; no allocation, no lock.
+    unsafe { cmd.pre_exec(at_exec) };
+}
+
 /// `SIGINT`, `SIGTERM` and `SIGHUP` caught (for the whole process) while
 /// this lives, but for those the process ignores; the previous dispositions
 /// come back when it is dropped.

@@ -23,6 +23,10 @@ const MAX_POLL: Duration = Duration::from_millis(10);
 /// process group (the ranks got it then, and need no other) before it
 /// passes it on: GNU `timeout` signals the launcher, then the group.
 const SETTLE: Duration = Duration::from_millis(50);
+/// How long the launcher waits for the ranks it killed to die: one in
+/// uninterruptible sleep (a fault on a hung file system) dies of `SIGKILL`
+/// only when it wakes, maybe never; the launcher reports it and goes.
+const REAP_BOUND: Duration = Duration::from_secs(10);
 
 /// How long the ranks still running may go on after one fails, by default:
 /// long enough for survivors to report the failure themselves (they hear
@@ -110,7 +114,9 @@ impl Launch {
     /// killed [`Launch::abort_after`] later if still running (at once on a
     /// second signal: not the same signal again from the same process
     /// within a tenth of a second, as `timeout` sends it), and the [`Report`]
-    /// says so. For a launcher program such as
+    /// says so. A signal that comes while the ranks are being started stops
+    /// the start: the ranks not started yet never are (see
+    /// [`Report::not_started`]). For a launcher program such as
     /// `kpccl-run`: handlers of its own for these signals are replaced
     /// while the launch runs. A signal the process ignores (`nohup`, a
     /// script's `cmd &`) stays ignored, by it and by the ranks.
@@ -159,6 +165,11 @@ impl Launch {
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the launcher's watchdog: {e}")))?;
         let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
         for rank in 0..self.nranks {
+            // A signal while the ranks start (a terminal's Ctrl-C) reached
+            // those started, or is passed on to them: none after it starts.
+            if caught.as_ref().is_some_and(|c| c.received().count > 0) {
+                break;
+            }
             let mut cmd = match runner.split_first() {
                 Some((first, rest)) => {
                     let mut c = Command::new(first);
@@ -179,6 +190,9 @@ impl Launch {
             if let Some(cpus) = &cpus {
                 crate::bind::bind(&mut cmd, cpus[rank as usize % cpus.len()]);
             }
+            if let Some(caught) = &caught {
+                signals::pass_on_at_exec(&mut cmd, caught);
+            }
             // The child's copy of `exec_mark` closes at its exec (see `reached_exec`).
             let (exec_watch, exec_mark) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
             let child = cmd.spawn().map_err(|e| {
@@ -190,6 +204,7 @@ impl Launch {
             ranks.0.push(Rank { child, status: None, exec_watch });
         }
         hub.serve()?;
+        let started = ranks.0.len();
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
         let (ended, signal) = ranks.wait(&hub, deadline, self.abort_after, caught.as_ref(), &watchdog)?;
         let timed_out = ended == Ended::Deadline;
@@ -199,7 +214,8 @@ impl Launch {
         };
         let interrupted =
             signal.map(|(signal, passed_on)| Interrupted { signal, passed_on, again: ended == Ended::SignalledAgain });
-        let cut_short = ended != Ended::AllExited;
+        let not_started: Vec<u32> = (0..self.nranks).skip(started).collect();
+        let cut_short = ended != Ended::AllExited || !not_started.is_empty();
         let never_connected = if cut_short { hub.never_connected() } else { Vec::new() };
         // Looked at before they are killed: what held them.
         let stuck = if cut_short { ranks.describe_running(&never_connected) } else { Vec::new() };
@@ -208,7 +224,7 @@ impl Launch {
             .copied()
             .filter(|&r| ranks.0.get(r as usize).is_some_and(|k| k.status.is_none() && !reached_exec(&k.exec_watch)))
             .collect();
-        let killed = if cut_short { ranks.kill_rest(&hub)? } else { Vec::new() };
+        let (killed, unreaped) = if cut_short { ranks.kill_rest(&hub)? } else { (Vec::new(), Vec::new()) };
         if cut_short {
             watchdog.sweep_when_dropped();
         }
@@ -216,14 +232,26 @@ impl Launch {
         // connected either, but was not lost that way.
         let never_connected = never_connected.into_iter().filter(|r| killed.contains(r)).collect();
         let unstarted = unstarted.into_iter().filter(|r| killed.contains(r)).collect();
+        // Those never started read as ended by the launcher's signal.
+        let stopped_by = ExitStatus::from_raw(signal.map_or(libc::SIGTERM, |(sig, _)| sig));
+        for &rank in &not_started {
+            hub.rank_ended(rank, 0, stopped_by);
+        }
         let oob_failure = hub.failure();
         drop(hub);
-        let status = ranks.0.iter().map(|r| r.status.unwrap_or_else(|| ExitStatus::from_raw(-1))).collect();
+        let status = ranks
+            .0
+            .iter()
+            .map(|r| r.status.unwrap_or_else(|| ExitStatus::from_raw(-1)))
+            .chain(not_started.iter().map(|_| stopped_by))
+            .collect();
         Ok(Report {
             status,
             killed,
             never_connected,
             unstarted,
+            not_started,
+            unreaped,
             stuck,
             timed_out,
             timeout: self.timeout,
@@ -275,6 +303,9 @@ enum Abort {
     Failed(u32),
     Signalled,
 }
+
+/// The ranks killed, and those of them not reaped as (rank, pid).
+type Reaped = (Vec<u32>, Vec<(u32, u32)>);
 
 /// The children; dropping it kills and reaps any still running, so no
 /// early return leaves a rank behind.
@@ -395,32 +426,70 @@ impl Ranks {
 
     /// Kills (all at once) and reaps every rank still running; returns the
     /// ranks that died of it (a rank may exit by itself meanwhile, e.g. on
-    /// hearing from the hub that a killed peer is gone).
-    fn kill_rest(&mut self, hub: &Hub) -> io::Result<Vec<u32>> {
+    /// hearing from the hub that a killed peer is gone), and those that did
+    /// not die within [`REAP_BOUND`] (see [`Ranks::reap_within`]).
+    fn kill_rest(&mut self, hub: &Hub) -> io::Result<Reaped> {
         // With what they started (a wrapper's program); one that exited
         // meanwhile is reaped below either way.
         crate::tree::kill_trees(&self.running());
+        self.reap_within(Some(hub), REAP_BOUND, Child::try_wait)
+    }
+
+    /// Reaps the ranks still running, just sent `SIGKILL`, with `try_wait`,
+    /// for `bound` at most: a rank in uninterruptible sleep dies only when it
+    /// wakes, and the launcher must not wait for ever. Returns the ranks that
+    /// died of `SIGKILL`, those among them not reaped in time as (rank,
+    /// pid): they read as killed, and init reaps them once the launcher is
+    /// gone.
+    fn reap_within(
+        &mut self,
+        hub: Option<&Hub>,
+        bound: Duration,
+        mut try_wait: impl FnMut(&mut Child) -> io::Result<Option<ExitStatus>>,
+    ) -> io::Result<Reaped> {
+        let until = Instant::now() + bound;
+        let mut pause = Duration::from_millis(1);
         let mut killed = Vec::new();
-        for (rank, r) in (0..).zip(self.0.iter_mut()) {
-            if r.status.is_none() {
-                let status = r.child.wait()?;
-                r.status = Some(status);
-                hub.rank_ended(rank, r.child.id(), status);
-                if status.signal() == Some(libc::SIGKILL) {
-                    killed.push(rank);
+        loop {
+            for (rank, r) in (0..).zip(self.0.iter_mut()) {
+                if r.status.is_some() {
+                    continue;
+                }
+                if let Some(status) = try_wait(&mut r.child)? {
+                    r.status = Some(status);
+                    if let Some(hub) = hub {
+                        hub.rank_ended(rank, r.child.id(), status);
+                    }
+                    if status.signal() == Some(libc::SIGKILL) {
+                        killed.push(rank);
+                    }
                 }
             }
+            if self.0.iter().all(|r| r.status.is_some()) || Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(pause.min(until.saturating_duration_since(Instant::now())));
+            pause = (pause * 2).min(MAX_POLL);
         }
-        Ok(killed)
+        let mut unreaped = Vec::new();
+        for (rank, r) in (0..).zip(self.0.iter_mut()).filter(|(_, r)| r.status.is_none()) {
+            let status = ExitStatus::from_raw(libc::SIGKILL);
+            r.status = Some(status);
+            if let Some(hub) = hub {
+                hub.rank_ended(rank, r.child.id(), status);
+            }
+            killed.push(rank);
+            unreaped.push((rank, r.child.id()));
+        }
+        killed.sort_unstable();
+        Ok((killed, unreaped))
     }
 }
 
 impl Drop for Ranks {
     fn drop(&mut self) {
         crate::tree::kill_trees(&self.running());
-        for r in self.0.iter_mut().filter(|r| r.status.is_none()) {
-            let _ = r.child.wait();
-        }
+        let _ = self.reap_within(None, REAP_BOUND, Child::try_wait);
     }
 }
 
@@ -428,7 +497,8 @@ impl Drop for Ranks {
 #[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct Report {
-    /// Every rank's exit status, in rank order.
+    /// Every rank's exit status, in rank order (see `not_started` and
+    /// `unreaped` for those that have none of their own).
     pub status: Vec<ExitStatus>,
     /// The ranks the launcher killed (`SIGKILL`): at the timeout, or at the
     /// end of the grace after a failure.
@@ -441,6 +511,14 @@ pub struct Report {
     /// of the runner in front of it): still the launcher's forked copy, as
     /// an emulated launcher's fork can leave it.
     pub unstarted: Vec<u32>,
+    /// The ranks never started: the launcher got a signal (see
+    /// [`Launch::forward_signals`]) while it started the ranks, and started
+    /// no more. Their status reads as killed by that signal.
+    pub not_started: Vec<u32>,
+    /// The ranks killed that had not died 10 s later, as (rank, pid): in
+    /// uninterruptible sleep (a hung file system). The launcher did not wait
+    /// for them; their status reads as killed (`SIGKILL`).
+    pub unreaped: Vec<(u32, u32)>,
     /// What each rank still running was doing then, before it was killed,
     /// from `/proc`: `rank 2 (never connected): pid 812 qemu-aarch64 [qemu-aarch64
     /// -L aarch64-linux-gnu prog] (S in futex_wait_queue, 3 threads)`, with
@@ -510,10 +588,15 @@ fn shell_code(s: ExitStatus) -> i32 {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.status.len();
-        let failed: Vec<(u32, ExitStatus)> =
-            (0..).zip(&self.status).filter(|(_, s)| !s.success()).map(|(r, s)| (r, *s)).collect();
-        if failed.is_empty() {
+        let failed: Vec<(u32, ExitStatus)> = (0..)
+            .zip(&self.status)
+            .filter(|(r, s)| !s.success() && !self.not_started.contains(r))
+            .map(|(r, s)| (r, *s))
+            .collect();
+        if failed.is_empty() && self.not_started.is_empty() {
             write!(f, "all {n} ranks exited 0")?;
+        } else if failed.is_empty() {
+            write!(f, "the {} ranks started of {n} exited 0", n - self.not_started.len())?;
         } else {
             write!(f, "{} of {n} ranks failed (", failed.len())?;
             for (i, (rank, s)) in failed.iter().enumerate() {
@@ -554,6 +637,17 @@ impl fmt::Display for Report {
                 write!(f, "; the launcher and the ranks got signal {signal}, sent to their process group")?
             }
             None => {}
+        }
+        if let (Some(first), Some(last)) = (self.not_started.first(), self.not_started.last()) {
+            let signal = self.interrupted.map_or(String::new(), |i| format!(" signal {}", i.signal));
+            write!(f, "; ranks {first} to {last} not started: the launcher got{signal} while starting them")?;
+        }
+        for (rank, pid) in &self.unreaped {
+            let bound = REAP_BOUND.as_secs_f64();
+            write!(
+                f,
+                "; rank {rank} (pid {pid}) did not die within {bound:.3}s of SIGKILL, left unreaped (uninterruptible sleep?)"
+            )?;
         }
         if !self.never_connected.is_empty() {
             write!(f, "; ranks {:?} never connected to the launcher", self.never_connected)?;
@@ -612,10 +706,61 @@ mod tests {
         let looks = || crate::tree::tests::LOOKS.with(std::cell::Cell::get);
         let before = looks();
         let stuck = ranks.describe_running(&[]);
-        let killed = ranks.kill_rest(&hub).unwrap();
+        let (killed, _) = ranks.kill_rest(&hub).unwrap();
         assert_eq!((stuck.len(), killed.len()), (N as usize, N as usize));
         assert!(stuck[3].starts_with("rank 3: pid ") && stuck[3].contains("sleep"), "{stuck:?}");
         assert!(looks() - before <= 3, "{} looks at /proc for {N} ranks", looks() - before);
+    }
+
+    /// A rank that does not die of `SIGKILL` (in uninterruptible sleep on a
+    /// hung file system; here a reaper that never sees it end) holds the
+    /// launcher `bound` at most, then is reported by rank and pid as killed.
+    /// Before, `kill_rest` waited for it for ever.
+    #[test]
+    fn a_rank_that_does_not_die_of_sigkill_is_reported_not_waited_for() {
+        let hub = Hub::bind(3).unwrap();
+        let mut ranks = Ranks(Vec::new());
+        for _ in 0..3 {
+            let (exec_watch, _) = rustix::pipe::pipe().unwrap();
+            let child = Command::new("sleep").arg("60").stdin(Stdio::null()).spawn().unwrap();
+            ranks.0.push(Rank { child, status: None, exec_watch });
+        }
+        let stuck = ranks.0[1].child.id();
+        crate::tree::kill_trees(&ranks.running());
+        let bound = Duration::from_millis(300);
+        let started = Instant::now();
+        let never_ends = |c: &mut Child| if c.id() == stuck { Ok(None) } else { c.try_wait() };
+        let (killed, unreaped) = ranks.reap_within(Some(&hub), bound, never_ends).unwrap();
+        let took = started.elapsed();
+        assert!(took >= bound && took < bound + Duration::from_secs(5), "took {took:?}");
+        assert_eq!((killed, unreaped), (vec![0, 1, 2], vec![(1, stuck)]));
+        assert_eq!(ranks.0[1].status.and_then(|s| s.signal()), Some(libc::SIGKILL));
+        // Really reaped here: the test leaves no zombie.
+        assert_eq!(ranks.0[1].child.wait().unwrap().signal(), Some(libc::SIGKILL));
+        let report = Report { unreaped: vec![(1, 812)], ..report(&[-9, -9, -9], &[0, 1, 2]) };
+        assert_eq!(report.exit_code(), 128 + libc::SIGKILL);
+        assert!(
+            report.to_string().ends_with(
+                "; rank 1 (pid 812) did not die within 10.000s of SIGKILL, left unreaped (uninterruptible sleep?)"
+            ),
+            "{report}"
+        );
+    }
+
+    /// Ranks never started (the launcher got a signal while starting them)
+    /// are named once, as a range, not as failures each; the job's code is
+    /// the signal's.
+    #[test]
+    fn ranks_never_started_are_one_note() {
+        let interrupted = Some(Interrupted { signal: 2, passed_on: false, again: false });
+        let cut = Report { not_started: vec![2, 3], interrupted, ..report(&[-2, 0, -2, -2], &[]) };
+        assert_eq!(cut.exit_code(), 130);
+        let text = cut.to_string();
+        assert!(text.starts_with("1 of 4 ranks failed (rank 0: signal 2) in "), "{text}");
+        assert!(text.contains("; ranks 2 to 3 not started: the launcher got signal 2 while starting them"), "{text}");
+        let handled = Report { not_started: vec![2, 3], interrupted, ..report(&[0, 0, -2, -2], &[]) };
+        assert_eq!(handled.exit_code(), 130);
+        assert!(handled.to_string().starts_with("the 2 ranks started of 4 exited 0 in "), "{handled}");
     }
 
     fn report(codes: &[i32], killed: &[u32]) -> Report {
@@ -626,6 +771,8 @@ mod tests {
             killed: killed.to_vec(),
             never_connected: Vec::new(),
             unstarted: Vec::new(),
+            not_started: Vec::new(),
+            unreaped: Vec::new(),
             stuck: Vec::new(),
             timed_out: !killed.is_empty(),
             timeout: Some(Duration::from_secs(5)),

@@ -152,9 +152,11 @@ fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
     // A name of its own: `pkill kpccl-run` or `killall kpccl-run` signals
     // the launcher alone, which passes the signal on; had the watchdog got
     // it too, the launcher would take it for one sent to the whole group,
-    // already at the ranks, and not pass it on. (`pkill -f` still matches
-    // the command line, which the fork keeps.)
+    // already at the ranks, and not pass it on. And a command line of its
+    // own, for `pkill -f kpccl-run`: `pkill -9 -f` killed the watchdog with
+    // the launcher, and what the ranks started ran on.
     let _ = rustix::thread::set_name(WATCHDOG_NAME);
+    rename_command_line();
     for sig in IGNORED {
         // SAFETY: sets a disposition to `SIG_IGN`; no handler runs.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
@@ -189,6 +191,67 @@ fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
     }
     // SAFETY: ends the process without running the launcher's exit handlers.
     unsafe { libc::_exit(0) }
+}
+
+/// Writes the watchdog's name over its command line (the launcher's, kept by
+/// the fork), the rest of it zeroed, so that `/proc/<pid>/cmdline` (what
+/// `ps -f` shows and `pkill -f` matches) reads `kpccl-watchdog`. The
+/// arguments' place comes from `/proc/self/stat`, and is written through
+/// `/proc/self/mem`: a place that is wrong, or none (an emulator's made-up
+/// `stat` says 0), fails the write instead of the watchdog.
+fn rename_command_line() {
+    let Some((start, end)) = argument_area() else { return };
+    let Ok(len) = usize::try_from(end - start) else { return };
+    let Ok(mem) = rustix::fs::open(c"/proc/self/mem", OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty()) else {
+        return;
+    };
+    // The area's last byte stays 0: else the kernel takes the command line
+    // to run on into the environment (`setproctitle`).
+    let mut zeros = [0u8; 256];
+    let name = WATCHDOG_NAME.to_bytes_with_nul();
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(zeros.len());
+        let piece = zeros.get_mut(..n).unwrap_or_default();
+        piece.fill(0);
+        if at == 0 {
+            let shown = name.len().min(n.saturating_sub(1));
+            piece.get_mut(..shown).unwrap_or_default().copy_from_slice(name.get(..shown).unwrap_or_default());
+        }
+        // The watchdog's own copy of the launcher's stack (the fork's): no
+        // Rust object of the watchdog lives there, and the launcher's is not touched.
+        if rustix::io::pwrite(&mem, piece, start + at as u64).is_err() {
+            return;
+        }
+        at += n;
+    }
+}
+
+/// Where the process's arguments are: `arg_start` and `arg_end`, fields 48
+/// and 49 of `/proc/self/stat` (read without allocating).
+fn argument_area() -> Option<(u64, u64)> {
+    let stat = rustix::fs::open(c"/proc/self/stat", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while let Some(rest) = buf.get_mut(len..).filter(|r| !r.is_empty()) {
+        match rustix::io::read(&stat, rest) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => len += n,
+        }
+    }
+    arguments_in(buf.get(..len)?)
+}
+
+/// `arg_start` and `arg_end` in the text of a `/proc/<pid>/stat`, if they
+/// make an area (not the zeros of a made-up one).
+fn arguments_in(stat: &[u8]) -> Option<(u64, u64)> {
+    // After the name, in parentheses and holding any byte: field 3 on.
+    let after = stat.get(stat.iter().rposition(|&b| b == b')')? + 1..)?;
+    let mut fields = after.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let field = |f: &[u8]| core::str::from_utf8(f).ok()?.trim_end().parse::<u64>().ok();
+    let start = field(fields.nth(48 - 3)?)?;
+    let end = field(fields.next()?)?;
+    (start != 0 && end > start).then_some((start, end))
 }
 
 /// Blocks `signals` for the calling thread (the watchdog's only one).
@@ -383,6 +446,22 @@ mod tests {
         let mut long = vec![b'x'; 4090];
         long.extend_from_slice(b"\0KPCCL_RUN_SOCKET=@job\0");
         assert!(held(&long, e));
+    }
+
+    #[test]
+    fn the_argument_area_is_read_past_any_name_and_not_from_zeros() {
+        let fields = |args: &str| {
+            let mut f: Vec<String> = (3..48).map(|i| i.to_string()).collect();
+            f.push(args.into());
+            f.push("0\n".into());
+            f.join(" ")
+        };
+        let stat = format!("42 (a) b (c) {}", fields("4096 4200 4300 4400 4500"));
+        assert_eq!(arguments_in(stat.as_bytes()), Some((4096, 4200)));
+        assert_eq!(arguments_in(format!("42 (q) {}", fields("0 0 0 0 0")).as_bytes()), None, "qemu's");
+        assert_eq!(arguments_in(b"42 (short) S 1"), None);
+        let (start, end) = argument_area().unwrap();
+        assert!(end > start, "this process's: {start:#x}..{end:#x}");
     }
 
     #[test]

@@ -492,3 +492,99 @@ fn a_launcher_started_ignoring_sigchld_still_reports_its_ranks() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.starts_with("kpccl-run: 1 of 2 ranks failed (rank 1: exit 3)"), "{stderr}");
 }
+
+/// Waits up to [`BOUND`] for `launcher` to end; if it does not, kills its
+/// process group (the launcher, its ranks and its watchdog) and fails.
+fn ended_within_bound(mut launcher: Child, what: &str) -> std::process::Output {
+    let started = Instant::now();
+    while launcher.try_wait().unwrap().is_none() {
+        if started.elapsed() > BOUND {
+            // SAFETY: a plain kill(2) of the process group of the launcher this test started.
+            unsafe { libc::kill(-i32::try_from(launcher.id()).unwrap(), libc::SIGKILL) };
+            let out = launcher.wait_with_output().unwrap();
+            panic!("{what}: the launcher still ran after {BOUND:?}; {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    launcher.wait_with_output().unwrap()
+}
+
+/// Ctrl-C while the launcher is still starting its ranks: the terminal's
+/// `SIGINT` reaches the launcher and the ranks started so far. The launcher
+/// starts no more (before, it started the rest, which never got the signal
+/// and, with `--abort-after never`, ran on for ever) and ends with 130.
+#[test]
+fn a_group_signal_while_the_ranks_start_ends_every_rank() {
+    use std::os::unix::process::CommandExt;
+    if emulated() {
+        return;
+    }
+    const N: usize = 256;
+    let n = N.to_string();
+    let launcher = launcher()
+        .args(["-n", &n, "--abort-after", "never", "--", "sleep", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Soon after the start: the watchdog and two ranks run.
+    let started = Instant::now();
+    while children_of(launcher.id()).len() < 3 {
+        assert!(started.elapsed() < BOUND, "the ranks did not start");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: a plain kill(2) of the process group of the launcher this test started.
+    assert_eq!(unsafe { libc::kill(-i32::try_from(launcher.id()).unwrap(), libc::SIGINT) }, 0);
+    let pid = launcher.id();
+    let out = ended_within_bound(launcher, "a SIGINT while starting");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(children_of(pid), Vec::<u32>::new(), "{stderr}");
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{stderr}");
+    assert!(stderr.contains("signal 2"), "{stderr}");
+}
+
+/// `pkill -f kpccl-run` matches every process whose command line holds
+/// `kpccl-run`. The watchdog's must not (before, it was the launcher's): a
+/// `pkill -9 -f` killed the watchdog with the launcher, so what the ranks
+/// started ran on, and a plain `pkill -f` (`SIGTERM`) reached the watchdog
+/// too, so the launcher took it for a signal to its whole group and did not
+/// pass it on.
+#[test]
+fn pkill_f_kpccl_run_reaches_the_launcher_and_not_its_watchdog() {
+    if emulated() {
+        return;
+    }
+    // A pattern only this job's launcher (and watchdog) match: the
+    // command line holds `kpccl-run` before a word unique to this test.
+    let tag = format!("pkill-{}-{}", std::process::id(), std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos());
+    let pattern = format!("kpccl-run .*{tag}");
+    let pkill = |sig: &str| {
+        let status = Command::new("pkill").args([sig, "-f", &pattern]).status().unwrap();
+        assert!(status.success(), "pkill {sig} -f {pattern}: {status}");
+    };
+    // `; :` keeps the shell from replacing itself with the sleep; `$0` is the tag.
+    let (mut launcher, ranks) = start(&[], &["sh", "-c", "sleep 60; :", &tag]);
+    let watchdog: Vec<u32> = children_of(launcher.id()).into_iter().filter(|p| !ranks.contains(p)).collect();
+    assert_eq!(watchdog.len(), 1, "the launcher's one other child");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", watchdog[0])).unwrap();
+    let shown = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    let started = Instant::now();
+    let mut grandchildren = Vec::new();
+    while grandchildren.len() < 2 && started.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(10));
+        grandchildren = ranks.iter().flat_map(|&r| children_of(r)).collect();
+    }
+    pkill("-KILL");
+    launcher.wait().unwrap();
+    assert_eq!(grandchildren.len(), 2, "each shell started its sleep");
+    assert_eq!(survivors(&ranks), Vec::<u32>::new(), "ranks left running");
+    assert_eq!(survivors(&grandchildren), Vec::<u32>::new(), "what the ranks started outlived the launcher");
+    assert_eq!(survivors(&watchdog), Vec::<u32>::new(), "the watchdog outlived its sweep");
+    assert!(!shown.contains("kpccl-run"), "the watchdog's command line: {shown}");
+
+    // A plain `pkill -f`: the launcher alone gets it, and passes it on.
+    let Some((_, stderr)) = each_rank_terms_once(&tag, &[], |_| pkill("-TERM")) else { return };
+    assert!(stderr.contains("the launcher got signal 15 and passed it on to the ranks"), "{stderr}");
+}
