@@ -394,8 +394,20 @@ where
     }
     verdict(table, rank, Stage::Attach)?;
     // The table may have lost this rank's own failure (an out-of-band layer
-    // that delivered another record for it): the rank still fails.
-    let mut window = window.map_err(CollectiveError::Local)?;
+    // that delivered another record for it): the rank still fails. Over
+    // several nodes the others' next collective is `Ready`: this flush is
+    // it, and fails them too. On one node none comes: they wait for this rank
+    // in the fence below, until it leaves (a window it dropped) or, if it
+    // never mapped one, their timeout.
+    let mut window = match window {
+        Ok(w) => w,
+        Err(f) => {
+            if multi_node {
+                lockstep::flush(oob, &mine, f, table);
+            }
+            return Err(CollectiveError::Local(f));
+        }
+    };
     window.join();
 
     // 6. Everyone is in: the node's fence, then (several nodes) its result to every node.
