@@ -11,7 +11,7 @@ use pyo3::types::PyBytes;
 
 use crate::errors;
 use crate::fences::PyFenced;
-use crate::handle::{Busy, Call, Fenced, Guarded, Handle, Shared};
+use crate::handle::{Busy, Call, Fenced, Guarded, Handle, Refused, Shared};
 use crate::options;
 use crate::wait;
 
@@ -59,18 +59,18 @@ impl Fenced for Movable {
     /// every exporter closes its key and frees its memory. Everything is
     /// released even when a step fails (the first error is raised). It waits
     /// for the other threads' quick calls, as a host window's free does, and
-    /// is interrupted by Ctrl-C as a host wait is: its fences then poison
-    /// the window themselves (it has no turn of its own to abandon: it
-    /// consumes the window), and the release goes on.
-    fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
-        let (freed, interrupted) = wait::interruptible(py, move || Guarded::into_sole(w).map(|m| m.0.free()));
+    /// is interrupted by Ctrl-C as a host wait is, or abandoned when another
+    /// thread asks (leaving a `with` block by an exception): its fences then
+    /// poison the window themselves (it has no turn of its own to abandon:
+    /// it consumes the window), and the release goes on.
+    fn free(w: Shared<Self>, py: Python<'_>) -> Result<PyResult<()>, Refused<Self>> {
+        let asked = w.abandon_request();
+        let op = move || Guarded::into_sole(w).map(|m| m.0.free());
+        let (freed, interrupted) = wait::interruptible_unless_abandoned(py, &asked, op);
         match (freed, interrupted) {
-            (Err((w, Busy)), interrupted) => {
-                h.put_back(w);
-                Err(interrupted.unwrap_or_else(Busy::error))
-            }
-            (Ok(_), Some(interrupted)) => Err(interrupted),
-            (Ok(freed), None) => freed.map_err(errors::device),
+            (Err((w, Busy)), interrupted) => Err((w, interrupted.unwrap_or_else(Busy::error))),
+            (Ok(_), Some(interrupted)) => Ok(Err(interrupted)),
+            (Ok(freed), None) => Ok(freed.map_err(errors::device)),
         }
     }
 }

@@ -21,7 +21,10 @@ use crate::handle::Fences;
 /// :class:`Error` at once while another thread is in a fence or a wait on the
 /// window, as the C API fails: that wait may be for the very call that would
 /// queue behind it. Queries (sizes, views, addresses, ``poisoned``) answer
-/// meanwhile.
+/// meanwhile. While another thread's :meth:`free` has not returned, every
+/// call but ``poisoned`` raises :class:`Error` saying so (a second
+/// ``free()`` too: that free may still fail); leaving a ``with`` block by
+/// an exception abandons the window all the same, and that free fails.
 #[pyclass(name = "_Fenced", module = "kpccl", subclass, frozen)]
 pub(crate) struct PyFenced {
     h: Arc<dyn Fences>,
@@ -53,7 +56,9 @@ impl PyFenced {
         self.h.size()
     }
 
-    /// Whether :meth:`free` was called.
+    /// Whether the window was freed (or released by leaving a ``with`` block
+    /// by an exception); ``False`` while another thread's :meth:`free` is in
+    /// progress.
     #[getter]
     fn freed(&self) -> bool {
         self.h.freed()
@@ -104,7 +109,9 @@ impl PyFenced {
     /// still uses it, then releases it. Released even when a step fails (a
     /// dead peer): the error is raised then. A peer still waiting for this
     /// rank in a pairwise fence or a wait fails at once, told that this rank
-    /// left the window (and so does this free). Calling it again does nothing.
+    /// left the window (and so does this free). Calling it again does nothing;
+    /// calling it while another thread's free is in progress raises
+    /// :class:`Error`.
     fn free(&self, py: Python<'_>) -> PyResult<()> {
         self.h.free(py)
     }

@@ -4,7 +4,7 @@
 //! the host window of either kind.
 
 use std::ops::Deref;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use kpccl_core::fence::Poison;
@@ -32,8 +32,10 @@ pub(crate) trait Fenced: Send + Sized + 'static {
     fn signal(&self, peer: u32) -> Result<(), Self::Error>;
     /// `e` as its Python exception.
     fn raise(e: Self::Error) -> PyErr;
-    /// Frees the window `w` taken out of `h` (collective).
-    fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()>;
+    /// Frees the window `w` taken out of its handle (collective): its
+    /// outcome, or `Err` with `w` back and why, if the free was refused
+    /// before it began (another thread's wait holds the turn).
+    fn free(w: Shared<Self>, py: Python<'_>) -> Result<PyResult<()>, Refused<Self>>;
 }
 
 impl Fenced for Window {
@@ -64,13 +66,12 @@ impl Fenced for Window {
     /// window; peers' pairwise waits on this rank fail rather than hang),
     /// after which this rank counts as gone for its peers; the mapping goes
     /// with the last view.
-    fn free(h: &Handle<Self>, w: Shared<Self>, py: Python<'_>) -> PyResult<()> {
+    fn free(w: Shared<Self>, py: Python<'_>) -> Result<PyResult<()>, Refused<Self>> {
         let Ok(freed) = wait::run_in_turn(py, &w, Call::Waits, Window::free_in_place) else {
-            h.put_back(w);
-            return Err(Busy::error());
+            return Err((w, Busy::error()));
         };
         release(py, w);
-        freed?.map_err(errors::host)
+        Ok(freed.and_then(|r| r.map_err(errors::host)))
     }
 }
 
@@ -104,6 +105,9 @@ pub(crate) trait Fences: Send + Sync {
 
 /// A window shared by a Python object and the views of it.
 pub(crate) type Shared<T> = Arc<Guarded<T>>;
+
+/// A free refused before it began: the window, to put back, and why.
+pub(crate) type Refused<T> = (Shared<T>, PyErr);
 
 /// Lets go of `w`, without the GIL if it is the last reference: dropping a
 /// device window waits for its streams and device, a host window unmaps.
@@ -139,8 +143,30 @@ pub(crate) struct Guarded<T> {
     win: Mutex<T>,
     /// Set by [`Guarded::abandon`] when another thread held the turn: that
     /// thread abandons the window (its sleeping waits look every few
-    /// milliseconds, and it looks again as it gives the turn back).
-    abandon_asked: AtomicU32,
+    /// milliseconds, and it looks again as it gives the turn back). Shared
+    /// with a free that consumes the window, which looks at it the same way.
+    abandon_asked: AbandonAsked,
+}
+
+/// Whether a thread asked for a window to be abandoned: shared by the
+/// window and the free in progress that may have consumed it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AbandonAsked(Arc<AtomicU32>);
+
+impl AbandonAsked {
+    /// Whether it was asked.
+    pub(crate) fn get(&self) -> bool {
+        // Relaxed: a hint between sleeps, seen a sleep later at worst; the
+        // last look of a call in a turn, after the turn is given back, is
+        // ordered by the gate's lock (see `Guarded::abandon`); a consuming
+        // free past its last wait has nothing left to abandon.
+        self.0.load(Ordering::Relaxed) != 0
+    }
+
+    fn set(&self) {
+        // Relaxed: nothing else is published with it; see `get`.
+        self.0.store(1, Ordering::Relaxed);
+    }
 }
 
 /// The call in another thread that a call would have waited behind.
@@ -252,7 +278,7 @@ impl<T: Fenced> Guarded<T> {
         // dropped first). So the probe never outlives what it borrows.
         #[allow(unsafe_code)]
         let poison = unsafe { std::mem::transmute::<PoisonProbe<'_>, PoisonProbe<'static>>(probe) };
-        Self { poison, gate: Gate::default(), win: Mutex::new(w), abandon_asked: AtomicU32::new(0) }
+        Self { poison, gate: Gate::default(), win: Mutex::new(w), abandon_asked: AbandonAsked::default() }
     }
 
     /// Why the window was abandoned, if it was: at once, from any thread,
@@ -269,9 +295,12 @@ impl<T: Fenced> Guarded<T> {
 impl<T> Guarded<T> {
     /// Whether a thread asked for the window to be abandoned.
     pub(crate) fn abandon_asked(&self) -> bool {
-        // Relaxed: a hint between sleeps; the last look, after the turn is
-        // given back, is ordered by the gate's lock (see `abandon`).
-        self.abandon_asked.load(Ordering::Relaxed) != 0
+        self.abandon_asked.get()
+    }
+
+    /// The request to abandon it, for a free that consumes it to look at.
+    pub(crate) fn abandon_request(&self) -> AbandonAsked {
+        self.abandon_asked.clone()
     }
 
     /// This thread's turn for `call`. A rank's calls on a window never run
@@ -337,12 +366,12 @@ impl<T: Fenced> Guarded<T> {
     /// turn, else through the thread that does, which must not wait for it
     /// (its wait may be the one to end).
     pub(crate) fn abandon(&self) {
-        // Relaxed: the gate's lock orders it. This store comes before this
-        // thread's look at the gate (`abandon_if_asked`), the holder's last
-        // look at the flag after it gave the turn back: of the two critical
-        // sections on the gate, the first happens before the second, so
-        // either this thread finds the turn free, or the holder the request.
-        self.abandon_asked.store(1, Ordering::Relaxed);
+        // The gate's lock orders the store. It comes before this thread's
+        // look at the gate (`abandon_if_asked`), the holder's last look at
+        // the flag after it gave the turn back: of the two critical sections
+        // on the gate, the first happens before the second, so either this
+        // thread finds the turn free, or the holder the request.
+        self.abandon_asked.set();
         self.abandon_if_asked();
     }
 
@@ -356,10 +385,33 @@ impl<T: Fenced> Guarded<T> {
     }
 }
 
+/// Where a window's Python object is in the window's life.
+#[derive(Debug)]
+enum Slot<T> {
+    /// In use.
+    Live(Shared<T>),
+    /// A thread's `free()` took the window out and has not returned: the
+    /// others' calls are refused (the free may still be refused and put it
+    /// back, or fail), not told that it was freed. Weak: a device window's
+    /// free waits for the last other reference to go, then consumes it (and
+    /// looks at `asked` between sleeps).
+    Freeing { win: Weak<Guarded<T>>, asked: AbandonAsked },
+    /// Freed, or released by an abandon.
+    Gone,
+}
+
+/// What a call finding the window in another thread's `free()` raises.
+fn being_freed() -> PyErr {
+    errors::library(
+        "the window is being freed by another thread of this rank: its free() has not returned yet (and \
+         may still fail or be refused); a window is freed once, by one thread",
+    )
+}
+
 /// A window as a Python object holds it.
 #[derive(Debug)]
 pub(crate) struct Handle<T: Fenced> {
-    win: RwLock<Option<Shared<T>>>,
+    win: RwLock<Slot<T>>,
     /// This rank.
     pub(crate) rank: u32,
     /// Ranks in the communicator.
@@ -374,7 +426,9 @@ impl<T: Fenced> Drop for Handle<T> {
     /// In a forked child it is left alone: its memory is not mapped there,
     /// and a device window's runtime is the parent's.
     fn drop(&mut self) {
-        if let Some(w) = self.win.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+        // Never `Freeing`: a free in progress holds the Python object.
+        let slot = std::mem::replace(self.win.get_mut().unwrap_or_else(PoisonError::into_inner), Slot::Gone);
+        if let Slot::Live(w) = slot {
             if self.forked_off() {
                 std::mem::forget(w);
             } else {
@@ -402,7 +456,7 @@ impl<T: Fenced> Handle<T> {
     pub(crate) fn new(w: T) -> Self {
         let (rank, size) = (w.host().rank(), w.host().nranks());
         let generation = kpccl_posix::fork_generation();
-        Self { win: RwLock::new(Some(Arc::new(Guarded::new(w)))), rank, size, generation }
+        Self { win: RwLock::new(Slot::Live(Arc::new(Guarded::new(w)))), rank, size, generation }
     }
 
     /// Whether this process is a child forked after the window was made.
@@ -422,29 +476,62 @@ impl<T: Fenced> Handle<T> {
         Ok(())
     }
 
-    /// The window, unless it was freed.
+    fn slot(&self) -> std::sync::RwLockReadGuard<'_, Slot<T>> {
+        self.win.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot_mut(&self) -> std::sync::RwLockWriteGuard<'_, Slot<T>> {
+        self.win.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The window, unless it was freed or another thread is freeing it.
     pub(crate) fn get(&self) -> PyResult<Shared<T>> {
         self.in_its_process()?;
-        self.win
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| errors::value("the window was freed"))
+        match &*self.slot() {
+            Slot::Live(w) => Ok(w.clone()),
+            Slot::Freeing { .. } => Err(being_freed()),
+            Slot::Gone => Err(errors::value("the window was freed")),
+        }
     }
 
-    /// Whether it was freed.
+    /// The window for a query that answers during another thread's free
+    /// too, while the window is still there.
+    fn get_even_freeing(&self) -> PyResult<Shared<T>> {
+        self.in_its_process()?;
+        let freeing = match &*self.slot() {
+            Slot::Freeing { win, .. } => win.upgrade(),
+            _ => None,
+        };
+        freeing.map_or_else(|| self.get(), Ok)
+    }
+
+    /// Whether it was freed (a free in progress has not freed it yet).
     pub(crate) fn freed(&self) -> bool {
-        self.win.read().unwrap_or_else(PoisonError::into_inner).is_none()
+        matches!(*self.slot(), Slot::Gone)
     }
 
-    /// Takes the window out (freeing starts); `None` if it was freed.
-    pub(crate) fn take(&self) -> Option<Shared<T>> {
-        self.win.write().unwrap_or_else(PoisonError::into_inner).take()
+    /// Takes the window out for this thread's free: `None` if it was freed,
+    /// refused while another thread frees it (that free may still fail, or
+    /// be refused and put the window back: this one cannot say it freed it).
+    fn start_free(&self) -> PyResult<Option<Shared<T>>> {
+        let mut slot = self.slot_mut();
+        match std::mem::replace(&mut *slot, Slot::Gone) {
+            Slot::Live(w) => {
+                *slot = Slot::Freeing { win: Arc::downgrade(&w), asked: w.abandon_request() };
+                Ok(Some(w))
+            }
+            freeing @ Slot::Freeing { .. } => {
+                *slot = freeing;
+                Err(being_freed())
+            }
+            Slot::Gone => Ok(None),
+        }
     }
 
-    /// Puts a window taken out back (a free that could not go on).
-    pub(crate) fn put_back(&self, w: Shared<T>) {
-        *self.win.write().unwrap_or_else(PoisonError::into_inner) = Some(w);
+    /// Ends this thread's free: the window is gone, or put back (`Some`: a
+    /// free that could not begin).
+    fn end_free(&self, back: Option<Shared<T>>) {
+        *self.slot_mut() = back.map_or(Slot::Gone, Slot::Live);
     }
 
     /// Runs `op` on the window without the GIL, in this thread's turn
@@ -528,8 +615,11 @@ impl<T: Fenced> Fences for Handle<T> {
         self.host_call(py, Call::Quick, |w| w.try_wait(p))
     }
 
-    fn poisoned(&self, _py: Python<'_>) -> PyResult<Option<String>> {
-        Ok(self.get()?.poisoned().map(|p| p.error().to_string()))
+    fn poisoned(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let w = self.get_even_freeing()?;
+        let poisoned = w.poisoned().map(|p| p.error().to_string());
+        release(py, w);
+        Ok(poisoned)
     }
 
     fn abandon_and_release(&self, py: Python<'_>) {
@@ -539,8 +629,25 @@ impl<T: Fenced> Fences for Handle<T> {
         }
         // With another thread of this rank in a call on it, that thread
         // abandons it (a wait within milliseconds, then failing), and lets
-        // go of it last.
-        if let Some(w) = self.take() {
+        // go of it last. A thread in its free abandons it the same way (the
+        // free fails, and releases it), also once a device window's free
+        // has consumed it.
+        let w = {
+            let mut slot = self.slot_mut();
+            match std::mem::replace(&mut *slot, Slot::Gone) {
+                Slot::Live(w) => Some(w),
+                Slot::Freeing { win, asked } => {
+                    let w = win.upgrade();
+                    if w.is_none() {
+                        asked.set();
+                    }
+                    *slot = Slot::Freeing { win, asked };
+                    w
+                }
+                Slot::Gone => None,
+            }
+        };
+        if let Some(w) = w {
             w.abandon();
             release(py, w);
         }
@@ -548,9 +655,16 @@ impl<T: Fenced> Fences for Handle<T> {
 
     fn free(&self, py: Python<'_>) -> PyResult<()> {
         self.in_its_process()?;
-        match self.take() {
-            Some(w) => T::free(self, w, py),
-            None => Ok(()),
+        let Some(w) = self.start_free()? else { return Ok(()) };
+        match T::free(w, py) {
+            Ok(freed) => {
+                self.end_free(None);
+                freed
+            }
+            Err((w, refused)) => {
+                self.end_free(Some(w));
+                Err(refused)
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ use kpccl_posix::interrupt;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::handle::{Busy, Call, Fenced, Guarded};
+use crate::handle::{AbandonAsked, Busy, Call, Fenced, Guarded};
 
 /// How often a sleeping wait checks for signals.
 const CHECK_EVERY: Duration = Duration::from_millis(5);
@@ -104,15 +104,23 @@ fn check(watched: usize) -> bool {
     give_up
 }
 
-/// The check of a call without a turn to abandon (`signals`: the address
-/// of its [`Signals`]): the waits it ends poison what they wait on themselves.
-fn signal_raised(signals: usize) -> bool {
-    // SAFETY: `interruptible` installs this check with the address of a
-    // `Signals` on its stack, alive for the whole of the call in which the
-    // check runs, on this same thread.
+/// What the check of a call without a turn looks at.
+struct Unturned<'a> {
+    /// The call's signal checks.
+    signals: Signals,
+    /// Another thread's request to abandon what the call consumed, if any.
+    asked: Option<&'a AbandonAsked>,
+}
+
+/// The check of a call without a turn to abandon (`unturned`: the address
+/// of its [`Unturned`]): the waits it ends poison what they wait on themselves.
+fn check_unturned(unturned: usize) -> bool {
+    // SAFETY: `interruptible_unless` installs this check with the address of
+    // an `Unturned` on its stack, alive for the whole of the call in which
+    // the check runs, on this same thread.
     #[allow(unsafe_code)]
-    let signals = unsafe { &*(signals as *const Signals) };
-    signals.raised()
+    let unturned = unsafe { &*(unturned as *const Unturned<'_>) };
+    unturned.asked.is_some_and(AbandonAsked::get) || unturned.signals.raised()
 }
 
 /// What a signal handler raised during this thread's call, taken.
@@ -130,9 +138,28 @@ fn caught() -> Option<PyErr> {
 /// ended in time for it to finish). Waits in a Python callback or in MPI are
 /// not ours: Python raises there by itself, MPI waits on.
 pub(crate) fn interruptible<R: Send>(py: Python<'_>, op: impl FnOnce() -> R + Send) -> (R, Option<PyErr>) {
+    interruptible_unless(py, None, op)
+}
+
+/// [`interruptible`], its waits ended too once `asked` is set: another
+/// thread asked for the window `op` consumes (a device window's free) to be
+/// abandoned.
+pub(crate) fn interruptible_unless_abandoned<R: Send>(
+    py: Python<'_>,
+    asked: &AbandonAsked,
+    op: impl FnOnce() -> R + Send,
+) -> (R, Option<PyErr>) {
+    interruptible_unless(py, Some(asked), op)
+}
+
+fn interruptible_unless<R: Send>(
+    py: Python<'_>,
+    asked: Option<&AbandonAsked>,
+    op: impl FnOnce() -> R + Send,
+) -> (R, Option<PyErr>) {
     let out = py.detach(|| {
-        let signals = Signals::default();
-        interrupt::while_sleeping(CHECK_EVERY, signal_raised, core::ptr::from_ref(&signals) as usize, op)
+        let unturned = Unturned { signals: Signals::default(), asked };
+        interrupt::while_sleeping(CHECK_EVERY, check_unturned, core::ptr::from_ref(&unturned) as usize, op)
     });
     (out, caught())
 }
