@@ -134,8 +134,10 @@ pub unsafe extern "C" fn kpccl_shm_comm_create(
         };
         // The handle is claimed before the collective: a rank that cannot
         // have one fails with the others, not alone after they made theirs.
+        // So is the first allgather's buffer (`CallbackOob::reserve_room`).
         let local = count
             .and_then(|_| callbacks.check())
+            .and_then(|()| callbacks.reserve_room())
             .and_then(|()| handle::rank(rank, "rank", n, RangeOf::CommRanks))
             .and_then(|r| {
                 Ok((r, given_local(local_rank)?, handle::out(comm, "comm")?, handle::reserve::<Comm<CallbackOob>>()?))

@@ -53,6 +53,13 @@ pub(crate) enum Error {
         /// Why not.
         why: &'static str,
     },
+    /// Memory a call needs could not be allocated (a low `ulimit -v`).
+    NoMemory {
+        /// How much.
+        bytes: usize,
+        /// What for.
+        what: &'static str,
+    },
     /// An integer argument is outside `min..end`.
     Range {
         /// The argument.
@@ -139,6 +146,7 @@ impl fmt::Display for Error {
                 }
             }
             Self::NoHandle { kind, why } => write!(f, "cannot make a {}: {why}", kind.name()),
+            Self::NoMemory { bytes, what } => write!(f, "cannot allocate {bytes} bytes for {what}"),
             Self::Range { arg, value, of, min, end } => {
                 write!(f, "{arg} {value} is out of range: ")?;
                 let max = end - 1;

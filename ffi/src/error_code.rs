@@ -69,7 +69,7 @@ pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
         | Error::GroupSmaller { .. }
         | Error::PeerArgument { .. }
         | Error::LauncherSetting(_) => KPCCL_ERR_INVALID_ARGUMENT,
-        Error::NoHandle { .. } => KPCCL_ERR_NO_SPACE,
+        Error::NoHandle { .. } | Error::NoMemory { .. } => KPCCL_ERR_NO_SPACE,
         Error::Api(e) => e.kind().into(),
         #[cfg(feature = "ascend")]
         Error::Device(e) => e.kind().into(),

@@ -5,6 +5,7 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_long, c_void};
 use std::rc::Rc;
 
+use kpccl_core::protocol::Record;
 use kpccl_core::{Oob, OobError};
 
 use crate::error::Error;
@@ -112,6 +113,27 @@ pub type kpccl_shm_oob_cb_h = *mut kpccl_shm_oob_cb_t;
 
 /// Room, in ranks, of the first allgather's buffer: see [`GroupSize`].
 const FIRST_GATHER_RANKS: usize = 1 << 16;
+const _: () = assert!(FIRST_GATHER_RANKS == 65_536, "`reserve_room` names the room in ranks");
+
+/// Bytes of the first allgather's buffer: a communicator-creation record per
+/// rank of the largest group (19 MiB of address space).
+const ROOM_BYTES: usize = size_of::<Record>() * FIRST_GATHER_RANKS;
+
+/// `len` zeroed bytes, or `None` if they cannot be allocated (a low
+/// `RLIMIT_AS`). Zeroed by the allocator, as `vec![0; len]` is: the pages
+/// are not touched, so the room costs only address space.
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: `layout` has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    // SAFETY: `ptr` (when not NULL) was allocated by the global allocator
+    // with the layout of `len` bytes, which a `Vec<u8>` of capacity `len`
+    // has, and all `len` bytes are initialised (zero).
+    (!ptr.is_null()).then(|| unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
 
 /// What the first allgather of a communicator showed about the size of the
 /// callbacks' group. The allgather callback cannot be told the size of its
@@ -151,6 +173,33 @@ pub(crate) struct CallbackOob {
     /// Shared with the creating call, which reads it also when the
     /// creation failed (and these callbacks are gone with it).
     group_size: Rc<Cell<GroupSize>>,
+    /// The first allgather's buffer, allocated before any collective
+    /// ([`CallbackOob::reserve_room`]); empty once used.
+    room: Room,
+}
+
+/// The first allgather's buffer, reserved ahead; empty once taken. Its
+/// `Debug` gives the length, not 19 MiB of zeros.
+#[derive(Default)]
+struct Room(Cell<Vec<u8>>);
+
+impl Room {
+    fn take(&self) -> Vec<u8> {
+        self.0.take()
+    }
+
+    fn put(&self, room: Vec<u8>) {
+        self.0.set(room);
+    }
+}
+
+impl core::fmt::Debug for Room {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let room = self.take();
+        let len = room.len();
+        self.put(room);
+        write!(f, "Room({len} bytes)")
+    }
 }
 
 impl CallbackOob {
@@ -176,7 +225,21 @@ impl CallbackOob {
             group,
             release: Cell::new(None),
             group_size: Rc::new(Cell::new(GroupSize::Unchecked)),
+            room: Room::default(),
         })
+    }
+
+    /// Allocates the first allgather's buffer now, before the collective,
+    /// so that a rank that cannot have it fails as a refused argument does:
+    /// it takes part refused and every rank fails. Taking part needs that
+    /// buffer all the same (the callback may write a whole group's records),
+    /// so the refused part allocates it again; if that fails too, this
+    /// rank cannot take part at all and the others wait in their allgather.
+    pub(crate) fn reserve_room(&self) -> Result<(), Error> {
+        let what = "the records of the first out-of-band allgather (room for up to 65536 ranks)";
+        let room = zeroed(ROOM_BYTES).ok_or(Error::NoMemory { bytes: ROOM_BYTES, what })?;
+        self.room.put(room);
+        Ok(())
     }
 
     /// Refuses callbacks that lack what HPCKit's API requires (the barrier),
@@ -219,10 +282,18 @@ impl CallbackOob {
     }
 
     /// The first allgather: into room for [`FIRST_GATHER_RANKS`] ranks, then
-    /// copied to `recv` (see [`GroupSize`]).
+    /// copied to `recv` (see [`GroupSize`]). Without the room (not reserved,
+    /// and not to be had now) it fails without taking part: the callback
+    /// could write past a smaller buffer.
     fn first_allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), OobError> {
         let block = send.len().max(1);
-        let mut room = vec![0u8; recv.len().max(block.saturating_mul(FIRST_GATHER_RANKS))];
+        let len = recv.len().max(block.saturating_mul(FIRST_GATHER_RANKS));
+        let reserved = self.room.take();
+        let Some(mut room) = Some(reserved).filter(|r| r.len() == len).or_else(|| zeroed(len)) else {
+            // A rank whose room was reserved never allocates here; one refused
+            // for want of it reports that (`reserve_room`), not this code.
+            return Err(OobError { code: -1 });
+        };
         // SAFETY: `room` is a writable buffer of its length, which holds one
         // block per rank for groups of up to `FIRST_GATHER_RANKS` ranks.
         unsafe { self.call_allgather(send, room.as_mut_ptr()) }?;
