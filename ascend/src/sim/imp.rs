@@ -14,7 +14,9 @@ use crate::runtime::{AclContext, AclError, AclResult, AclRuntime, AclStream, Ipc
 /// driver (`devmm_ipc_node_set_pids_check`), a call is refused whole when the
 /// entries held plus the pids it passes would exceed it, counting pids it would
 /// skip (0, the creator) or only refresh: `-EINVAL`, which reaches the caller as
-/// 507899.
+/// 507899. A key exported without pid validation fills the same list: each
+/// process's first import adds its entry (`_devmm_ipc_node_get_wlist`), which a
+/// close keeps, and an import that would add the 32 769th is refused (507899).
 const WLIST_LIMIT: usize = 32_768;
 
 fn fail<T>(code: i32) -> AclResult<T> {
@@ -583,16 +585,15 @@ impl AclRuntime for HostSim {
         let me = procinfo::own_pid();
         let my_start = procinfo::start_ticks(me).unwrap_or(0);
         let tgid = procinfo::bare_tgid();
+        let now = procinfo::now_ticks();
         let result = registry::with(|reg| {
             let Some(r) = reg.find(&name) else { return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR) };
             if !r.valid || r.revoked {
                 return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR);
             }
-            if r.need_wlist {
-                match r.wlist.iter().find(|w| w.pid == tgid) {
-                    Some(w) if my_start <= w.set_time => {}
-                    _ => return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR),
-                }
+            match import_entry(r, tgid, now) {
+                Some(w) if my_start <= w.set_time => {}
+                _ => return Err(ACL_ERROR_RT_DRV_INTERNAL_ERROR),
             }
             if needs_p2p && r.dev != cur && !r.p2p {
                 // Inference products: another device maps only P2P-policy memory.
@@ -663,6 +664,22 @@ impl AclRuntime for HostSim {
         .map_err(registry_io)?;
         crate::runtime::check(code)
     }
+}
+
+/// The whitelist entry an import by `tgid` of `r` is checked against. A key
+/// exported without pid validation adds the importer's entry on its first
+/// import, set now, as the driver does; none past [`WLIST_LIMIT`].
+fn import_entry(r: &mut Record, tgid: i32, now: u64) -> Option<&WlEntry> {
+    let held = r.wlist.iter().position(|w| w.pid == tgid);
+    let i = match held {
+        Some(i) => i,
+        None if r.need_wlist || r.wlist.len() >= WLIST_LIMIT => return None,
+        None => {
+            r.wlist.push(WlEntry { pid: tgid, set_time: now });
+            r.wlist.len() - 1
+        }
+    };
+    r.wlist.get(i)
 }
 
 /// A fresh import's mapping until the registry has recorded the import:
