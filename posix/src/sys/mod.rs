@@ -2,9 +2,11 @@
 //! only around what rustix itself marks unsafe or lacks (mmap, munmap,
 //! madvise, `posix_fallocate` and the close of a segment file in `shm.rs`;
 //! the memory views are in `window/access.rs`), around the one instruction
-//! that reads the thread pointer (`thread.rs`), and around the fork handler
-//! that closes segment files in a child (`fork.rs`).
+//! that reads the thread pointer (`thread.rs`), around the fork handler
+//! that closes segment files in a child (`fork.rs`), and around
+//! `sched_getaffinity` with a set sized to the machine (`affinity.rs`).
 
+mod affinity;
 mod cgroup;
 mod fork;
 mod futex;
@@ -12,6 +14,7 @@ mod shm;
 mod socket;
 mod thread;
 
+pub(crate) use affinity::affinity;
 pub(crate) use cgroup::cpu_quota;
 pub(crate) use fork::generation as fork_generation;
 pub(crate) use futex::{futex_wait, futex_wake};
@@ -22,23 +25,11 @@ pub use thread::{heavy_fence, heavy_fence_works, prepare_heavy_fence, thread_tok
 
 use std::io;
 
-use kpccl_core::{CPU_WORDS, CpuMask};
 use rustix::io::Errno;
 
 /// The system page size.
 pub(crate) fn page_size() -> u64 {
     u64::try_from(rustix::param::page_size()).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096)
-}
-
-/// The CPUs this thread may run on, CPUs 0 to 1023 (unknown if the kernel
-/// will not say).
-pub(crate) fn affinity() -> CpuMask {
-    let Ok(set) = rustix::thread::sched_getaffinity(None) else { return CpuMask::UNKNOWN };
-    let mut mask = [0u64; CPU_WORDS];
-    for c in (0..rustix::thread::CpuSet::MAX_CPU.min(CPU_WORDS * 64)).filter(|&c| set.is_set(c)) {
-        mask[c / 64] |= 1 << (c % 64);
-    }
-    CpuMask(mask)
 }
 
 /// An upper bound on what this process can map, for refusing windows that
