@@ -19,8 +19,8 @@
  *       -L target/release -lkpccl -Wl,-rpath,$PWD/target/release
  *   mpirun -np 8 ./hybrid [count] [iterations]
  *
- * Nodes are found by kpccl (boot id and hostname); to simulate nodes on one
- * machine, give each rank a KPCCL_NODE_ID. Exit status 0 when verified.
+ * Nodes are found by kpccl (boot id, hostname and pid namespace); to simulate
+ * nodes on one machine, give each rank a KPCCL_NODE_ID. Exit status 0 when verified.
  */
 #include <stdio.h>
 #include <stdlib.h>

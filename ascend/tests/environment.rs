@@ -13,7 +13,7 @@ const END: &str = "<!-- end of the generated table -->";
 
 /// Read by the launcher and its ranks among themselves, or by tests only:
 /// not for users to set.
-const INTERNAL: &[&str] = &["KPCCL_RANK", "KPCCL_NRANKS", "KPCCL_RUN_SOCKET", "KPCCL_RUNNER", "KPCCL_BLESS"];
+const INTERNAL: &[&str] = &["KPCCL_RANK", "KPCCL_NRANKS", "KPCCL_RUN_SOCKET", "KPCCL_BLESS"];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace").to_path_buf()

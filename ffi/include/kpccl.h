@@ -498,8 +498,8 @@ int kpccl_shm_win_attr_init(struct kpccl_shm_win_attr_t *attr);
  * `local_rank` is the caller's rank among the ranks on its node:
  * on a node of `n` ranks, each passes its own value in `0..n` (else every
  * rank fails), or every rank of the node passes `KPCCL_LOCAL_RANK_AUTO` to
- * be numbered in rank order. Ranks are grouped by node: by boot id and
- * hostname, or by the `KPCCL_NODE_ID` environment variable when set (to
+ * be numbered in rank order. Ranks are grouped by node: by boot id,
+ * hostname and pid namespace, or by the `KPCCL_NODE_ID` environment variable when set (to
  * simulate nodes on one machine; each simulated node keeps its segments in
  * a directory of its own). Windows then span the ranks of one node
  * (see `kpccl_shm_comm_query`). `oob` is read
@@ -683,7 +683,8 @@ int kpccl_shm_peer_fence_stream(kpccl_shm_win_h win, int remote_rank, void *stre
  * to the launcher (once per process) and fills `cbs` with callbacks over
  * it, `*group` with their group, `*rank` and `*nranks` with this process's
  * place in the job. Pass them to `kpccl_shm_comm_create`. Fails when the
- * process was not started by the launcher.
+ * process was not started by the launcher (`KPCCL_ERR_OUT_OF_BAND`: it has
+ * no out-of-band layer; Python's `Comm.from_env()` raises `kpccl.Error`).
  *
  * A collective over these callbacks (inside `kpccl_shm_comm_create` and
  * `kpccl_shm_win_alloc`) waits for the other ranks at most

@@ -77,8 +77,8 @@ pub(crate) unsafe fn get<'a>(
 /// `local_rank` is the caller's rank among the ranks on its node:
 /// on a node of `n` ranks, each passes its own value in `0..n` (else every
 /// rank fails), or every rank of the node passes `KPCCL_LOCAL_RANK_AUTO` to
-/// be numbered in rank order. Ranks are grouped by node: by boot id and
-/// hostname, or by the `KPCCL_NODE_ID` environment variable when set (to
+/// be numbered in rank order. Ranks are grouped by node: by boot id,
+/// hostname and pid namespace, or by the `KPCCL_NODE_ID` environment variable when set (to
 /// simulate nodes on one machine; each simulated node keeps its segments in
 /// a directory of its own). Windows then span the ranks of one node
 /// (see `kpccl_shm_comm_query`). `oob` is read

@@ -112,6 +112,8 @@ pub(crate) enum Error {
     /// A launcher variable (`KPCCL_RUN_SOCKET`, `KPCCL_RANK`, …) is malformed:
     /// the caller's setting, not a failure of the launcher.
     LauncherSetting(String),
+    /// `kpccl_run_oob` in a process `kpccl-run` did not start.
+    NoLauncher,
     /// A panic was caught at the boundary (a bug in the library).
     Panic(String),
 }
@@ -190,6 +192,9 @@ impl fmt::Display for Error {
             }
             Self::Launcher(e) => write!(f, "the launcher: {e}"),
             Self::LauncherSetting(e) => f.write_str(e),
+            Self::NoLauncher => f.write_str(
+                "not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N -- ./prog`",
+            ),
             Self::Panic(m) => write!(f, "internal error (a panic): {m}"),
         }
     }

@@ -76,7 +76,8 @@ pub(crate) fn class(e: &Error) -> kpccl_error_code_t {
         // Like a build with the backend on a machine without a device runtime.
         #[cfg(not(feature = "ascend"))]
         Error::NoAscend => KPCCL_ERR_DEVICE_RUNTIME,
-        Error::Launcher(_) => KPCCL_ERR_OUT_OF_BAND,
+        // Python raises `kpccl.Error` for the same: no launcher is no argument's fault.
+        Error::Launcher(_) | Error::NoLauncher => KPCCL_ERR_OUT_OF_BAND,
         Error::Panic(_) => KPCCL_ERR_INTERNAL,
     }
 }

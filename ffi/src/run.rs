@@ -39,10 +39,7 @@ fn connect() -> Result<&'static RunOob, Error> {
                 Error::Launcher(e.to_string())
             }
         })?
-        .ok_or(Error::Invalid {
-            arg: "environment",
-            why: "not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N -- ./prog`",
-        })?;
+        .ok_or(Error::NoLauncher)?;
     Ok(&RUN.get_or_init(|| (run, std::process::id())).0)
 }
 
@@ -147,7 +144,8 @@ unsafe extern "C" fn run_barrier(group: *mut c_void) -> c_int {
 /// to the launcher (once per process) and fills `cbs` with callbacks over
 /// it, `*group` with their group, `*rank` and `*nranks` with this process's
 /// place in the job. Pass them to `kpccl_shm_comm_create`. Fails when the
-/// process was not started by the launcher.
+/// process was not started by the launcher (`KPCCL_ERR_OUT_OF_BAND`: it has
+/// no out-of-band layer; Python's `Comm.from_env()` raises `kpccl.Error`).
 ///
 /// A collective over these callbacks (inside `kpccl_shm_comm_create` and
 /// `kpccl_shm_win_alloc`) waits for the other ranks at most

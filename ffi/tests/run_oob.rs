@@ -1,8 +1,8 @@
 //! `kpccl_run_oob` outside a real launcher: a malformed `KPCCL_*` variable
 //! is the caller's invalid setting (`KPCCL_ERR_INVALID_ARGUMENT`, as the
 //! header classes invalid `KPCCL_*` variables), a launcher that cannot be
-//! reached an out-of-band failure. One test in a binary of its own: it sets
-//! the process's environment.
+//! reached an out-of-band failure, and so is no launcher at all. One test
+//! in a binary of its own: it sets the process's environment.
 #![allow(missing_docs, clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
 
 use core::ffi::{c_int, c_void};
@@ -28,6 +28,20 @@ fn run_oob(socket: &str, rank: &str, nranks: &str) -> c_int {
 
 #[test]
 fn a_malformed_launcher_variable_is_an_invalid_argument() {
+    // Not started by `kpccl-run` at all: there is no out-of-band layer, which
+    // is no argument's fault (Python's `Comm.from_env()` raises `kpccl.Error`
+    // for it). Before, this read "`environment` is invalid: …".
+    // SAFETY: the only test of this binary: no other thread reads the environment.
+    unsafe { std::env::remove_var("KPCCL_RUN_SOCKET") };
+    let mut cbs = kpccl_shm_oob_cb_t { oob_allgather: None, oob_barrier: None };
+    let (mut group, mut r, mut n): (*mut c_void, c_int, c_int) = (null_mut(), -1, -1);
+    assert_eq!(unsafe { kpccl_run_oob(&mut cbs, &mut group, &mut r, &mut n) }, KPCCL_ERROR);
+    assert_eq!(
+        last_error(),
+        "kpccl_run_oob: not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N -- ./prog`"
+    );
+    assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_OUT_OF_BAND);
+
     // A path no launcher listens on (an abstract name nobody bound).
     let nowhere = format!("@kpccl-test-no-launcher-{}", std::process::id());
     for (rank, nranks, says) in
@@ -46,3 +60,4 @@ fn a_malformed_launcher_variable_is_an_invalid_argument() {
     assert_eq!(run_oob(&nowhere, "0", "2"), KPCCL_ERROR);
     assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_OUT_OF_BAND, "{}", last_error());
 }
+

@@ -40,7 +40,7 @@ pub struct Config {
     /// `kpccl_core::Platform::register_global_heavy_fence`).
     pub light_wakes: bool,
     /// The node this process says it runs on (`KPCCL_NODE_ID`), overriding
-    /// the boot id and hostname, so that tests can simulate several nodes on
+    /// the boot id, hostname and pid namespace, so that tests can simulate several nodes on
     /// one machine; each such node keeps its segments in a directory of its own.
     pub node_id: Option<String>,
 }

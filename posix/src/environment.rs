@@ -73,6 +73,11 @@ pub const ENVIRONMENT: &[EnvVar] = &[
         meaning: "the node this process runs on, for kpccl: ranks with equal ids share memory (to simulate nodes on one machine; each simulated node keeps its segments in `KPCCL_SHM_DIR/kpccl-node-<uid>-<digest>/`, removed when empty)",
         default: "boot id + hostname + pid namespace",
     },
+    EnvVar {
+        name: "KPCCL_RUNNER",
+        meaning: "`kpccl-run`: words put in front of the program, split on white space (to run another architecture's ranks, e.g. `qemu-aarch64 -L /usr/aarch64-linux-gnu`; set empty for none)",
+        default: "none (a `kpccl-run` built for aarch64: `CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER`)",
+    },
 ];
 
 /// The Markdown table of `vars`, as the README shows it.
