@@ -192,9 +192,9 @@ impl fmt::Display for Error {
             }
             Self::Launcher(e) => write!(f, "the launcher: {e}"),
             Self::LauncherSetting(e) => f.write_str(e),
-            Self::NoLauncher => f.write_str(
-                "not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N -- ./prog`",
-            ),
+            Self::NoLauncher => {
+                f.write_str("not started by kpccl-run (KPCCL_RUN_SOCKET is not set): run `kpccl-run -n N -- ./prog`")
+            }
             Self::Panic(m) => write!(f, "internal error (a panic): {m}"),
         }
     }

@@ -60,4 +60,3 @@ fn a_malformed_launcher_variable_is_an_invalid_argument() {
     assert_eq!(run_oob(&nowhere, "0", "2"), KPCCL_ERROR);
     assert_eq!(kpccl_last_error_code(), kpccl_error_code_t::KPCCL_ERR_OUT_OF_BAND, "{}", last_error());
 }
-
