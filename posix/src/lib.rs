@@ -69,6 +69,16 @@ pub fn page_size() -> usize {
 pub fn fork_generation() -> u32 {
     sys::fork_generation()
 }
+
+/// The CPUs this thread may run on, as the kernel's CPU set (bit `c % 64`
+/// of word `c / 64` for CPU `c`), sized to the machine: more than 1024
+/// CPUs too, which rustix's fixed set cannot hold.
+///
+/// # Errors
+/// The kernel's, or one naming the largest set it refused.
+pub fn cpu_set() -> std::io::Result<Vec<u64>> {
+    sys::cpu_set()
+}
 /// The element types `Window::read` and `Window::write` copy: every byte
 /// pattern a valid value (bytemuck's derive checks it for your own types).
 pub use bytemuck::Pod;

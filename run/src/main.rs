@@ -1,13 +1,14 @@
-//! `kpccl-run -n N [--timeout SECS] -- program [args...]`: runs `N` ranks of
+//! `kpccl-run -n N [--timeout SECS] -- program [args...]` (`-np N` too): runs `N` ranks of
 //! a program whose out-of-band collectives go through this launcher
 //! (`RunOob::from_env` in the program), for users
 //! without MPI.
 //!
 //! The ranks inherit stdout and stderr (rank 0 also stdin). The exit code
-//! is 0 if every rank exited 0, else the exit code of the rank whose failure
-//! the launcher saw first (the one after which the others were killed; the
-//! lowest failing rank if none was killed), or 128 + the signal that killed
-//! it, with a one-line summary on stderr;
+//! is 0 if every rank exited 0, else the exit code of the rank after whose
+//! failure the others were killed, or else of the lowest failing rank (a
+//! rank killed at `--timeout` included), 128 + the signal for a rank killed
+//! by one, with a one-line summary on stderr; 128 + the launcher's signal if
+//! every rank still exited 0;
 //! 127/126 if the program cannot be started, 2 for a usage error. Once a
 //! rank fails, the ranks still running `--abort-after` seconds later (10 by
 //! default) are killed, so a frozen rank cannot hold the job. When a rank
@@ -27,13 +28,21 @@ use std::time::Duration;
 
 use kpccl_run::{Binding, DEFAULT_ABORT_AFTER, Launch, parse_rank_count};
 
-const USAGE: &str = "usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--bind-to cpu|none] [--] program [args...]\n       kpccl-run --version\n       kpccl-run --sweep [DIR]   remove segments of dead creators from DIR (default: KPCCL_SHM_DIR or /dev/shm)\n       kpccl-run --list [--remove-stale] [DIR]\n                                 the kpccl segments of this node, live and stale: creator pid and\n                                 liveness, rank count, size, age, attached pids (then remove the stale)";
+const USAGE: &str = "\
+usage: kpccl-run -n N [--timeout SECS] [--abort-after SECS|never] [--bind-to cpu|none] [--] program [args...]
+       kpccl-run --sweep [DIR]
+       kpccl-run --list [--remove-stale] [DIR]
+       kpccl-run --version | --help";
 
 /// The rest of `--help`.
 const HELP: &str = "\
-Runs N ranks of a program connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_RUN_SOCKET.
+Runs N ranks of a program, connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_RUN_SOCKET:
+the program joins with RunOob::from_env (Rust), kpccl_run_oob (C) or kpccl.Comm.from_env()
+(Python). Rank 0 reads stdin; every rank writes to kpccl-run's stdout and stderr.
 
-  --timeout SECS   kill every rank still running SECS seconds after the start
+  -n N, -np N, --nranks N
+                   the number of ranks, 1 to 1024 (required)
+  --timeout SECS   kill every rank still running SECS seconds after the start (default: none)
   --abort-after SECS|never
                    once a rank fails (exit code not 0, or a signal), kill every rank still
                    running SECS seconds later (default 10: time for the others to report the
@@ -43,6 +52,33 @@ Runs N ranks of a program connected through KPCCL_RANK, KPCCL_NRANKS and KPCCL_R
                    cpu: run rank r on one logical CPU, the r-th of those kpccl-run may use
                    (wrapping around when the ranks outnumber them), as mpirun --bind-to
                    hwthread; none (default): wherever kpccl-run may run
+  --               ends the options: the next word is the program
+  --sweep [DIR]    remove the segments of dead creators from DIR (default: KPCCL_SHM_DIR,
+                   else /dev/shm)
+  --list [--remove-stale] [DIR]
+                   the kpccl segments of this node, live and stale: creator pid and liveness,
+                   rank count, size, age, attached pids; --remove-stale then removes the stale
+  -V, --version    the version and the launcher protocol
+  -h, --help       this help
+
+SECS may have a fraction (0.5). SIGINT, SIGTERM or SIGHUP to kpccl-run is passed on to the
+ranks; those still running --abort-after seconds later are killed (at once on a second signal).
+
+Exit status:
+  0 if every rank exited 0. Else the exit code of the rank after whose failure the others
+  were killed (--abort-after), or else of the lowest rank that failed; a rank killed by
+  signal S counts as 128+S (137: killed by --timeout or --abort-after, 130: Ctrl-C).
+  128+S if kpccl-run got signal S and every rank exited 0. 127 if the program is not found,
+  126 if it cannot be executed, 1 if the job cannot start otherwise or --sweep or --list
+  fails, 2 for a usage error.
+
+Examples:
+  kpccl-run -n 4 ./my-program --size 4096
+  kpccl-run -np 8 --timeout 600 --bind-to cpu -- python3 train.py
+  kpccl-run --list --remove-stale
+
+Read by kpccl-run:
+  KPCCL_RUNNER          words put in front of the program (qemu-aarch64 -L ...), split on spaces
 
 Read by the ranks:
   KPCCL_OOB_TIMEOUT_MS  how long an out-of-band collective (communicator or window creation)
@@ -153,9 +189,11 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
     let program = loop {
         let Some(arg) = argv.next() else { return Err("no program given".into()) };
         let Some(s) = arg.to_str() else { break arg };
+        // `--flag=V`, and `-nN` / `-npN` as `-n` has always taken its value.
         let (flag, inline) = match s.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ if s.starts_with("-n") && s.len() > 2 => ("-n", Some(s[2..].to_owned())),
+            _ if s.starts_with("-np") && s.len() > 3 => ("-np", Some(s[3..].to_owned())),
+            _ if s.starts_with("-n") && s.len() > 2 && s != "-np" => ("-n", Some(s[2..].to_owned())),
             _ => (s, None),
         };
         let mut value = |name: &str| match inline.clone() {
@@ -164,10 +202,12 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, Strin
         };
         match flag {
             "-h" | "--help" => return Ok(None),
-            "-n" | "--nranks" => {
+            // `-np`: what MPI users type (mpirun -np N).
+            "-n" | "-np" | "--nranks" => {
                 // Checked here, not only by the launcher, so that it is a
-                // usage error (exit 2) like every other bad flag.
-                nranks = Some(parse_rank_count(&value("-n")?)?);
+                // usage error (exit 2) like every other bad flag; named as typed.
+                let v = value(flag)?;
+                nranks = Some(parse_rank_count(&v).map_err(|why| why.replacen("-n ", &format!("{flag} "), 1))?);
             }
             "--timeout" => {
                 let v = value("--timeout")?;
@@ -306,6 +346,23 @@ mod tests {
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// `-np N`, as MPI users type it, is `-n N` in each of its forms; the
+    /// errors name the flag typed. Before, `-np 2` was `-n p`: "not a rank count".
+    #[test]
+    fn np_is_n() {
+        for args in [&["-np", "2", "prog"][..], &["-np2", "prog"], &["-n", "2", "prog"], &["--nranks", "2", "prog"]] {
+            let a = p(args).unwrap().unwrap();
+            assert_eq!((a.nranks, a.program.to_str()), (2, Some("prog")), "{args:?}");
+        }
+        assert_eq!(p(&["-np", "x", "prog"]).unwrap_err(), "-np x: not a rank count");
+        assert_eq!(p(&["-np", "0", "prog"]).unwrap_err(), "-np 0: the rank count must be 1 to 1024");
+        assert_eq!(p(&["-n0", "prog"]).unwrap_err(), "-n 0: the rank count must be 1 to 1024");
+        assert_eq!(p(&["--nranks=x", "prog"]).unwrap_err(), "--nranks x: not a rank count");
+        assert_eq!(p(&["-np"]).unwrap_err(), "-np needs a value");
+        // As `-n=2` never was, `-np=2` is not a rank count: short flags take no `=`.
+        assert_eq!(p(&["-np=2", "prog"]).unwrap_err(), "-np =2: not a rank count");
     }
 
     /// A value too large is called that, with the bound; before, `1e300`

@@ -352,3 +352,42 @@ fn kpccl_run_list_never_blocks_on_a_fifo() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(blocked, 0, "kpccl-run --list blocked on a FIFO");
 }
+
+/// `kpccl-run --help` says what a user needs without the sources: every
+/// option, the exit status, examples. Before, the exit codes were only in
+/// the rustdoc of `main.rs`, and `-np` was not an option.
+#[test]
+fn kpccl_run_help_states_the_options_and_the_exit_status() {
+    let out = kpccl_run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for option in
+        ["-n N, -np N, --nranks N", "--timeout", "--abort-after", "--bind-to", "--sweep", "--list", "--version"]
+    {
+        assert!(help.contains(option), "{option} is not explained:\n{help}");
+    }
+    let status = help.split("Exit status:").nth(1).unwrap_or_else(|| panic!("no exit status:\n{help}"));
+    for said in ["0 if every rank exited 0", "128+S", "137", "130", "127", "126", "2 for a usage error"] {
+        assert!(status.contains(said), "the exit status does not say {said:?}:\n{help}");
+    }
+    assert!(help.contains("Examples:\n  kpccl-run -n 4 "), "{help}");
+}
+
+/// `kpccl-run -np N`, as MPI users type it, runs N ranks. Before: "-n p:
+/// not a rank count", exit 2.
+#[test]
+fn kpccl_run_takes_np_as_mpirun_does() {
+    let words = kpccl_run_words();
+    // The rank, a host shell, goes through no runner; it says its rank count.
+    let out = Command::new(&words[0])
+        .args(&words[1..])
+        .args(["-np", "3", "--", "sh", "-c", "echo \"$KPCCL_NRANKS\""])
+        .env("KPCCL_RUNNER", "")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n3\n3\n");
+    let bad = kpccl_run(&["-np", "x", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).starts_with("kpccl-run: -np x: not a rank count\n"), "{bad:?}");
+}

@@ -4,12 +4,17 @@
 //! Here the set grows until the kernel's fits, as glibc's `CPU_ALLOC` lets
 //! a program do.
 
+use std::io;
+
 use kpccl_core::{CPU_WORDS, CpuMask};
-use rustix::io::Errno;
 
 /// The largest set tried, in 64-bit words: 2^20 CPUs (Linux allows at most
 /// 2^13 today, `CONFIG_NR_CPUS`).
 const MAX_WORDS: usize = 1 << 14;
+
+// A kernel CPU set is an array of `unsigned long`: `u64` words hold it bit
+// for bit only where that is 64 bits, as on the targets this crate builds for.
+const _: () = assert!(size_of::<libc::c_ulong>() == size_of::<u64>());
 
 /// The CPUs this thread may run on, CPUs from 1024 up folded onto the
 /// 1024 bits of a [`CpuMask`] (CPU `c` as `c % 1024`): the mask's count can
@@ -17,35 +22,43 @@ const MAX_WORDS: usize = 1 << 14;
 /// spin, and a thread bound to CPUs above 1023 still has a mask. Unknown if
 /// the kernel will not say.
 pub(crate) fn affinity() -> CpuMask {
-    grow_until_fits(get).map_or(CpuMask::UNKNOWN, |set| fold(&set))
+    cpu_set().map_or(CpuMask::UNKNOWN, |set| fold(&set))
+}
+
+/// See [`crate::cpu_set`].
+pub(crate) fn cpu_set() -> io::Result<Vec<u64>> {
+    grow_until_fits(get)
 }
 
 /// This thread's affinity into `set` (`sched_getaffinity(0, ..)`).
-fn get(set: &mut [u64]) -> Result<(), Errno> {
-    let bytes = core::mem::size_of_val(set);
+fn get(set: &mut [u64]) -> io::Result<()> {
+    let bytes = size_of_val(set);
     // SAFETY: `set` is writable for `bytes` bytes, the size passed; the
-    // kernel writes at most that many (glibc zeroes the rest of them), and a
-    // `cpu_set_t` of any length is an array of `unsigned long`, as `u64` is
-    // on the 64-bit targets this crate builds for.
+    // kernel writes at most that many, and a CPU set of any length is an
+    // array of `unsigned long` (`u64` here: the assert above).
     #[allow(unsafe_code)]
     let rc = unsafe { libc::sched_getaffinity(0, bytes, set.as_mut_ptr().cast::<libc::cpu_set_t>()) };
-    if rc == 0 { Ok(()) } else { Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::INVAL)) }
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
-/// Calls `get` with a set of [`CPU_WORDS`] words, doubled while the kernel
-/// says it is too small (`EINVAL`), up to [`MAX_WORDS`]: the set it filled,
-/// or `None` if it failed otherwise or never fit.
-fn grow_until_fits(mut get: impl FnMut(&mut [u64]) -> Result<(), Errno>) -> Option<Vec<u64>> {
+/// Calls `get` with a set of [`CPU_WORDS`] words (1024 CPUs), doubled while
+/// the kernel says it is too small for its possible CPUs (`EINVAL`), up to
+/// [`MAX_WORDS`]: the set it filled, or the error it gave otherwise, or one
+/// naming the largest size refused.
+fn grow_until_fits(mut get: impl FnMut(&mut [u64]) -> io::Result<()>) -> io::Result<Vec<u64>> {
     let mut words = CPU_WORDS;
-    while words <= MAX_WORDS {
+    loop {
         let mut set = vec![0u64; words];
         match get(&mut set) {
-            Ok(()) => return Some(set),
-            Err(Errno::INVAL) => words *= 2,
-            Err(_) => return None,
+            Ok(()) => return Ok(set),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && words < MAX_WORDS => words *= 2,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let cpus = words * 64;
+                return Err(io::Error::new(e.kind(), format!("the kernel refused a set of {cpus} CPUs: {e}")));
+            }
+            Err(e) => return Err(e),
         }
     }
-    None
 }
 
 /// `set` folded onto a [`CpuMask`]: word `i` or-ed into word `i % CPU_WORDS`.
@@ -63,10 +76,10 @@ mod tests {
 
     /// A kernel of `cpus` possible CPUs that lets this thread run on `allowed`:
     /// `EINVAL` for a set too small for its CPUs, as Linux answers.
-    fn kernel(cpus: usize, allowed: &[usize]) -> impl FnMut(&mut [u64]) -> Result<(), Errno> + '_ {
+    fn kernel(cpus: usize, allowed: &[usize]) -> impl FnMut(&mut [u64]) -> io::Result<()> + '_ {
         move |set: &mut [u64]| {
             if set.len() * 64 < cpus {
-                return Err(Errno::INVAL);
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
             }
             set.fill(0);
             for &c in allowed {
@@ -101,17 +114,17 @@ mod tests {
     }
 
     #[test]
-    fn another_error_or_a_set_that_never_fits_is_unknown() {
-        assert_eq!(grow_until_fits(|_| Err(Errno::PERM)), None);
+    fn another_error_or_a_set_that_never_fits_is_an_error_naming_it() {
+        let denied = grow_until_fits(|_| Err(io::Error::from_raw_os_error(libc::EPERM))).unwrap_err();
+        assert_eq!(denied.raw_os_error(), Some(libc::EPERM));
         let mut calls = 0;
-        assert_eq!(
-            grow_until_fits(|_| {
-                calls += 1;
-                Err(Errno::INVAL)
-            }),
-            None
-        );
+        let never = grow_until_fits(|_| {
+            calls += 1;
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        })
+        .unwrap_err();
         assert_eq!(calls, 11, "16 to 16384 words, doubling");
+        assert!(never.to_string().starts_with("the kernel refused a set of 1048576 CPUs: "), "{never}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod shm;
 mod socket;
 mod thread;
 
-pub(crate) use affinity::affinity;
+pub(crate) use affinity::{affinity, cpu_set};
 pub(crate) use cgroup::cpu_quota;
 pub(crate) use fork::generation as fork_generation;
 pub(crate) use futex::{futex_wait, futex_wake};
