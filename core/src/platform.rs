@@ -1,7 +1,11 @@
 //! What the core needs from the operating system, as one trait.
 //!
 //! The Linux implementation lives in `kpccl-posix`; a custom runtime (or a
-//! test harness whose ranks are threads) brings its own.
+//! test harness whose ranks are threads) brings its own (`docs/EMBEDDING.md`).
+//!
+//! The target needs 64-bit atomics (`target_has_atomic = "64"`): the fences
+//! are 64-bit counters in the segments. Without them (Cortex-M, `riscv32imac`)
+//! the crate does not build (``cannot find `AtomicU64` ``).
 
 use core::ptr::NonNull;
 
@@ -47,6 +51,10 @@ impl CpuMask {
 
 /// Who a rank's process is: enough to tell a live peer from a dead one whose
 /// pid was reused, and to keep segments private to one user.
+///
+/// Every rank of a communicator gives the same `uid` (creation fails on a
+/// mismatch). Ranks of one program may share `pid` and `start_time`: then
+/// [`Platform::is_alive`] answers for all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessIdentity {
     /// The process id.
@@ -101,10 +109,18 @@ impl Step {
 
 /// A mapped shared segment. Dropping it unmaps it (and releases any handle);
 /// it never removes the segment's name.
+///
+/// The memory is ordinary, cache-coherent memory shared by every rank that
+/// maps the segment, on which the CPU's atomic instructions work (aarch64:
+/// Normal, Inner Shareable; not Device or uncached memory): the fences are
+/// atomics in it. Ranks may map it at different addresses (a window refers
+/// to its parts by offset). It stays mapped, at `base()`, until dropped.
 pub trait Segment {
-    /// The first byte of the mapping (aligned to the platform's page size).
+    /// The first byte of the mapping, aligned to the platform's page size
+    /// (window creation refuses a misaligned one: [`crate::error::PlatformOp::Alignment`]).
     fn base(&self) -> NonNull<u8>;
-    /// The mapping's length in bytes.
+    /// The mapping's length in bytes: at least the length asked for (a
+    /// shorter one is refused: [`crate::error::PlatformOp::Size`]).
     fn len(&self) -> usize;
     /// Whether the mapping is empty (never, for a window).
     fn is_empty(&self) -> bool {
@@ -124,18 +140,32 @@ pub trait Segment {
 }
 
 /// The operating-system services of one process.
+///
+/// Every window keeps a clone ([`crate::create_window`] asks for `Clone`):
+/// make it a cheap handle.
 pub trait Platform {
     /// The platform's mapped segment.
     type Segment: Segment;
 
-    /// Creates a segment for `name`, private to this user, `len` bytes long,
-    /// and maps it read-write: as `name`, exclusively (it must not exist),
-    /// or, on a platform whose [`Platform::publish`] gives another way in,
-    /// possibly without any name, so that no crash can leave one behind
-    /// (Linux: `O_TMPFILE` where the file system has it).
+    /// Creates a segment for `name`, private to this user, `len` bytes long
+    /// (a multiple of [`Platform::page_size`]), **zero-filled**, and maps it
+    /// read-write: as `name`, exclusively (it must not exist), or, on a
+    /// platform whose [`Platform::publish`] gives another way in, possibly
+    /// without any name, so that no crash can leave one behind (Linux:
+    /// `O_TMPFILE` where the file system has it). `name` is at most
+    /// [`NAME_LEN`]` - 1` bytes.
+    ///
+    /// Zero-filled is part of the protocol: the creator writes only the
+    /// header and the rank table, and the fences' counters, flags and poison
+    /// word must start at 0. Memory reused without zeroing makes creation
+    /// fail with a misleading error (a rank that "left the window"), or a
+    /// fence pass before its partner arrived. The zeroing must be visible to
+    /// the other ranks after the next out-of-band allgather (see [`crate::Oob`]).
     fn create(&self, name: &str, len: u64) -> Result<Self::Segment, PlatformError>;
     /// Opens and maps the existing segment `name`, refusing it unless it belongs
-    /// to this user and is exactly `len` bytes long.
+    /// to this user ([`crate::error::PlatformOp::Owner`], the code its owner)
+    /// and is exactly `len` bytes long ([`crate::error::PlatformOp::Size`],
+    /// the code its size).
     fn open(&self, name: &str, len: u64) -> Result<Self::Segment, PlatformError>;
     /// Removes the name of segment `name` (mappings stay valid).
     fn unlink(&self, name: &str) -> Result<(), PlatformError>;
@@ -188,16 +218,28 @@ pub trait Platform {
     fn cpu_quota(&self) -> Option<u32> {
         None
     }
-    /// A monotonic clock, in nanoseconds.
+    /// A monotonic clock, in nanoseconds, that advances while a rank waits:
+    /// [`Platform::wait`]'s deadlines, the wait policy's `timeout_ns` and its
+    /// liveness checks every `liveness_ns` are measured on it (a clock in
+    /// other units scales them all; one that stands still ends a wait only
+    /// by its partner). A rank compares only its own readings: the ranks'
+    /// clocks need not agree.
     fn now_ns(&self) -> u64;
-    /// Fills `buf` with unpredictable bytes.
+    /// Fills `buf` with unpredictable bytes (they name segments: where no
+    /// one else can reach the namespace, unique is enough).
     fn random(&self, buf: &mut [u8]) -> Result<(), PlatformError>;
-    /// This process's identity.
+    /// This process's identity (see [`ProcessIdentity`]).
     fn identity(&self) -> ProcessIdentity;
-    /// Whether the process `who` still runs (the same process, not a reused pid).
+    /// Whether the process `who` still runs (the same process, not a reused
+    /// pid). Waiters ask it every `liveness_ns` for a few ranks each: keep it
+    /// cheap. `true` when the platform cannot tell: a rank that dies without
+    /// leaving its window then holds its partners until their timeout
+    /// (forever with `timeout_ns` 0).
     fn is_alive(&self, who: &ProcessIdentity) -> bool;
 
-    /// Gives the CPU to another runnable thread.
+    /// Gives the CPU to another runnable thread. Where ranks share a CPU
+    /// without preemption (a cooperative scheduler), it must run the others:
+    /// a waiting rank makes no progress until its partner does.
     fn yield_now(&self);
     /// The CPU the caller runs on now, if the platform can tell cheaply (a
     /// scheduling hint for the waits: they poll instead of yielding while no
@@ -205,11 +247,28 @@ pub trait Platform {
     fn current_cpu(&self) -> Option<u32> {
         None
     }
-    /// Sleeps while `*word == expected`, until woken or until the monotonic
-    /// clock reaches `deadline_ns`. `word` may be in memory shared between
-    /// processes. Spurious returns are allowed.
+    /// Sleeps while `*word == expected`, until woken or until
+    /// [`Platform::now_ns`] reaches `deadline_ns` (`u64::MAX`: no deadline;
+    /// one already past: return at once). `word` may be in memory shared
+    /// between processes. Spurious returns are allowed, and the outcome is
+    /// only a hint.
+    ///
+    /// Memory ordering: the caller orders everything itself (its SeqCst
+    /// fences pair its announcement that it sleeps with the signaller's
+    /// store; on return it reloads the word, and what it waits for, with
+    /// Acquire loads), so this read of `word` may be Relaxed.
+    ///
+    /// No lost wake-up: a [`Platform::wake`] that follows a change of
+    /// `*word` must end a wait that compared before the change (a futex
+    /// compares and queues under one lock; a scheduler that checks, then
+    /// parks, needs the same). A lost one costs latency, not a hang: the
+    /// caller never passes a deadline more than its policy's `liveness_ns`
+    /// ahead. A platform without sleeping may poll `*word` until it changes
+    /// or the deadline passes, yielding as [`Platform::yield_now`] does.
     fn wait(&self, word: &AtomicU32, expected: u32, deadline_ns: u64) -> WaitOutcome;
-    /// Wakes every waiter on `word`, in any process.
+    /// Wakes every waiter on `word`, in any process that maps it; called
+    /// after the store that changed `*word`, and must not block. It may do
+    /// nothing where [`Platform::wait`] polls the word.
     fn wake(&self, word: &AtomicU32);
     /// Makes this process a target of [`Platform::global_heavy_fence`] (from
     /// any process that registered too); `true` if that fence works here.

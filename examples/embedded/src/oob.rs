@@ -75,7 +75,11 @@ impl Oob for StaticOob {
         if recv.len() != n * send.len() || recv.len() > BUFFER {
             return Err(OobError { code: -EINVAL });
         }
-        let mine = &self.group.buf[self.rank as usize * send.len()..][..send.len()];
+        // A rank past the buffer (a misnumbered core) still takes part, so
+        // that nobody waits for it; its record reaches no table, which
+        // refuses it on every rank, as a rank past `nranks` within the buffer.
+        let start = self.rank as usize * send.len();
+        let mine = self.group.buf.get(start..start + send.len()).unwrap_or_default();
         // Relaxed: the barrier orders these stores before every rank's loads.
         mine.iter().zip(send).for_each(|(b, &v)| b.store(v, Relaxed));
         self.wait_for_all();

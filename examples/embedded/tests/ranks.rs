@@ -47,3 +47,26 @@ fn too_many_ranks_is_an_error() {
     let platform = StaticPlatform::new(&ARENA, clock_ns, 1);
     assert_eq!(rank_main(platform, &StaticOob::new(&GROUP, 0, 17), 0, 17, 1), Err(RunError::TooManyRanks));
 }
+
+#[test]
+fn a_rank_past_the_group_buffer_fails_every_rank_without_a_panic() {
+    use kpccl_core::CollectiveError;
+    static GROUP: Group = Group::new();
+    // Rank 40 of 2: its record lands past the group's buffer (16 ranks).
+    let platform = StaticPlatform::new(&ARENA, clock_ns, 2).with_relax(std::thread::yield_now);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for rank in [0, 40] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let run = || rank_main(platform, &StaticOob::new(&GROUP, rank, 2), rank, 2, 1);
+            let result = std::panic::catch_unwind(core::panic::AssertUnwindSafe(run));
+            let _ = tx.send((rank, result.map_err(|_| "panicked")));
+        });
+    }
+    let mut results: Vec<_> =
+        (0..2).map(|_| rx.recv_timeout(core::time::Duration::from_secs(20)).expect("a rank hung")).collect();
+    results.sort_by_key(|&(rank, _)| rank);
+    assert_eq!(results[0], (0, Ok(Err(RunError::Collective(CollectiveError::NoRecord { rank: 1 })))));
+    // Rank 40 fails too (core's verdict names the empty record before its own refusal).
+    assert!(matches!(results[1], (40, Ok(Err(RunError::Collective(_))))), "{results:?}");
+}

@@ -12,6 +12,10 @@
 #![cfg_attr(target_os = "none", no_std, no_main)]
 #![allow(clippy::disallowed_methods)] // an embedder's code: `core`'s spin hint
 
+// The entry point below reads aarch64's generic timer; other targets need their own clock.
+#[cfg(all(target_os = "none", not(target_arch = "aarch64")))]
+compile_error!("src/bin/bare.rs reads aarch64's generic timer: give `run` this target's clock");
+
 use kpccl_embedded_example::{Arena, Group, Page, StaticOob, StaticPlatform, rank_main};
 
 static PAGES: [Page; 16] = [const { Page::new() }; 16];
@@ -24,7 +28,7 @@ fn run(clock_ns: fn() -> u64) -> bool {
     rank_main(platform, &StaticOob::new(&GROUP, 0, 1), 0, 1, 100) == Ok(5050) && ARENA.in_use() == 0
 }
 
-#[cfg(target_os = "none")]
+#[cfg(all(target_os = "none", target_arch = "aarch64"))]
 mod bare {
     /// The generic timer: the virtual counter scaled by its frequency.
     fn clock_ns() -> u64 {
