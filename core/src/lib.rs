@@ -15,6 +15,13 @@
 #![no_std]
 #![deny(unsafe_code)]
 
+// The fences are 64-bit counters in shared memory: say so, rather than fail
+// to find `AtomicU64` (Cortex-M, riscv32imac).
+#[cfg(not(target_has_atomic = "64"))]
+compile_error!(
+    "kpccl-core needs 64-bit atomics (target_has_atomic = \"64\"): its fences are AtomicU64 counters in shared memory"
+);
+
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 

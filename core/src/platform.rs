@@ -5,7 +5,7 @@
 //!
 //! The target needs 64-bit atomics (`target_has_atomic = "64"`): the fences
 //! are 64-bit counters in the segments. Without them (Cortex-M, `riscv32imac`)
-//! the crate does not build (``cannot find `AtomicU64` ``).
+//! the crate does not build, and says why.
 
 use core::ptr::NonNull;
 
