@@ -106,7 +106,14 @@ pub(crate) fn die_with_launcher(cmd: &mut Command) {
 /// caught signals back to their default, then raises the one it (or the
 /// launcher, after `caught` was last looked at) got, dying of it as the
 /// program would have at its start.
-pub(crate) fn pass_on_at_exec(cmd: &mut Command, caught: &Caught) {
+///
+/// Returns whether a caught signal had come before the rank was started:
+/// then the caller starts no more. One look decides both (a signal between
+/// two looks would reach neither the launcher's decision nor the rank: it
+/// was delivered to the group before the fork, and the rank's copy of the
+/// count already holds it).
+#[must_use]
+pub(crate) fn pass_on_at_exec(cmd: &mut Command, caught: &Caught) -> bool {
     // Copied into the closure: nothing may allocate between fork and exec.
     let mut handled = [0; CAUGHT.len()];
     for (slot, (sig, _)) in handled.iter_mut().zip(&caught.previous) {
@@ -131,6 +138,7 @@ pub(crate) fn pass_on_at_exec(cmd: &mut Command, caught: &Caught) {
     // SAFETY: the closure runs in the forked child before exec: `sigaction`,
     // atomic loads and `raise`, all async-signal-safe; no allocation, no lock.
     unsafe { cmd.pre_exec(at_exec) };
+    seen != caught.base
 }
 
 /// `SIGINT`, `SIGTERM` and `SIGHUP` caught (for the whole process) while

@@ -165,11 +165,6 @@ impl Launch {
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the launcher's watchdog: {e}")))?;
         let mut ranks = Ranks(Vec::with_capacity(self.nranks as usize));
         for rank in 0..self.nranks {
-            // A signal while the ranks start (a terminal's Ctrl-C) reached
-            // those started, or is passed on to them: none after it starts.
-            if caught.as_ref().is_some_and(|c| c.received().count > 0) {
-                break;
-            }
             let mut cmd = match runner.split_first() {
                 Some((first, rest)) => {
                     let mut c = Command::new(first);
@@ -190,8 +185,10 @@ impl Launch {
             if let Some(cpus) = &cpus {
                 crate::bind::bind(&mut cmd, cpus[rank as usize % cpus.len()]);
             }
-            if let Some(caught) = &caught {
-                signals::pass_on_at_exec(&mut cmd, caught);
+            // A signal while the ranks start (a terminal's Ctrl-C) reached
+            // those started, or is passed on to them: none after it starts.
+            if caught.as_ref().is_some_and(|c| signals::pass_on_at_exec(&mut cmd, c)) {
+                break;
             }
             // The child's copy of `exec_mark` closes at its exec (see `reached_exec`).
             let (exec_watch, exec_mark) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
@@ -203,8 +200,15 @@ impl Launch {
             drop(exec_mark);
             ranks.0.push(Rank { child, status: None, exec_watch });
         }
+        // Those never started end at once, as killed by the launcher's
+        // signal: a started rank that outlives it (one that handles it)
+        // learns at its next collective that they will never come.
+        let not_started: Vec<u32> = (0..self.nranks).skip(ranks.0.len()).collect();
+        let stopped_by = ExitStatus::from_raw(caught.as_ref().map_or(libc::SIGTERM, |c| c.received().last.as_raw()));
+        for &rank in &not_started {
+            hub.rank_ended(rank, 0, stopped_by);
+        }
         hub.serve()?;
-        let started = ranks.0.len();
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
         let (ended, signal) = ranks.wait(&hub, deadline, self.abort_after, caught.as_ref(), &watchdog)?;
         let timed_out = ended == Ended::Deadline;
@@ -214,7 +218,6 @@ impl Launch {
         };
         let interrupted =
             signal.map(|(signal, passed_on)| Interrupted { signal, passed_on, again: ended == Ended::SignalledAgain });
-        let not_started: Vec<u32> = (0..self.nranks).skip(started).collect();
         let cut_short = ended != Ended::AllExited || !not_started.is_empty();
         let never_connected = if cut_short { hub.never_connected() } else { Vec::new() };
         // Looked at before they are killed: what held them.
@@ -232,11 +235,6 @@ impl Launch {
         // connected either, but was not lost that way.
         let never_connected = never_connected.into_iter().filter(|r| killed.contains(r)).collect();
         let unstarted = unstarted.into_iter().filter(|r| killed.contains(r)).collect();
-        // Those never started read as ended by the launcher's signal.
-        let stopped_by = ExitStatus::from_raw(signal.map_or(libc::SIGTERM, |(sig, _)| sig));
-        for &rank in &not_started {
-            hub.rank_ended(rank, 0, stopped_by);
-        }
         let oob_failure = hub.failure();
         drop(hub);
         let status = ranks

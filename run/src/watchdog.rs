@@ -41,9 +41,11 @@ const SWEEP_BOUND: Duration = Duration::from_secs(20);
 const GO: u8 = 1;
 /// The launcher's word: kill what is left of the job, then go.
 const SWEEP: u8 = 2;
-/// The signals that ask a job to stop: the launcher handles them (or dies of
-/// them, and then the watchdog has work to do).
-const IGNORED: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE];
+/// Signals the watchdog ignores: `SIGQUIT` asks a job to stop (the launcher
+/// handles it, or dies of it, and then the watchdog has work to do), and
+/// `SIGPIPE` is no reason to go. (`GROUP_SIGNALS` stay blocked instead:
+/// ignoring a pending signal discards it.)
+const IGNORED: [libc::c_int; 2] = [libc::SIGQUIT, libc::SIGPIPE];
 
 /// The watchdog's process name (`comm`, at most 15 bytes).
 const WATCHDOG_NAME: &CStr = c"kpccl-watchdog";
@@ -77,10 +79,19 @@ impl Watchdog {
         let read = rustix::io::fcntl_dupfd_cloexec(&low_read, 3)?;
         let write = rustix::io::fcntl_dupfd_cloexec(&low_write, 3)?;
         drop((low_read, low_write));
+        // Blocked across the fork, so that the watchdog has them blocked from
+        // its first instruction: a signal sent to the group stays pending
+        // there (see `got`), never taken by the launcher's handler, which
+        // the fork copies. The launcher's thread unblocks them after it.
+        let before = block(&GROUP_SIGNALS);
         // SAFETY: in the child, `watch` makes system calls only (no
         // allocation, no lock another thread could have held at the fork, no
         // panic) and ends with `_exit`, as a child of a threaded process must.
-        match unsafe { libc::fork() } {
+        let forked = unsafe { libc::fork() };
+        if forked != 0 {
+            restore(&before);
+        }
+        match forked {
             -1 => Err(io::Error::last_os_error()),
             0 => watch(&read, write.as_raw_fd(), &entry, uid),
             pid => {
@@ -149,6 +160,7 @@ impl Drop for Watchdog {
 /// The watchdog: waits for the launcher's word or its end, then kills the
 /// job's processes if it ended without a word or asked for a sweep.
 fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
+    // `GROUP_SIGNALS` are blocked already (across the fork), for good.
     // A name of its own: `pkill kpccl-run` or `killall kpccl-run` signals
     // the launcher alone, which passes the signal on; had the watchdog got
     // it too, the launcher would take it for one sent to the whole group,
@@ -161,7 +173,6 @@ fn watch(read: &OwnedFd, write: RawFd, entry: &[u8], uid: u32) -> ! {
         // SAFETY: sets a disposition to `SIG_IGN`; no handler runs.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
-    block(&GROUP_SIGNALS);
     // SAFETY: the launcher's write end, of which this is a copy: closed so
     // that the launcher's is the only one.
     unsafe { libc::close(write) };
@@ -254,12 +265,21 @@ fn arguments_in(stat: &[u8]) -> Option<(u64, u64)> {
     (start != 0 && end > start).then_some((start, end))
 }
 
-/// Blocks `signals` for the calling thread (the watchdog's only one).
-fn block(signals: &[libc::c_int]) {
-    // Stores into a local: no allocation, as the forked watchdog may not.
+/// Blocks `signals` for the calling thread; returns its mask before.
+fn block(signals: &[libc::c_int]) -> libc::sigset_t {
     let set = crate::signals::signal_set(signals);
-    // SAFETY: adds the live local's signals to the calling thread's mask (a system call).
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut()) };
+    // SAFETY: zeroed is a valid sigset for the call to overwrite.
+    let mut before: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: adds the live local's signals to the calling thread's mask,
+    // the previous mask into the other live local (a system call).
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, &raw mut before) };
+    before
+}
+
+/// Puts back the calling thread's signal mask [`block`] returned.
+fn restore(before: &libc::sigset_t) {
+    // SAFETY: sets the thread's mask from a live sigset (a system call).
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, before, std::ptr::null_mut()) };
 }
 
 /// Closes every descriptor above the standard streams but `keep` (the
