@@ -408,6 +408,15 @@ fn being_freed() -> PyErr {
     )
 }
 
+/// Marks a handle's window gone if the free in progress unwinds.
+struct EndsFree<'a, T: Fenced>(&'a Handle<T>);
+
+impl<T: Fenced> Drop for EndsFree<'_, T> {
+    fn drop(&mut self) {
+        *self.0.slot_mut() = Slot::Gone;
+    }
+}
+
 /// A window as a Python object holds it.
 #[derive(Debug)]
 pub(crate) struct Handle<T: Fenced> {
@@ -529,8 +538,16 @@ impl<T: Fenced> Handle<T> {
     }
 
     /// Ends this thread's free: the window is gone, or put back (`Some`: a
-    /// free that could not begin).
-    fn end_free(&self, back: Option<Shared<T>>) {
+    /// free that could not begin), unless another thread abandoned it
+    /// meanwhile: then it is released, gone as an abandoned window is.
+    fn end_free(&self, py: Python<'_>, back: Option<Shared<T>>) {
+        let back = match back {
+            Some(w) if w.abandon_asked() => {
+                release(py, w);
+                None
+            }
+            back => back,
+        };
         *self.slot_mut() = back.map_or(Slot::Gone, Slot::Live);
     }
 
@@ -656,13 +673,17 @@ impl<T: Fenced> Fences for Handle<T> {
     fn free(&self, py: Python<'_>) -> PyResult<()> {
         self.in_its_process()?;
         let Some(w) = self.start_free()? else { return Ok(()) };
-        match T::free(w, py) {
+        // A panic in the free leaves the window gone, not for ever being freed.
+        let freeing = EndsFree(self);
+        let outcome = T::free(w, py);
+        std::mem::forget(freeing);
+        match outcome {
             Ok(freed) => {
-                self.end_free(None);
+                self.end_free(py, None);
                 freed
             }
             Err((w, refused)) => {
-                self.end_free(Some(w));
+                self.end_free(py, Some(w));
                 Err(refused)
             }
         }
