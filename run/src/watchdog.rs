@@ -480,8 +480,13 @@ mod tests {
         assert_eq!(arguments_in(stat.as_bytes()), Some((4096, 4200)));
         assert_eq!(arguments_in(format!("42 (q) {}", fields("0 0 0 0 0")).as_bytes()), None, "qemu's");
         assert_eq!(arguments_in(b"42 (short) S 1"), None);
-        let (start, end) = argument_area().unwrap();
-        assert!(end > start, "this process's: {start:#x}..{end:#x}");
+        // This process's own, but under qemu-user, whose made-up `stat` has zeros there.
+        let emulated = cfg!(target_arch = "aarch64")
+            && std::env::var_os("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").is_some();
+        if !emulated {
+            let (start, end) = argument_area().expect("this process's argument area");
+            assert!(end > start, "this process's: {start:#x}..{end:#x}");
+        }
     }
 
     #[test]
